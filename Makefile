@@ -1,0 +1,25 @@
+# SignFleet: `make demo` runs a local fleet, `make test` runs the test suite.
+# Both install missing system packages first (scripts/install-deps.sh).
+SWIFT ?= swift
+BIN := .build/debug/signfleet
+
+.PHONY: deps build test demo bench clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+test: deps
+	$(SWIFT) build --build-tests
+	SIGNFLEET_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --skip-build
+
+demo: build
+	@scripts/demo.sh $(BIN)
+
+bench: deps
+	loadtests/run
+
+clean:
+	rm -rf .build loadtests/.build runs

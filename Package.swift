@@ -1,0 +1,61 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Targets follow shared/DESIGN.md ("Package layout"). Targets for later issues
+// (DeviceNode, Coordinator, Chaos, Fleet, LoadGenerator, FleetTesting) are added
+// by the issues that build them.
+let package = Package(
+    name: "SignFleet",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "signfleet", targets: ["signfleet"]),
+        .library(name: "MessagePack", targets: ["MessagePack"]),
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
+        .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
+        .library(name: "Envelopes", targets: ["Envelopes"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+    ],
+    targets: [
+        // System libraries (pkg-config names; apt providers install them on Debian).
+        .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
+        .systemLibrary(name: "CMsgPack", pkgConfig: "msgpack", providers: [.apt(["libmsgpack-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+
+        .target(name: "MessagePack", dependencies: ["CMsgPack"]),
+        .target(
+            name: "ZeroMQ",
+            dependencies: ["CZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "FleetProtocol",
+            dependencies: ["MessagePack", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "SignatureCapture",
+            dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        .target(name: "Envelopes"),
+        .executableTarget(
+            name: "signfleet",
+            dependencies: [
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ"]),
+        .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
+        .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
+        // Runs the built `signfleet` binary as real child processes.
+        .testTarget(name: "SignfleetCLITests", dependencies: ["FleetProtocol"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

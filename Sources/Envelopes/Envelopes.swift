@@ -1,0 +1,1 @@
+// Placeholder: the Envelopes module is being written (see the open issues).

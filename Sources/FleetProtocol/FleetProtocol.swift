@@ -1,0 +1,1 @@
+// Placeholder: the FleetProtocol module is being written (see the open issues).

@@ -1,0 +1,1 @@
+// Placeholder: the MessagePack module is being written (see the open issues).

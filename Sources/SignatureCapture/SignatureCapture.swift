@@ -1,0 +1,1 @@
+// Placeholder: the SignatureCapture module is being written (see the open issues).

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what SignFleet needs on Debian/Ubuntu when it is missing:
+# the system libraries (apt) and Python's msgpack (for the interop tests and
+# the codec benchmark's reference). Safe to run again; does nothing when all is there.
+set -euo pipefail
+
+APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gcc make python3)
+PYTHON=${SIGNFLEET_PYTHON:-python3}
+
+apt_install() {
+    if [ "$(id -u)" -eq 0 ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+    else
+        echo "error: missing system packages: $*" >&2
+        echo "       install them as root: apt-get install $*" >&2
+        exit 1
+    fi
+}
+
+if ! command -v dpkg >/dev/null 2>&1; then
+    echo "warning: not a Debian-family system; make sure these are installed: ${APT_PACKAGES[*]}" >&2
+else
+    missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "==> installing system packages: ${missing[*]}"
+        apt_install "${missing[@]}"
+    fi
+fi
+
+if ! "$PYTHON" -c 'import msgpack' >/dev/null 2>&1; then
+    echo "==> installing Python msgpack (interop tests, codec benchmark reference)"
+    if ! "$PYTHON" -m pip install -q --disable-pip-version-check msgpack 2>/dev/null; then
+        "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages msgpack 2>/dev/null \
+            || apt_install python3-msgpack
+    fi
+fi
