@@ -1,0 +1,13 @@
+// `signfleet-bench <name> [options]`: runs one benchmark and prints JSON lines.
+import Foundation
+let arguments = Array(CommandLine.arguments.dropFirst())
+let benchmarks: [String: ([String]) async throws -> Void] = [
+    "codec": codecBenchmark,
+    "transport": transportBenchmark,
+    "capture": captureBenchmark,
+]
+guard let name = arguments.first, let run = benchmarks[name] else {
+    print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
+    exit(2)
+}
+try await run(Array(arguments.dropFirst()))
