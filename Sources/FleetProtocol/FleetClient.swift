@@ -1,0 +1,359 @@
+import Foundation
+import Logging
+import ZeroMQ
+
+/// Settings of the device side of the wire.
+public struct FleetClientConfiguration: Sendable {
+    /// The coordinator's (or the fault proxy's) ROUTER endpoint.
+    public var endpoint: String
+    /// The device id; also the DEALER's routing id.
+    public var deviceID: String
+    /// Names the client software in ``Hello``.
+    public var clientName: String
+    /// How long to wait for one reply before retrying (Lazy Pirate).
+    public var requestTimeout: Duration
+    /// Sends of one request before giving up with a retryable `timeout` error.
+    public var maxAttempts: Int
+    /// Delay before each reconnection; doubles per failure, resets on success.
+    public var reconnectBackoff: Backoff
+    /// Used until the server's ``HelloReply`` says otherwise.
+    public var heartbeatInterval: Duration
+    public var heartbeatLiveness: Int
+    public var limits: WireLimits
+
+    public init(
+        endpoint: String,
+        deviceID: String,
+        clientName: String = "signfleet-node/\(FleetProtocolInfo.softwareVersion)",
+        requestTimeout: Duration = .seconds(2),
+        maxAttempts: Int = 3,
+        reconnectBackoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(30)),
+        heartbeatInterval: Duration = .seconds(1),
+        heartbeatLiveness: Int = 3,
+        limits: WireLimits = WireLimits()
+    ) {
+        self.endpoint = endpoint
+        self.deviceID = deviceID
+        self.clientName = clientName
+        self.requestTimeout = requestTimeout
+        self.maxAttempts = max(1, maxAttempts)
+        self.reconnectBackoff = reconnectBackoff
+        self.heartbeatInterval = heartbeatInterval
+        self.heartbeatLiveness = heartbeatLiveness
+        self.limits = limits
+    }
+}
+
+/// A change in the client's connection to the server.
+public enum ConnectionEvent: Sendable, Hashable {
+    /// The server answered `hello`.
+    case connected(serverInstance: String)
+    /// Nothing heard from the server for the liveness timeout.
+    case lost
+    /// The socket was closed; a new one opens after this delay.
+    case reconnecting(after: Duration)
+}
+
+/// The DEALER side of the wire, for one device.
+///
+/// `run()` keeps a connection: it opens the socket, says `hello`, sends
+/// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
+/// or a request times out (Lazy Pirate) it closes the socket and opens a new
+/// one after an exponential back-off. `request(_:)` sends a typed request and
+/// waits for its reply, resending it with the same request id on timeout;
+/// requests are idempotent, so a resend is always safe.
+///
+/// ```swift
+/// let client = FleetClient(configuration: .init(endpoint: endpoint, deviceID: "dev-1"), loop: loop, logger: logger)
+/// async let connection: Void = client.run()
+/// let reply = try await client.request(Heartbeat())
+/// ```
+public actor FleetClient {
+    public let configuration: FleetClientConfiguration
+    /// Connection changes, for logs and tests.
+    public nonisolated let events: AsyncStream<ConnectionEvent>
+
+    private enum ReplySlot {
+        case waiting(CheckedContinuation<InboundMessage, any Error>?)
+        case arrived(InboundMessage)
+    }
+
+    private struct ReplyTimeout: Error {}
+
+    private let loop: ZMQIOLoop
+    private let logger: Logger
+    private let codec: WireCodec
+    private let eventsContinuation: AsyncStream<ConnectionEvent>.Continuation
+    private var socket: AsyncSocket?
+    private var socketWaiters: [CheckedContinuation<Void, Never>] = []
+    private var pending: [UInt64: ReplySlot] = [:]
+    private var nextRequestID: UInt64
+    private var liveness: PeerLiveness
+    private var backoff: Backoff
+    private var reconnectRequested = false
+    private var lastSent: ContinuousClock.Instant = .now
+    private var stopped = false
+
+    public init(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) {
+        self.configuration = configuration
+        self.loop = loop
+        self.logger = logger
+        self.codec = WireCodec(limits: configuration.limits)
+        self.liveness = PeerLiveness(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
+        self.backoff = configuration.reconnectBackoff
+        // Ids start from the wall clock so a restarted device cannot match a
+        // stale reply meant for its previous run (ROUTER_HANDOVER routes it here).
+        self.nextRequestID = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)) << 8
+        (events, eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
+    }
+
+    // MARK: Connection
+
+    /// Keeps the connection up until the calling task is cancelled.
+    public func run() async {
+        while !Task.isCancelled {
+            if let socket = await openSocket() {
+                self.socket = socket
+                resumeSocketWaiters()
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await self.receive(from: socket) }
+                    group.addTask { await self.keepAlive(socket) }
+                    await group.next()
+                    group.cancelAll()
+                }
+                self.socket = nil
+                await socket.close()
+            }
+            if Task.isCancelled { break }
+            let delay = backoff.next()
+            eventsContinuation.yield(.reconnecting(after: delay))
+            logger.info("reconnecting", metadata: ["after": "\(delay)"])
+            do { try await Task.sleep(for: delay) } catch { break }
+        }
+        stop()
+    }
+
+    private func openSocket() async -> AsyncSocket? {
+        var options = SocketOptions()
+        options.routingID = Array(configuration.deviceID.utf8)
+        options.linger = 0
+        options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
+        options.reconnectInterval = .milliseconds(100)
+        options.reconnectIntervalMax = .seconds(5)
+        do {
+            let socket = try await loop.makeSocket(.dealer, options: options)
+            do {
+                try await socket.connect(configuration.endpoint)
+                return socket
+            } catch {
+                await socket.close()
+                throw error
+            }
+        } catch {
+            logger.error("cannot open connection", metadata: ["endpoint": "\(configuration.endpoint)", "error": "\(error)"])
+            return nil
+        }
+    }
+
+    /// Says hello, then sends heartbeats while idle; returns when the server
+    /// is lost or a reconnection was requested.
+    private func keepAlive(_ socket: AsyncSocket) async {
+        liveness = PeerLiveness(interval: liveness.interval, liveness: liveness.liveness)
+        _ = liveness.heard(at: .now)  // the liveness clock starts with the connection
+        do {
+            let hello = Hello(deviceID: configuration.deviceID, client: configuration.clientName)
+            let reply = try decodeReply(
+                Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: configuration.requestTimeout))
+            liveness.interval = .milliseconds(Int64(reply.heartbeatIntervalMs))
+            liveness.liveness = max(1, Int(reply.heartbeatLiveness))
+            backoff.reset()
+            logger.info("connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)"])
+            eventsContinuation.yield(.connected(serverInstance: reply.serverInstance))
+        } catch {
+            logger.notice("hello failed", metadata: ["error": "\(error)"])
+            return
+        }
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: liveness.interval / 2) } catch { return }
+            if reconnectRequested {
+                reconnectRequested = false
+                return
+            }
+            let now = ContinuousClock.now
+            if liveness.check(at: now) == .lost {
+                logger.warning("server lost", metadata: ["silentFor": "\(liveness.timeout)"])
+                eventsContinuation.yield(.lost)
+                return
+            }
+            if lastSent.duration(to: now) >= liveness.interval {
+                await sendHeartbeat(on: socket)
+            }
+        }
+    }
+
+    private func sendHeartbeat(on socket: AsyncSocket) async {
+        do {
+            let frames = try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: makeRequestID()))
+            lastSent = .now
+            try await socket.send(frames)
+        } catch {
+            logger.notice("heartbeat not sent", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func receive(from socket: AsyncSocket) async {
+        do {
+            for try await frames in socket.messages {
+                deliver(frames)
+            }
+        } catch {
+            logger.notice("receive ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func deliver(_ frames: [[UInt8]]) {
+        _ = liveness.heard(at: .now)
+        let message: InboundMessage
+        do {
+            message = try codec.decode(frames)
+        } catch {
+            logger.warning("dropped unreadable message from server", metadata: ["error": "\(error.error)"])
+            return
+        }
+        guard let replyTo = message.header.replyTo else {
+            logger.debug("dropped unsolicited message", metadata: ["type": "\(message.header.type)"])
+            return
+        }
+        switch pending[replyTo] {
+        case .waiting(let continuation?):
+            pending[replyTo] = nil
+            continuation.resume(returning: message)
+        case .waiting(nil):
+            pending[replyTo] = .arrived(message)
+        case .arrived, nil:
+            break  // a heartbeat's reply, or a late duplicate of one already delivered
+        }
+    }
+
+    /// Ends the connection from outside `run()` (which also ends on cancellation).
+    public func stop() {
+        stopped = true
+        eventsContinuation.finish()
+        for (id, slot) in pending {
+            if case .waiting(let continuation?) = slot { continuation.resume(throwing: CancellationError()) }
+            pending[id] = nil
+        }
+        resumeSocketWaiters()
+    }
+
+    // MARK: Requests
+
+    /// Sends a request and returns its reply.
+    ///
+    /// - Parameters:
+    ///   - request: The typed request.
+    ///   - timeout: How long to wait for each attempt's reply (default: the configuration's).
+    ///   - attempts: How many times to send it (default: the configuration's).
+    /// - Throws: The server's ``FleetError``; `timeout` (retryable) when no reply came;
+    ///   `CancellationError` when the task or the client stopped.
+    public func request<Request: FleetRequest>(
+        _ request: Request, timeout: Duration? = nil, attempts: Int? = nil
+    ) async throws -> Request.Reply {
+        let timeout = timeout ?? configuration.requestTimeout
+        let attempts = max(1, attempts ?? configuration.maxAttempts)
+        let id = makeRequestID()
+        for attempt in 1...attempts {
+            try Task.checkCancellation()
+            guard let socket = await currentSocket() else { throw CancellationError() }
+            do {
+                let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
+                return try decodeReply(Request.self, reply)
+            } catch is ReplyTimeout {
+                logger.notice(
+                    "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
+                // Lazy Pirate: a fresh socket cures a half-open connection.
+                if attempt < attempts { reconnectRequested = true }
+            }
+        }
+        throw FleetError(
+            .timeout, "no reply to \(Request.messageType) after \(attempts) attempts of \(timeout)", retryable: true)
+    }
+
+    private func decodeReply<Request: FleetRequest>(_ type: Request.Type, _ message: InboundMessage) throws -> Request.Reply {
+        switch message.header.type {
+        case Request.Reply.messageType:
+            return try codec.decodeBody(Request.Reply.self, from: message)
+        case FleetError.messageType:
+            throw try codec.decodeBody(FleetError.self, from: message)
+        default:
+            throw FleetError(.malformedMessage, "\(Request.messageType) was answered with \(message.header.type)")
+        }
+    }
+
+    /// Sends one attempt of a request and waits up to `timeout` for the reply.
+    private func exchange<Request: FleetRequest>(
+        _ request: Request, id: UInt64, on socket: AsyncSocket, timeout: Duration
+    ) async throws -> InboundMessage {
+        let frames = try codec.encode(request, header: MessageHeader(type: Request.messageType, id: id))
+        // The slot exists before the send, so a fast reply is never missed.
+        if pending[id] == nil { pending[id] = .waiting(nil) }
+        defer { pending[id] = nil }
+        lastSent = .now
+        try await socket.send(frames)
+        return try await withThrowingTaskGroup(of: InboundMessage.self) { group in
+            group.addTask { try await self.awaitReply(id) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw ReplyTimeout()
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw ReplyTimeout() }
+            return first
+        }
+    }
+
+    private func awaitReply(_ id: UInt64) async throws -> InboundMessage {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                switch pending[id] {
+                case .arrived(let message):
+                    pending[id] = nil
+                    continuation.resume(returning: message)
+                case .waiting, nil:
+                    if Task.isCancelled || stopped {
+                        continuation.resume(throwing: CancellationError())
+                    } else {
+                        pending[id] = .waiting(continuation)
+                    }
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelWaiter(id) }
+        }
+    }
+
+    private func cancelWaiter(_ id: UInt64) {
+        if case .waiting(let continuation?) = pending[id] {
+            pending[id] = .waiting(nil)
+            continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func currentSocket() async -> AsyncSocket? {
+        while socket == nil && !stopped {
+            await withCheckedContinuation { socketWaiters.append($0) }
+        }
+        return socket
+    }
+
+    private func resumeSocketWaiters() {
+        let waiters = socketWaiters
+        socketWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func makeRequestID() -> UInt64 {
+        nextRequestID &+= 1
+        return nextRequestID
+    }
+}

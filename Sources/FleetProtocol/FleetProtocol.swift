@@ -1,1 +1,0 @@
-// Placeholder: the FleetProtocol module is being written (see the open issues).

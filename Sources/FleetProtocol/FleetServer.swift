@@ -1,0 +1,240 @@
+import Foundation
+import Logging
+import ZeroMQ
+
+/// Settings of the server side of the wire.
+public struct FleetServerConfiguration: Sendable {
+    /// Where the ROUTER binds. `tcp://127.0.0.1:*` picks a free port (tests).
+    public var endpoint: String
+    /// Names the server software in ``HelloReply``.
+    public var serverName: String
+    /// Devices send a heartbeat after this long without other traffic.
+    public var heartbeatInterval: Duration
+    /// A device silent for `heartbeatInterval * heartbeatLiveness` is lost.
+    public var heartbeatLiveness: Int
+    public var limits: WireLimits
+    /// Bounded queues: ZeroMQ drops nothing silently with ROUTER_MANDATORY,
+    /// and a full queue makes `send` wait instead of growing memory.
+    public var highWaterMark: Int32
+
+    public init(
+        endpoint: String = "tcp://127.0.0.1:5555",
+        serverName: String = "signfleet-coordinator/\(FleetProtocolInfo.softwareVersion)",
+        heartbeatInterval: Duration = .seconds(1),
+        heartbeatLiveness: Int = 3,
+        limits: WireLimits = WireLimits(),
+        highWaterMark: Int32 = 10_000
+    ) {
+        self.endpoint = endpoint
+        self.serverName = serverName
+        self.heartbeatInterval = heartbeatInterval
+        self.heartbeatLiveness = heartbeatLiveness
+        self.limits = limits
+        self.highWaterMark = highWaterMark
+    }
+}
+
+public enum FleetProtocolInfo {
+    public static let softwareVersion = "0.1.0"
+}
+
+/// A change in a peer's liveness as the server sees it.
+public enum PeerEvent: Sendable, Hashable {
+    case alive(String)
+    case lost(String)
+}
+
+/// The ROUTER side of the wire: receives requests from devices, answers each
+/// with exactly one reply (success or typed error), answers `hello` and
+/// `heartbeat` itself, and tracks device liveness.
+///
+/// ```swift
+/// let server = FleetServer(configuration: .init(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
+/// let endpoint = try await server.bind()   // the real port
+/// try await server.run()                   // until the task is cancelled
+/// ```
+public actor FleetServer {
+    public let configuration: FleetServerConfiguration
+    /// Liveness changes of devices, for logs and tests.
+    public nonisolated let peerEvents: AsyncStream<PeerEvent>
+
+    private let router: RequestRouter
+    private let codec: WireCodec
+    private let loop: ZMQIOLoop
+    private let logger: Logger
+    private let instance = UUID().uuidString
+    private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
+    private var socket: AsyncSocket?
+    private var boundEndpoint: String?
+    private var liveness: LivenessTable<[UInt8]>
+    private var nextID: UInt64 = 1
+
+    public init(configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger) {
+        self.configuration = configuration
+        self.router = router
+        self.codec = WireCodec(limits: configuration.limits)
+        self.loop = loop
+        self.logger = logger
+        self.liveness = LivenessTable(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
+        (peerEvents, peerEventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    /// Opens and binds the ROUTER; returns the bound endpoint (with the real port).
+    @discardableResult
+    public func bind() async throws -> String {
+        if let boundEndpoint { return boundEndpoint }
+        var options = SocketOptions()
+        options.routerMandatory = true
+        options.routerHandover = true
+        options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
+        options.sendHighWaterMark = configuration.highWaterMark
+        options.receiveHighWaterMark = configuration.highWaterMark
+        options.linger = 0
+        let socket = try await loop.makeSocket(.router, options: options)
+        do {
+            let endpoint = try await socket.bind(configuration.endpoint)
+            self.socket = socket
+            self.boundEndpoint = endpoint
+            logger.info("listening", metadata: ["endpoint": "\(endpoint)"])
+            return endpoint
+        } catch {
+            await socket.close()
+            throw error
+        }
+    }
+
+    /// Serves until the calling task is cancelled, then closes the socket.
+    public func run() async throws {
+        try await bind()
+        guard let socket else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.serve(socket) }
+            group.addTask { await self.sweepLiveness() }
+            await group.next()
+            group.cancelAll()
+        }
+        await socket.close()
+        self.socket = nil
+        peerEventsContinuation.finish()
+        logger.info("stopped")
+    }
+
+    private func serve(_ socket: AsyncSocket) async {
+        do {
+            for try await frames in socket.messages {
+                await handle(frames, on: socket)
+            }
+        } catch {
+            logger.error("receive failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func handle(_ frames: [[UInt8]], on socket: AsyncSocket) async {
+        guard let peer = frames.first else { return }
+        let now = ContinuousClock.now
+        if liveness.heard(peer, at: now) == .alive {
+            let name = String(decoding: peer, as: UTF8.self)
+            logger.info("device alive", metadata: ["device": "\(name)"])
+            peerEventsContinuation.yield(.alive(name))
+        }
+        let request: InboundMessage
+        do {
+            request = try codec.decode(frames.dropFirst())
+        } catch {
+            logger.notice(
+                "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
+            await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
+            return
+        }
+        if request.header.replyTo != nil {
+            // Devices do not answer server requests yet; a stray reply is dropped, not answered,
+            // so two peers can never ping-pong errors at each other.
+            logger.debug("ignored reply from device", metadata: ["type": "\(request.header.type)"])
+            return
+        }
+        let context = RequestContext(peer: peer, header: request.header, receivedAt: now)
+        let result: Result<EncodedReply, FleetError>
+        switch request.header.type {
+        case Hello.messageType: result = hello(request, context: context)
+        case Heartbeat.messageType: result = encoded(HeartbeatReply(serverInstance: instance))
+        default: result = await router.route(request, context: context)
+        }
+        await reply(result, to: peer, replyTo: request.header.id, on: socket)
+    }
+
+    private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
+        do {
+            let hello = try codec.decodeBody(Hello.self, from: message)
+            guard hello.deviceID == context.peerName else {
+                return .failure(
+                    FleetError(
+                        .invalidRequest,
+                        "hello names device \"\(hello.deviceID)\" but the socket's routing id is \"\(context.peerName)\"; set the DEALER's routing id to the device id"
+                    ))
+            }
+            guard hello.supportedMajorVersions.contains(ProtocolVersion.current.major) else {
+                return .failure(
+                    FleetError(.unsupportedVersion, "this server speaks protocol \(ProtocolVersion.current.major).x only"))
+            }
+            return encoded(
+                HelloReply(
+                    server: configuration.serverName,
+                    heartbeatIntervalMs: UInt32(configuration.heartbeatInterval.milliseconds),
+                    heartbeatLiveness: UInt32(configuration.heartbeatLiveness),
+                    maxMessageSize: UInt32(clamping: configuration.limits.maxMessageSize),
+                    serverInstance: instance))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func encoded<Body: FleetMessageBody>(_ body: Body) -> Result<EncodedReply, FleetError> {
+        Result { () throws(FleetError) in EncodedReply(type: Body.messageType, body: try codec.encodeBody(body)) }
+    }
+
+    private func reply(
+        _ result: Result<EncodedReply, FleetError>, to peer: [UInt8], replyTo: UInt64?, on socket: AsyncSocket
+    ) async {
+        let encodedReply: EncodedReply
+        switch result {
+        case .success(let value): encodedReply = value
+        case .failure(let error):
+            guard case .success(let value) = encoded(error) else { return }
+            encodedReply = value
+        }
+        let header = MessageHeader(type: encodedReply.type, id: nextID, replyTo: replyTo)
+        nextID &+= 1
+        do {
+            let headerFrame = try codec.encodeHeader(header)
+            try await socket.send([peer, headerFrame, encodedReply.body])
+        } catch {
+            // EHOSTUNREACH: the device disconnected before its reply was ready.
+            // It will resend the request (same id) and get the same answer.
+            logger.notice(
+                "reply not delivered",
+                metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error)"])
+        }
+    }
+
+    private func sweepLiveness() async {
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: configuration.heartbeatInterval)
+            } catch {
+                return
+            }
+            for peer in liveness.sweep(at: .now) {
+                let name = String(decoding: peer, as: UTF8.self)
+                logger.warning("device lost", metadata: ["device": "\(name)"])
+                peerEventsContinuation.yield(.lost(name))
+            }
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,74 @@
+/// Paranoid-Pirate liveness of one peer, as a pure state machine: the peer is
+/// alive while it has been heard from within `interval * liveness`.
+public struct PeerLiveness: Sendable, Hashable {
+    public enum State: String, Sendable, Hashable {
+        /// Not yet heard from.
+        case unknown
+        case alive
+        /// Silent for longer than the timeout.
+        case lost
+    }
+
+    public var interval: Duration
+    public var liveness: Int
+    public private(set) var state: State = .unknown
+    public private(set) var lastHeard: ContinuousClock.Instant?
+
+    public init(interval: Duration, liveness: Int) {
+        self.interval = interval
+        self.liveness = max(1, liveness)
+    }
+
+    /// How long the peer may stay silent before it is lost.
+    public var timeout: Duration { interval * liveness }
+
+    /// Records a message from the peer; returns the new state when it changed.
+    public mutating func heard(at now: ContinuousClock.Instant) -> State? {
+        lastHeard = now
+        return transition(to: .alive)
+    }
+
+    /// Checks for silence; returns `.lost` when the peer has just been lost.
+    public mutating func check(at now: ContinuousClock.Instant) -> State? {
+        guard state == .alive, let lastHeard, lastHeard.duration(to: now) > timeout else { return nil }
+        return transition(to: .lost)
+    }
+
+    private mutating func transition(to next: State) -> State? {
+        guard next != state else { return nil }
+        state = next
+        return next
+    }
+}
+
+/// Liveness of many peers (the server's view of its devices).
+public struct LivenessTable<Peer: Hashable & Sendable>: Sendable {
+    public var interval: Duration
+    public var liveness: Int
+    private var peers: [Peer: PeerLiveness] = [:]
+
+    public init(interval: Duration, liveness: Int) {
+        self.interval = interval
+        self.liveness = liveness
+    }
+
+    public var alivePeers: [Peer] { peers.filter { $0.value.state == .alive }.map(\.key) }
+
+    public func state(of peer: Peer) -> PeerLiveness.State { peers[peer]?.state ?? .unknown }
+
+    /// Records a message from `peer`; returns `.alive` when it just became alive.
+    public mutating func heard(_ peer: Peer, at now: ContinuousClock.Instant) -> PeerLiveness.State? {
+        peers[peer, default: PeerLiveness(interval: interval, liveness: liveness)].heard(at: now)
+    }
+
+    /// Returns the peers lost since the last sweep. Lost peers are forgotten,
+    /// so a table serving a churning fleet does not grow without bound.
+    public mutating func sweep(at now: ContinuousClock.Instant) -> [Peer] {
+        var lost: [Peer] = []
+        for peer in Array(peers.keys) where peers[peer]?.check(at: now) == .lost {
+            lost.append(peer)
+            peers[peer] = nil
+        }
+        return lost
+    }
+}

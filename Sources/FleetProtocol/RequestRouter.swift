@@ -1,0 +1,60 @@
+import Foundation
+
+/// Who sent a request, as the server sees it.
+public struct RequestContext: Sendable {
+    /// The sender's ZeroMQ routing id (a device's id, as UTF-8).
+    public var peer: [UInt8]
+    public var header: MessageHeader
+    /// When the server received the message.
+    public var receivedAt: ContinuousClock.Instant
+
+    public var peerName: String { String(decoding: peer, as: UTF8.self) }
+}
+
+/// A reply ready to be framed: its type and its encoded body.
+public struct EncodedReply: Sendable {
+    public var type: MessageType
+    public var body: [UInt8]
+}
+
+/// Maps request types to typed handlers. Decoding the body and encoding the
+/// reply happen here, so a handler sees only Swift values and throws
+/// ``FleetError`` for anything the sender should hear about.
+public struct RequestRouter: Sendable {
+    public typealias Handler = @Sendable (InboundMessage, RequestContext) async -> Result<EncodedReply, FleetError>
+
+    private var handlers: [MessageType: Handler] = [:]
+    public var codec: WireCodec
+
+    public init(codec: WireCodec = WireCodec()) {
+        self.codec = codec
+    }
+
+    /// Registers the handler for one request type, replacing any earlier one.
+    public mutating func on<Request: FleetRequest>(
+        _ type: Request.Type,
+        _ handler: @escaping @Sendable (Request, RequestContext) async throws(FleetError) -> Request.Reply
+    ) {
+        let codec = self.codec
+        handlers[Request.messageType] = { message, context in
+            do {
+                let request = try codec.decodeBody(Request.self, from: message)
+                let reply = try await handler(request, context)
+                return .success(EncodedReply(type: Request.Reply.messageType, body: try codec.encodeBody(reply)))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    public func serves(_ type: MessageType) -> Bool { handlers[type] != nil }
+
+    /// Runs the handler for the message's type.
+    public func route(_ message: InboundMessage, context: RequestContext) async -> Result<EncodedReply, FleetError> {
+        guard let handler = handlers[message.header.type] else {
+            let kind = FleetMessageCatalog.requestTypes.contains(message.header.type) ? "not served by this peer" : "not a request type"
+            return .failure(FleetError(.unknownMessageType, "message type \"\(message.header.type)\" is \(kind)"))
+        }
+        return await handler(message, context)
+    }
+}
