@@ -37,7 +37,7 @@ public struct RequestRouter: Sendable {
     ) {
         let codec = self.codec
         handlers[Request.messageType] = { message, context in
-            do {
+            do throws(FleetError) {
                 let request = try codec.decodeBody(Request.self, from: message)
                 let reply = try await handler(request, context)
                 return .success(EncodedReply(type: Request.Reply.messageType, body: try codec.encodeBody(reply)))

@@ -36,6 +36,5 @@ func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) asyn
 
 /// Prints one line to standard output at once (scripts and tests wait for it).
 func announce(_ line: String) {
-    print(line)
-    fflush(stdout)
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

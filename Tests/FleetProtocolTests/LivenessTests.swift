@@ -1,0 +1,91 @@
+import MessagePack
+import Testing
+
+@testable import FleetProtocol
+
+@Suite struct LivenessTests {
+    let start = ContinuousClock.now
+
+    @Test func peerBecomesAliveThenLostAfterTheTimeout() {
+        var peer = PeerLiveness(interval: .milliseconds(100), liveness: 3)
+        #expect(peer.state == .unknown)
+        #expect(peer.check(at: start) == nil, "an unknown peer is never lost")
+        #expect(peer.heard(at: start) == .alive)
+        #expect(peer.heard(at: start + .milliseconds(50)) == nil, "no change while alive")
+        #expect(peer.check(at: start + .milliseconds(350)) == nil, "300 ms timeout counts from the last message")
+        #expect(peer.check(at: start + .milliseconds(351)) == .lost)
+        #expect(peer.check(at: start + .seconds(5)) == nil, "lost is reported once")
+        #expect(peer.heard(at: start + .seconds(6)) == .alive)
+    }
+
+    @Test func tableReportsLostPeersOnceAndForgetsThem() {
+        var table = LivenessTable<String>(interval: .milliseconds(100), liveness: 2)
+        #expect(table.heard("a", at: start) == .alive)
+        #expect(table.heard("b", at: start + .milliseconds(150)) == .alive)
+        #expect(table.sweep(at: start + .milliseconds(201)) == ["a"])
+        #expect(table.sweep(at: start + .milliseconds(202)).isEmpty)
+        #expect(table.state(of: "a") == .unknown)
+        #expect(table.alivePeers == ["b"])
+        #expect(table.sweep(at: start + .milliseconds(400)) == ["b"])
+    }
+}
+
+@Suite struct BackoffTests {
+    @Test func doublesUpToTheCapAndResets() {
+        var backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(2))
+        let delays = (0..<6).map { _ in backoff.next() }
+        #expect(delays == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2)])
+        backoff.reset()
+        #expect(backoff.next() == .milliseconds(250))
+    }
+
+    @Test func maximumBelowInitialIsRaisedToInitial() {
+        var backoff = Backoff(initial: .seconds(1), maximum: .milliseconds(10))
+        #expect(backoff.next() == .seconds(1))
+        #expect(backoff.next() == .seconds(1))
+    }
+}
+
+@Suite struct RequestRouterTests {
+    func context(_ type: MessageType) -> RequestContext {
+        RequestContext(peer: Array("d-1".utf8), header: MessageHeader(type: type, id: 1), receivedAt: .now)
+    }
+
+    func message<Body: FleetMessageBody>(_ body: Body) throws -> InboundMessage {
+        let codec = WireCodec()
+        return try codec.decode(try codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1)))
+    }
+
+    @Test func routesToTheTypedHandlerAndEncodesItsReply() async throws {
+        var router = RequestRouter()
+        router.on(UserInfoRequest.self) { request, context in
+            UserInfoReply(
+                accountID: "acc", accountName: "A", userID: context.peerName, userName: "U", email: request.accessToken,
+                host: "h", offlineSigningEnabled: true)
+        }
+        let result = await router.route(try message(UserInfoRequest(accessToken: "tok")), context: context(UserInfoRequest.messageType))
+        let reply = try result.get()
+        #expect(reply.type == UserInfoReply.messageType)
+        let decoded = try MessagePackDecoder().decode(UserInfoReply.self, from: reply.body)
+        #expect(decoded.email == "tok")
+        #expect(decoded.userID == "d-1")
+    }
+
+    @Test func handlerErrorsBecomeTypedFailures() async throws {
+        var router = RequestRouter()
+        router.on(UserInfoRequest.self) { _, _ throws(FleetError) in throw FleetError(.tokenExpired, "expired") }
+        let result = await router.route(try message(UserInfoRequest(accessToken: "tok")), context: context(UserInfoRequest.messageType))
+        #expect(throws: FleetError(.tokenExpired, "expired")) { try result.get() }
+    }
+
+    @Test func knownButUnservedTypeIsUnknownMessageType() async throws {
+        let router = RequestRouter()
+        let result = await router.route(try message(TemplateFetchRequest(accessToken: "t", templateID: "x")), context: context(TemplateFetchRequest.messageType))
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure")
+            return
+        }
+        #expect(error.code == .unknownMessageType)
+        #expect(error.message.contains("not served"))
+    }
+}
