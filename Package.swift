@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
         .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
         .library(name: "Envelopes", targets: ["Envelopes"]),
+        .library(name: "FleetTesting", targets: ["FleetTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -40,6 +41,8 @@ let package = Package(
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(name: "Envelopes"),
+        // Test support shipped as a library: real child processes with deadlines.
+        .target(name: "FleetTesting"),
         .executableTarget(
             name: "signfleet",
             dependencies: [
@@ -55,7 +58,7 @@ let package = Package(
         .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
         // Runs the built `signfleet` binary as real child processes.
-        .testTarget(name: "SignfleetCLITests", dependencies: ["FleetProtocol"]),
+        .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -156,7 +156,9 @@ public actor FleetServer {
         let result: Result<EncodedReply, FleetError>
         switch request.header.type {
         case Hello.messageType: result = hello(request, context: context)
-        case Heartbeat.messageType: result = encoded(HeartbeatReply(serverInstance: instance))
+        case Heartbeat.messageType:
+            logger.debug("heartbeat", metadata: ["device": "\(context.peerName)"])
+            result = encoded(HeartbeatReply(serverInstance: instance))
         default: result = await router.route(request, context: context)
         }
         await reply(result, to: peer, replyTo: request.header.id, on: socket)

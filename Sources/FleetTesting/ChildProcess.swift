@@ -1,0 +1,226 @@
+import Foundation
+import Synchronization
+
+/// A real child process for multi-process tests: captures its output line by
+/// line, lets a test wait for a line with a deadline (never a sleep), sends
+/// signals, and kills the process if the test forgets to.
+///
+/// ```swift
+/// let coordinator = try ChildProcess.launch(binary, ["coordinator", "--bind", "tcp://127.0.0.1:*"])
+/// let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(10)) { $0.hasPrefix("listening ") }
+/// ```
+public final class ChildProcess: Sendable {
+    public enum Stream: Sendable { case standardOutput, standardError }
+
+    /// A wait that ran out of time; its description carries the process's output so far.
+    public struct TimeoutError: Error, CustomStringConvertible {
+        public var what: String
+        public var output: String
+        public var description: String { "timed out waiting for \(what)\n--- output so far ---\n\(output)" }
+    }
+
+    private struct LineWaiter {
+        var stream: Stream
+        var predicate: @Sendable (String) -> Bool
+        /// Matching lines still to see before the wait is over.
+        var remaining: Int
+        var continuation: CheckedContinuation<String?, Never>
+    }
+
+    private struct State {
+        var lines: [Stream: [String]] = [.standardOutput: [], .standardError: []]
+        var partial: [Stream: [UInt8]] = [.standardOutput: [], .standardError: []]
+        var exitStatus: Int32?
+        var lineWaiters: [UUID: LineWaiter] = [:]
+        var exitWaiters: [UUID: CheckedContinuation<Int32?, Never>] = [:]
+    }
+
+    public let name: String
+    private let process: Process
+    private let state = Mutex(State())
+
+    private init(name: String, process: Process) {
+        self.name = name
+        self.process = process
+    }
+
+    /// The child's pid (valid once launched).
+    public var processIdentifier: Int32 { process.processIdentifier }
+
+    /// Starts `executable` with `arguments`.
+    public static func launch(
+        _ executable: String, _ arguments: [String], name: String? = nil, environment: [String: String]? = nil
+    ) throws -> ChildProcess {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        let child = ChildProcess(name: name ?? arguments.first ?? executable, process: process)
+        out.fileHandleForReading.readabilityHandler = { child.consume($0.availableData, from: .standardOutput) }
+        err.fileHandleForReading.readabilityHandler = { child.consume($0.availableData, from: .standardError) }
+        process.terminationHandler = { child.exited($0.terminationStatus) }
+        try process.run()
+        return child
+    }
+
+    /// Every complete line written so far to `stream`.
+    public func lines(_ stream: Stream) -> [String] {
+        state.withLock { $0.lines[stream] ?? [] }
+    }
+
+    /// Both streams, for failure messages.
+    public var output: String {
+        state.withLock { state in
+            "[\(name) stdout]\n" + (state.lines[.standardOutput] ?? []).joined(separator: "\n") + "\n[\(name) stderr]\n"
+                + (state.lines[.standardError] ?? []).joined(separator: "\n")
+        }
+    }
+
+    /// Waits until a line of `stream` (already written or still to come) satisfies `predicate`.
+    /// - Throws: ``TimeoutError`` after `timeout`, or when the process exits first.
+    @discardableResult
+    public func waitForLine(
+        in stream: Stream = .standardError, timeout: Duration, where predicate: @escaping @Sendable (String) -> Bool
+    ) async throws -> String {
+        try await waitForLines(1, in: stream, timeout: timeout, where: predicate)
+    }
+
+    /// Waits until `count` lines of `stream` in all satisfy `predicate`; returns the last of them.
+    /// - Throws: ``TimeoutError`` after `timeout`, or when the process exits first.
+    @discardableResult
+    public func waitForLines(
+        _ count: Int, in stream: Stream = .standardError, timeout: Duration,
+        where predicate: @escaping @Sendable (String) -> Bool
+    ) async throws -> String {
+        let id = UUID()
+        let found: String? = await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let immediate: String?? = self.state.withLock { state in
+                        let matches = (state.lines[stream] ?? []).filter(predicate)
+                        if matches.count >= count { return .some(matches.last) }
+                        if state.exitStatus != nil { return .some(nil) }
+                        state.lineWaiters[id] = LineWaiter(
+                            stream: stream, predicate: predicate, remaining: count - matches.count, continuation: continuation)
+                        return nil
+                    }
+                    if let immediate { continuation.resume(returning: immediate) }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            self.resumeLineWaiter(id, with: nil)
+            return first
+        }
+        guard let found else { throw TimeoutError(what: "\(count) matching line(s) from \(name)", output: output) }
+        return found
+    }
+
+    /// How many lines of `stream` satisfy `predicate` so far.
+    public func count(in stream: Stream = .standardError, where predicate: (String) -> Bool) -> Int {
+        lines(stream).filter(predicate).count
+    }
+
+    /// Sends a signal (SIGTERM, SIGKILL, SIGSTOP, ...).
+    public func signal(_ number: Int32) {
+        if isRunning { kill(processIdentifier, number) }
+    }
+
+    public var isRunning: Bool { state.withLock { $0.exitStatus == nil } }
+
+    /// Waits for the process to exit and returns its status.
+    /// - Throws: ``TimeoutError`` when it is still running after `timeout`.
+    @discardableResult
+    public func waitForExit(timeout: Duration) async throws -> Int32 {
+        let id = UUID()
+        let status: Int32? = await withTaskGroup(of: Int32?.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let done: Int32? = self.state.withLock { state in
+                        if let status = state.exitStatus { return status }
+                        state.exitWaiters[id] = continuation
+                        return nil
+                    }
+                    if let done { continuation.resume(returning: done) }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            let waiter = self.state.withLock { $0.exitWaiters.removeValue(forKey: id) }
+            waiter?.resume(returning: nil)
+            return first
+        }
+        guard let status else { throw TimeoutError(what: "\(name) to exit", output: output) }
+        return status
+    }
+
+    /// Kills the process (SIGKILL) and waits for it; safe to call more than once.
+    public func terminate() async {
+        signal(SIGCONT)
+        signal(SIGKILL)
+        _ = try? await waitForExit(timeout: .seconds(10))
+    }
+
+    deinit {
+        if process.isRunning { kill(processIdentifier, SIGKILL) }
+    }
+
+    private func consume(_ data: Data, from stream: Stream) {
+        guard !data.isEmpty else { return }
+        var ready: [CheckedContinuation<String?, Never>] = []
+        var readyLines: [String] = []
+        state.withLock { state in
+            var buffer = state.partial[stream] ?? []
+            buffer.append(contentsOf: data)
+            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                state.lines[stream, default: []].append(line)
+                for (id, var waiter) in state.lineWaiters where waiter.stream == stream && waiter.predicate(line) {
+                    waiter.remaining -= 1
+                    if waiter.remaining > 0 {
+                        state.lineWaiters[id] = waiter
+                    } else {
+                        state.lineWaiters[id] = nil
+                        ready.append(waiter.continuation)
+                        readyLines.append(line)
+                    }
+                }
+            }
+            state.partial[stream] = buffer
+        }
+        for (continuation, line) in zip(ready, readyLines) { continuation.resume(returning: line) }
+    }
+
+    private func exited(_ status: Int32) {
+        let (lineWaiters, exitWaiters) = state.withLock { state in
+            state.exitStatus = status
+            let waiters = (Array(state.lineWaiters.values), Array(state.exitWaiters.values))
+            state.lineWaiters = [:]
+            state.exitWaiters = [:]
+            return waiters
+        }
+        for waiter in lineWaiters { waiter.continuation.resume(returning: nil) }
+        for waiter in exitWaiters { waiter.resume(returning: status) }
+    }
+
+    private func resumeLineWaiter(_ id: UUID, with value: String?) {
+        let waiter = state.withLock { $0.lineWaiters.removeValue(forKey: id) }
+        waiter?.continuation.resume(returning: value)
+    }
+}

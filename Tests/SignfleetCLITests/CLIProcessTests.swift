@@ -1,0 +1,119 @@
+import Foundation
+import FleetTesting
+import Testing
+
+/// The built `signfleet` binary: `SIGNFLEET_BIN` (set by `make test`) or the
+/// default debug build path.
+func signfleetBinary() throws -> String {
+    let path = ProcessInfo.processInfo.environment["SIGNFLEET_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/signfleet"
+    guard FileManager.default.isExecutableFile(atPath: path) else {
+        throw CLITestError("signfleet binary not found at \(path); run `swift build` first or set SIGNFLEET_BIN")
+    }
+    return path
+}
+
+struct CLITestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+@Suite struct CLIBasicsTests {
+    @Test func versionAndHelp() async throws {
+        let binary = try signfleetBinary()
+        let version = try ChildProcess.launch(binary, ["--version"])
+        #expect(try await version.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(version.lines(.standardOutput).first?.range(of: #"^\d+\.\d+\.\d+$"#, options: .regularExpression) != nil, "\(version.output)")
+
+        let help = try ChildProcess.launch(binary, ["--help"])
+        #expect(try await help.waitForExit(timeout: .seconds(30)) == 0)
+        let text = help.lines(.standardOutput).joined(separator: "\n")
+        for subcommand in ["coordinator", "node", "sign"] {
+            #expect(text.contains(subcommand), "help does not list \(subcommand):\n\(text)")
+        }
+    }
+
+    @Test(arguments: [
+        (["node", "--devices", "0"], "--devices"),
+        (["coordinator", "--heartbeat-ms", "1"], "--heartbeat-ms"),
+        (["node", "--log-level", "loud"], "log level"),
+    ])
+    func badOptionsAreNamedInTheError(arguments: [String], mentions: String) async throws {
+        let child = try ChildProcess.launch(try signfleetBinary(), arguments)
+        let status = try await child.waitForExit(timeout: .seconds(30))
+        #expect(status != 0)
+        #expect(child.output.contains(mentions), "\(child.output)")
+    }
+}
+
+/// Whether a log line reports `event` for `device` (swift-log's `device=...` metadata).
+@Sendable func isLine(_ line: String, _ event: String, device: String) -> Bool {
+    line.contains(event) && line.contains("device=\(device)")
+}
+
+@Suite struct CLIWireTests {
+    /// Starts a coordinator (logging at debug, so heartbeats show) and returns it with its endpoint.
+    func startCoordinator(_ binary: String, bind: String = "tcp://127.0.0.1:*") async throws -> (ChildProcess, String) {
+        let coordinator = try ChildProcess.launch(
+            binary, ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--liveness", "3", "--log-level", "debug"],
+            name: "coordinator")
+        let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
+        return (coordinator, String(line.dropFirst("listening ".count)))
+    }
+
+
+    @Test func devicesSayHelloKeepAliveAndAreLostWhenTheirNodeStops() async throws {
+        let binary = try signfleetBinary()
+        let (coordinator, endpoint) = try await startCoordinator(binary)
+        defer { Task { await coordinator.terminate() } }
+        #expect(endpoint.hasPrefix("tcp://127.0.0.1:") && !endpoint.hasSuffix(":*"))
+
+        let node = try ChildProcess.launch(binary, ["node", "--connect", endpoint, "--devices", "3", "--device-prefix", "t"], name: "node")
+        defer { Task { await node.terminate() } }
+        let devices = ["t-1", "t-2", "t-3"]
+        for device in devices {
+            try await coordinator.waitForLine(timeout: .seconds(30)) { isLine($0, "device alive", device: device) }
+            try await node.waitForLine(timeout: .seconds(30)) { isLine($0, "connected", device: device) }
+        }
+        // Heartbeats keep an idle device alive: wait until one has sent three.
+        let start = coordinator.count { isLine($0, "heartbeat", device: "t-1") }
+        try await coordinator.waitForLines(start + 3, timeout: .seconds(30)) { isLine($0, "heartbeat", device: "t-1") }
+        #expect(coordinator.count { $0.contains("device lost") } == 0, "\(coordinator.output)")
+
+        // SIGTERM stops the node cleanly; the coordinator notices every device's silence.
+        node.signal(SIGTERM)
+        #expect(try await node.waitForExit(timeout: .seconds(30)) == 0, "\(node.output)")
+        #expect(node.lines(.standardOutput).contains("node stopped"))
+        for device in devices {
+            try await coordinator.waitForLine(timeout: .seconds(30)) { isLine($0, "device lost", device: device) }
+        }
+        coordinator.signal(SIGTERM)
+        #expect(try await coordinator.waitForExit(timeout: .seconds(30)) == 0, "\(coordinator.output)")
+    }
+
+    @Test func devicesReconnectAfterTheCoordinatorIsKilledAndRestarted() async throws {
+        let binary = try signfleetBinary()
+        let (first, endpoint) = try await startCoordinator(binary)
+        defer { Task { await first.terminate() } }
+        let node = try ChildProcess.launch(
+            binary, ["node", "--connect", endpoint, "--devices", "2", "--device-prefix", "r", "--request-timeout-ms", "300"],
+            name: "node")
+        defer { Task { await node.terminate() } }
+        for device in ["r-1", "r-2"] {
+            try await node.waitForLine(timeout: .seconds(30)) { isLine($0, "connected", device: device) }
+        }
+
+        first.signal(SIGKILL)
+        _ = try await first.waitForExit(timeout: .seconds(30))
+        for device in ["r-1", "r-2"] {
+            try await node.waitForLine(timeout: .seconds(30)) { isLine($0, "server lost", device: device) }
+        }
+
+        let (second, sameEndpoint) = try await startCoordinator(binary, bind: endpoint)
+        defer { Task { await second.terminate() } }
+        #expect(sameEndpoint == endpoint)
+        for device in ["r-1", "r-2"] {
+            try await second.waitForLine(timeout: .seconds(60)) { isLine($0, "device alive", device: device) }
+            try await node.waitForLines(2, timeout: .seconds(60)) { isLine($0, "connected", device: device) }
+        }
+    }
+}

@@ -1,3 +1,0 @@
-import Testing
-
-@Test func placeholderCLI() { #expect(Bool(true)) }
