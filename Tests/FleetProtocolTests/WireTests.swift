@@ -1,0 +1,231 @@
+import Foundation
+import Logging
+import MessagePack
+import Testing
+import ZeroMQ
+
+@testable import FleetProtocol
+
+struct DeadlineExceeded: Error, CustomStringConvertible {
+    var what: String
+    var description: String { "deadline exceeded waiting for \(what)" }
+}
+
+/// Returns the first element of `sequence` matching `predicate`, or throws after `timeout`.
+func first<S: AsyncSequence & Sendable>(
+    _ sequence: S, within timeout: Duration = .seconds(20), _ what: String,
+    where predicate: @escaping @Sendable (S.Element) -> Bool
+) async throws -> S.Element where S.Element: Sendable {
+    try await withThrowingTaskGroup(of: S.Element?.self) { group in
+        group.addTask {
+            for try await element in sequence where predicate(element) { return element }
+            return nil
+        }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let result = try await group.next(), let element = result else { throw DeadlineExceeded(what: what) }
+        return element
+    }
+}
+
+/// A coordinator-side server on a free port, running until `stop()`.
+final class RunningServer: Sendable {
+    let server: FleetServer
+    let endpoint: String
+    let task: Task<Void, Never>
+
+    init(loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter()) async throws {
+        var logger = Logger(label: "test-server")
+        logger.logLevel = .warning
+        server = FleetServer(
+            configuration: FleetServerConfiguration(
+                endpoint: endpoint, heartbeatInterval: .milliseconds(100), heartbeatLiveness: 3,
+                limits: WireLimits(maxMessageSize: maxMessageSize)),
+            router: router, loop: loop, logger: logger)
+        self.endpoint = try await server.bind()
+        let server = self.server
+        task = Task { try? await server.run() }
+    }
+
+    func stop() async {
+        task.cancel()
+        await task.value
+    }
+}
+
+func makeClient(_ endpoint: String, loop: ZMQIOLoop, device: String = "dev-1", timeout: Duration = .milliseconds(500), attempts: Int = 3) -> FleetClient {
+    var logger = Logger(label: "test-client")
+    logger.logLevel = .warning
+    return FleetClient(
+        configuration: FleetClientConfiguration(
+            endpoint: endpoint, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
+            reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))),
+        loop: loop, logger: logger)
+}
+
+/// Sends raw frames from a bare DEALER and returns the reply's header and body.
+func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (MessageHeader, [UInt8]) {
+    try await socket.send(frames)
+    let reply = try await first(socket.messages, "a reply") { _ in true }
+    #expect(reply.count == 2)
+    return (try MessagePackDecoder().decode(MessageHeader.self, from: reply[0]), reply[1])
+}
+
+@Suite(.serialized) struct WireTests {
+    let context: ZMQContext
+    let loop: ZMQIOLoop
+
+    init() throws {
+        context = try ZMQContext()
+        loop = try ZMQIOLoop(context: context, label: "wire-tests")
+    }
+
+    func shutdown() async {
+        await loop.shutdown()
+        context.shutdown()
+    }
+
+    @Test func clientSaysHelloAndGetsReplies() async throws {
+        let server = try await RunningServer(loop: loop)
+        let client = makeClient(server.endpoint, loop: loop)
+        let connection = Task { await client.run() }
+        let connected = try await first(client.events, "connected") {
+            if case .connected = $0 { return true } else { return false }
+        }
+        let reply = try await client.request(Heartbeat())
+        #expect(connected == .connected(serverInstance: reply.serverInstance))
+        _ = try await first(server.server.peerEvents, "device alive") { $0 == .alive("dev-1") }
+        connection.cancel()
+        await connection.value
+        await server.stop()
+        await shutdown()
+    }
+
+    @Test func badMessagesGetTypedErrorsAndTheServerKeepsServing() async throws {
+        let server = try await RunningServer(loop: loop)
+        var options = SocketOptions()
+        options.routingID = Array("raw-1".utf8)
+        let socket = try await loop.makeSocket(.dealer, options: options)
+        try await socket.connect(server.endpoint)
+        let codec = WireCodec()
+
+        // Unknown type: answered with the typed error naming the request.
+        var (header, body) = try await rawExchange(socket, try codec.encode(Heartbeat(), header: MessageHeader(type: "teleport", id: 11)))
+        #expect(header.type == FleetError.messageType)
+        #expect(header.replyTo == 11)
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .unknownMessageType)
+
+        // Unknown major version.
+        (header, body) = try await rawExchange(
+            socket,
+            try codec.encode(Heartbeat(), header: MessageHeader(version: ProtocolVersion(major: 9, minor: 0), type: Heartbeat.messageType, id: 12)))
+        #expect(header.replyTo == 12)
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .unsupportedVersion)
+
+        // Random bytes in one frame: malformed, no request id to name.
+        (header, body) = try await rawExchange(socket, [[0xc1, 0xff, 0x00, 0x42]])
+        #expect(header.replyTo == nil)
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .malformedMessage)
+
+        // Valid MessagePack of the wrong shape for a known request type.
+        (header, body) = try await rawExchange(
+            socket, [try codec.encodeHeader(MessageHeader(type: Hello.messageType, id: 13)), try MessagePackEncoder().encode([1, 2, 3])])
+        #expect(header.replyTo == 13)
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .invalidBody)
+
+        // Hello that lies about its device id.
+        (header, body) = try await rawExchange(
+            socket, try codec.encode(Hello(deviceID: "someone-else", client: "t"), header: MessageHeader(type: Hello.messageType, id: 14)))
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .invalidRequest)
+
+        // And the server still serves.
+        (header, _) = try await rawExchange(socket, try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 15)))
+        #expect(header.type == HeartbeatReply.messageType)
+        #expect(header.replyTo == 15)
+        await socket.close()
+        await server.stop()
+        await shutdown()
+    }
+
+    @Test func oversizedFramesAreRefusedAndOthersAreStillServed() async throws {
+        let server = try await RunningServer(loop: loop, maxMessageSize: 4096)
+        let codec = WireCodec()
+        var options = SocketOptions()
+        options.routingID = Array("big".utf8)
+        let big = try await loop.makeSocket(.dealer, options: options)
+        try await big.connect(server.endpoint)
+        let push = SyncPush(deviceID: "big", items: [SyncItem(sequence: 1, transactionID: "t", payload: Array(repeating: 1, count: 10_000), signature: [])])
+        try await big.send(try codec.encode(push, header: MessageHeader(type: SyncPush.messageType, id: 1)))
+        await big.close()
+
+        let client = makeClient(server.endpoint, loop: loop, device: "small")
+        let connection = Task { await client.run() }
+        let reply = try await client.request(Heartbeat())
+        #expect(!reply.serverInstance.isEmpty)
+        connection.cancel()
+        await connection.value
+        await server.stop()
+        await shutdown()
+    }
+
+    @Test func requestsTimeOutWithoutAServerThenSucceedOnceOneAppears() async throws {
+        // Find a free port, then leave it empty.
+        let probe = try await RunningServer(loop: loop)
+        let endpoint = probe.endpoint
+        await probe.stop()
+
+        let client = makeClient(endpoint, loop: loop, timeout: .milliseconds(150), attempts: 2)
+        let connection = Task { await client.run() }
+        do {
+            _ = try await client.request(Heartbeat())
+            Issue.record("a request with no server must time out")
+        } catch let error as FleetError {
+            #expect(error.code == .timeout)
+            #expect(error.retryable)
+        }
+
+        let server = try await RunningServer(loop: loop, endpoint: endpoint)
+        let reply = try await client.request(Heartbeat(), attempts: 40)
+        #expect(!reply.serverInstance.isEmpty)
+        connection.cancel()
+        await connection.value
+        await server.stop()
+        await shutdown()
+    }
+
+    @Test func clientNoticesALostServerAndReconnectsToItsSuccessor() async throws {
+        let first = try await RunningServer(loop: loop)
+        let client = makeClient(first.endpoint, loop: loop)
+        let connection = Task { await client.run() }
+        let events = client.events
+        guard case .connected(let firstInstance) = try await FleetProtocolTests.first(events, "connected", where: { if case .connected = $0 { true } else { false } }) else {
+            return
+        }
+        await first.stop()
+        _ = try await FleetProtocolTests.first(events, "lost") { $0 == .lost }
+
+        let second = try await RunningServer(loop: loop, endpoint: first.endpoint)
+        let reconnected = try await FleetProtocolTests.first(events, "reconnected") { if case .connected = $0 { true } else { false } }
+        #expect(reconnected != .connected(serverInstance: firstInstance), "a restarted server has a new instance id")
+        _ = try await FleetProtocolTests.first(second.server.peerEvents, "device alive again") { $0 == .alive("dev-1") }
+        connection.cancel()
+        await connection.value
+        await second.stop()
+        await shutdown()
+    }
+
+    @Test func serverReportsADeviceLostWhenItFallsSilent() async throws {
+        let server = try await RunningServer(loop: loop)
+        let client = makeClient(server.endpoint, loop: loop, device: "quiet")
+        let connection = Task { await client.run() }
+        _ = try await first(server.server.peerEvents, "alive") { $0 == .alive("quiet") }
+        connection.cancel()
+        await connection.value
+        _ = try await first(server.server.peerEvents, "lost") { $0 == .lost("quiet") }
+        await server.stop()
+        await shutdown()
+    }
+}
