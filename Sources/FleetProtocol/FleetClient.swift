@@ -206,6 +206,8 @@ public actor FleetClient {
             for try await frames in socket.messages {
                 deliver(frames)
             }
+        } catch is CancellationError {
+            return  // the connection is being replaced or stopped
         } catch {
             logger.notice("receive ended", metadata: ["error": "\(error)"])
         }

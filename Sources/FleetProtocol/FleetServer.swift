@@ -124,6 +124,8 @@ public actor FleetServer {
             for try await frames in socket.messages {
                 await handle(frames, on: socket)
             }
+        } catch is CancellationError {
+            return  // a normal stop
         } catch {
             logger.error("receive failed", metadata: ["error": "\(error)"])
         }
