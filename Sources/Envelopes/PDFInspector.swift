@@ -216,13 +216,16 @@ struct Reader {
     static let maxXrefSections = 32
     static let maxRefHops = 16
 
-    var xrefOffsets: [Int: Int] = [:]
-    var trailer: [String: PDFObject] = [:]
+    /// Where lexing stops. Objects found by scanning are parsed only up to the next object's
+    /// start, so a hostile file cannot make every object parse run to the end (quadratic work).
+    var end: Int
     private var scannedOffsets: [Int: Int]?
+    private var scannedEnds: [Int: Int] = [:]
 
     init(bytes: [UInt8], limits: PDFInspector.Limits) {
         self.bytes = bytes
         self.limits = limits
+        self.end = bytes.count
     }
 
     static func isWhitespace(_ b: UInt8) -> Bool {
@@ -243,12 +246,12 @@ struct Reader {
     static func isRegular(_ b: UInt8) -> Bool { !isWhitespace(b) && !isDelimiter(b) }
 
     func skipSpace(_ pos: inout Int) {
-        while pos < bytes.count {
+        while pos < end {
             let b = bytes[pos]
             if Self.isWhitespace(b) {
                 pos += 1
             } else if b == UInt8(ascii: "%") {
-                while pos < bytes.count, bytes[pos] != 10, bytes[pos] != 13 { pos += 1 }
+                while pos < end, bytes[pos] != 10, bytes[pos] != 13 { pos += 1 }
             } else {
                 return
             }
@@ -258,7 +261,7 @@ struct Reader {
     /// Reads a run of regular characters (a number or keyword).
     func readRegular(_ pos: inout Int) -> String? {
         let start = pos
-        while pos < bytes.count, Self.isRegular(bytes[pos]), pos - start < 64 { pos += 1 }
+        while pos < end, Self.isRegular(bytes[pos]), pos - start < 64 { pos += 1 }
         guard pos > start else { return nil }
         return String(decoding: bytes[start..<pos], as: UTF8.self)
     }
@@ -267,25 +270,25 @@ struct Reader {
     func parseObject(_ pos: inout Int, depth: Int = 0) -> PDFObject? {
         guard depth < Self.maxDepth else { return nil }
         skipSpace(&pos)
-        guard pos < bytes.count else { return nil }
+        guard pos < end else { return nil }
         let b = bytes[pos]
         switch b {
         case UInt8(ascii: "/"):
             pos += 1
             let start = pos
-            while pos < bytes.count, Self.isRegular(bytes[pos]), pos - start < 128 { pos += 1 }
+            while pos < end, Self.isRegular(bytes[pos]), pos - start < 128 { pos += 1 }
             return .name(Self.decodeName(bytes[start..<pos]))
         case UInt8(ascii: "("):
             return skipLiteralString(&pos) ? .string : nil
         case UInt8(ascii: "<"):
-            if pos + 1 < bytes.count, bytes[pos + 1] == UInt8(ascii: "<") {
+            if pos + 1 < end, bytes[pos + 1] == UInt8(ascii: "<") {
                 pos += 2
                 return parseDict(&pos, depth: depth)
             }
             // Hex string.
             pos += 1
-            while pos < bytes.count, bytes[pos] != UInt8(ascii: ">") { pos += 1 }
-            guard pos < bytes.count else { return nil }
+            while pos < end, bytes[pos] != UInt8(ascii: ">") { pos += 1 }
+            guard pos < end else { return nil }
             pos += 1
             return .string
         case UInt8(ascii: "["):
@@ -293,7 +296,7 @@ struct Reader {
             var items: [PDFObject] = []
             while true {
                 skipSpace(&pos)
-                guard pos < bytes.count else { return nil }
+                guard pos < end else { return nil }
                 if bytes[pos] == UInt8(ascii: "]") {
                     pos += 1
                     return .array(items)
@@ -309,8 +312,8 @@ struct Reader {
                 skipSpace(&look)
                 if let g = readRegular(&look), let gen = Int(g), gen >= 0 {
                     skipSpace(&look)
-                    if look < bytes.count, bytes[look] == UInt8(ascii: "R"),
-                       look + 1 >= bytes.count || !Self.isRegular(bytes[look + 1]) {
+                    if look < end, bytes[look] == UInt8(ascii: "R"),
+                       look + 1 >= end || !Self.isRegular(bytes[look + 1]) {
                         pos = look + 1
                         return n >= 0 ? .ref(n, gen) : .null
                     }
@@ -331,9 +334,9 @@ struct Reader {
         var dict: [String: PDFObject] = [:]
         while true {
             skipSpace(&pos)
-            guard pos < bytes.count else { return nil }
+            guard pos < end else { return nil }
             if bytes[pos] == UInt8(ascii: ">") {
-                guard pos + 1 < bytes.count, bytes[pos + 1] == UInt8(ascii: ">") else { return nil }
+                guard pos + 1 < end, bytes[pos + 1] == UInt8(ascii: ">") else { return nil }
                 pos += 2
                 return .dict(dict)
             }
@@ -347,7 +350,7 @@ struct Reader {
 
     func skipLiteralString(_ pos: inout Int) -> Bool {
         var nesting = 0
-        while pos < bytes.count {
+        while pos < end {
             let b = bytes[pos]
             pos += 1
             switch b {
@@ -383,7 +386,7 @@ struct Reader {
 
     /// Parses `N G obj <object>` at `offset`, checking the object number when given.
     func parseIndirect(at offset: Int, expecting number: Int?) -> PDFObject? {
-        guard offset >= 0, offset < bytes.count else { return nil }
+        guard offset >= 0, offset < end else { return nil }
         var pos = offset
         skipSpace(&pos)
         guard let n = readRegular(&pos).flatMap({ Int($0) }) else { return nil }
@@ -399,7 +402,18 @@ struct Reader {
         if let scannedOffsets { return scannedOffsets }
         let scanned = scanObjects()
         scannedOffsets = scanned
+        let starts = Set(scanned.values).sorted()
+        for (index, start) in starts.enumerated() {
+            scannedEnds[start] = index + 1 < starts.count ? starts[index + 1] : bytes.count
+        }
         return scanned
+    }
+
+    /// Parses an indirect object, bounded by the next scanned object's start when known.
+    func parseBounded(at offset: Int, expecting number: Int?) -> PDFObject? {
+        var bounded = self
+        bounded.end = scannedEnds[offset] ?? bytes.count
+        return bounded.parseIndirect(at: offset, expecting: number)
     }
 
     /// Finds every `N G obj` by scanning, keeping the last definition of each number (as
@@ -438,7 +452,7 @@ struct Reader {
         while case .ref(let n, _)? = current {
             hops += 1
             guard hops <= Self.maxRefHops, let offset = table[n] else { return nil }
-            current = parseIndirect(at: offset, expecting: n)
+            current = parseBounded(at: offset, expecting: n)
         }
         return current
     }
@@ -490,7 +504,7 @@ struct Reader {
             let save = pos
             guard let first = readRegular(&pos) else { return nil }
             if first == "trailer" { break }
-            guard let start = Int(first), start >= 0 else { return nil }
+            guard let start = Int(first), start >= 0, start <= limits.maxObjects * 16 else { return nil }
             skipSpace(&pos)
             guard let count = readRegular(&pos).flatMap({ Int($0) }), count >= 0,
                   count <= limits.maxObjects, count <= (bytes.count - pos) / 18 + 1
@@ -527,7 +541,7 @@ struct Reader {
         }
         if root == nil {
             for (n, offset) in table.sorted(by: { $0.value > $1.value }) {
-                if let dict = parseIndirect(at: offset, expecting: n)?.dict,
+                if let dict = parseBounded(at: offset, expecting: n)?.dict,
                    dict["Type"] == .name("XRef") || dict["Type"] == .name("Catalog") {
                     root = dict["Type"] == .name("Catalog") ? .ref(n, 0) : dict["Root"]
                     if root != nil { break }
@@ -537,7 +551,7 @@ struct Reader {
         if let count = pageCount(root: root, table: table) { return count }
         // No usable root: take the /Pages node without a /Parent.
         for (n, offset) in table {
-            if let dict = parseIndirect(at: offset, expecting: n)?.dict,
+            if let dict = parseBounded(at: offset, expecting: n)?.dict,
                dict["Type"] == .name("Pages"), dict["Parent"] == nil,
                case .int(let count)? = resolve(dict["Count"], in: table) {
                 return count
@@ -552,7 +566,7 @@ struct Reader {
         let table = offsets()
         var count = 0
         for (n, offset) in table {
-            if parseIndirect(at: offset, expecting: n)?.dict?["Type"] == .name("Page") { count += 1 }
+            if parseBounded(at: offset, expecting: n)?.dict?["Type"] == .name("Page") { count += 1 }
         }
         return count
     }

@@ -165,7 +165,10 @@ struct PDFInspectorTests {
         let loopRefs = handmadePDF(
             ["<< /Type /Catalog /Pages 2 0 R >>", "3 0 R", "2 0 R"], trailer: "<< /Root 1 0 R /Prev 0 >>", xref: true)
         let selfPrev = replacing(SamplePDF.make(pages: 1), "/Root 1 0 R", with: "/Root 1 0 R /Prev 9")
+        // Thousands of unterminated objects: each parse must stop at the next object, not at EOF.
+        let unterminated = Data(("%PDF-1.4\n" + (0..<20_000).map { "\($0) 0 obj [ (x " }.joined() + "\n%%EOF").utf8)
         let inputs: [Data] = [
+            unterminated,
             Data("%PDF-1.4\n1 0 obj\n<< /Type /Pages /Kids \(deep) /Count 1 >>\nendobj\n%%EOF".utf8),
             Data("%PDF-1.4\n1 0 obj\n\(deepDict)\nendobj\n%%EOF".utf8),
             Data("%PDF-1.4\n1 0 obj\n(unterminated string\n%%EOF".utf8),
