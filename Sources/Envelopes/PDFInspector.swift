@@ -58,9 +58,9 @@ public struct PDFInfo: Hashable, Sendable {
 /// It never crashes on hostile input: sizes, nesting, reference chains and scans are all capped.
 /// It reads classic cross-reference tables and follows the trailer's `/Root` to the page tree's
 /// `/Count`. When that fails (damaged offsets, cross-reference streams) it reconstructs object
-/// offsets by scanning for `N G obj`, and as a last resort counts `/Type /Page` objects. Content in
-/// compressed object streams is not decoded, so such PDFs are readable only when their page tree
-/// objects are uncompressed.
+/// offsets by scanning for `N G obj` — decompressing Flate object streams (`/Type /ObjStm`), where
+/// modern writers keep the page tree — and as a last resort counts `/Type /Page` objects.
+/// Encrypted PDFs and streams with other filters or predictors are not decoded.
 ///
 /// ```swift
 /// let info = try PDFInspector().inspect(SamplePDF.make(pages: 3))
@@ -221,6 +221,11 @@ struct Reader {
     var end: Int
     private var scannedOffsets: [Int: Int]?
     private var scannedEnds: [Int: Int] = [:]
+    /// Decompressed object streams and where each compressed object sits in them.
+    private var objectStreams: [[UInt8]] = []
+    private var compressed: [Int: (stream: Int, start: Int, end: Int)] = [:]
+    /// Caps each decompressed stream, and all of them together.
+    static let maxStreamOutput = 16 << 20
 
     init(bytes: [UInt8], limits: PDFInspector.Limits) {
         self.bytes = bytes
@@ -386,8 +391,13 @@ struct Reader {
 
     /// Parses `N G obj <object>` at `offset`, checking the object number when given.
     func parseIndirect(at offset: Int, expecting number: Int?) -> PDFObject? {
-        guard offset >= 0, offset < end else { return nil }
         var pos = offset
+        return parseIndirect(&pos, expecting: number)
+    }
+
+    /// Parses `N G obj <object>` at `pos`, leaving `pos` after the object.
+    func parseIndirect(_ pos: inout Int, expecting number: Int?) -> PDFObject? {
+        guard pos >= 0, pos < end else { return nil }
         skipSpace(&pos)
         guard let n = readRegular(&pos).flatMap({ Int($0) }) else { return nil }
         if let number, n != number { return nil }
@@ -398,6 +408,89 @@ struct Reader {
         return parseObject(&pos)
     }
 
+    /// The decoded data of the stream whose dictionary ends at `pos`, or `nil` when absent,
+    /// malformed, too large or encoded with anything but plain Flate.
+    func streamData(_ dict: [String: PDFObject], after pos: Int, table: [Int: Int], budget: Int) -> [UInt8]? {
+        var p = pos
+        skipSpace(&p)
+        guard readRegular(&p) == "stream" else { return nil }
+        if p < end, bytes[p] == 13 { p += 1 }
+        if p < end, bytes[p] == 10 { p += 1 }
+        var raw: ArraySlice<UInt8>
+        if case .int(let length)? = resolve(dict["Length"], in: table), length >= 0, length <= end - p {
+            raw = bytes[p..<(p + length)]
+        } else if let stop = PDFInspector.find(Array("endstream".utf8), in: bytes, from: p, to: end) {
+            raw = bytes[p..<stop]
+        } else {
+            return nil
+        }
+        switch dict["Filter"] {
+        case nil:
+            return raw.count <= budget ? Array(raw) : nil
+        case .name("FlateDecode")?, .array([.name("FlateDecode")])?:
+            if case .dict(let parms)? = dict["DecodeParms"], let predictor = parms["Predictor"], predictor != .int(1) {
+                return nil
+            }
+            // A trailing end-of-line before `endstream` is not part of the data; inflate ignores it.
+            if raw.last == 10 { raw = raw.dropLast() }
+            return Inflater.inflateZlib(Array(raw), maxOutput: min(budget, Self.maxStreamOutput))
+        default:
+            return nil
+        }
+    }
+
+    /// Decompresses every `/Type /ObjStm` and records where its objects sit.
+    mutating func loadObjectStreams(table: [Int: Int]) {
+        var budget = limits.maxBytes
+        for (n, offset) in table.sorted(by: { $0.value < $1.value }) {
+            var bounded = self
+            bounded.end = scannedEnds[offset] ?? bytes.count
+            var pos = offset
+            guard budget > 0, case .dict(let dict)? = bounded.parseIndirect(&pos, expecting: n),
+                  dict["Type"] == .name("ObjStm"),
+                  case .int(let count)? = dict["N"], case .int(let first)? = dict["First"],
+                  count > 0, count <= limits.maxObjects, first >= 0,
+                  let data = bounded.streamData(dict, after: pos, table: table, budget: budget),
+                  first <= data.count
+            else { continue }
+            budget -= data.count
+            let stream = Reader(bytes: data, limits: limits)
+            var header = 0
+            var entries: [(number: Int, start: Int)] = []
+            for _ in 0..<count {
+                stream.skipSpace(&header)
+                guard let number = stream.readRegular(&header).flatMap({ Int($0) }), number >= 0 else { break }
+                stream.skipSpace(&header)
+                guard let relative = stream.readRegular(&header).flatMap({ Int($0) }), relative >= 0,
+                      relative <= data.count - first else { break }
+                entries.append((number, first + relative))
+            }
+            let index = objectStreams.count
+            objectStreams.append(data)
+            let starts = entries.map(\.start).sorted()
+            for entry in entries where table[entry.number] == nil && compressed[entry.number] == nil {
+                let stop = starts.first(where: { $0 > entry.start }) ?? data.count
+                compressed[entry.number] = (index, entry.start, stop)
+                if compressed.count >= limits.maxObjects { return }
+            }
+        }
+    }
+
+    /// Object `n`: from `table` (file offsets), or else from a decompressed object stream.
+    func object(_ n: Int, in table: [Int: Int]) -> PDFObject? {
+        if let offset = table[n] { return parseBounded(at: offset, expecting: n) }
+        guard let location = compressed[n] else { return nil }
+        var stream = Reader(bytes: objectStreams[location.stream], limits: limits)
+        stream.end = location.end
+        var pos = location.start
+        return stream.parseObject(&pos)
+    }
+
+    /// Every object number the reader can reach (uncompressed and compressed).
+    func allObjectNumbers(in table: [Int: Int]) -> [Int] {
+        Array(Set(table.keys).union(compressed.keys))
+    }
+
     mutating func offsets() -> [Int: Int] {
         if let scannedOffsets { return scannedOffsets }
         let scanned = scanObjects()
@@ -406,6 +499,7 @@ struct Reader {
         for (index, start) in starts.enumerated() {
             scannedEnds[start] = index + 1 < starts.count ? starts[index + 1] : bytes.count
         }
+        loadObjectStreams(table: scanned)
         return scanned
     }
 
@@ -446,13 +540,13 @@ struct Reader {
     }
 
     /// Resolves a reference (following reference chains a bounded number of times).
-    func resolve(_ object: PDFObject?, in table: [Int: Int]) -> PDFObject? {
-        var current = object
+    func resolve(_ start: PDFObject?, in table: [Int: Int]) -> PDFObject? {
+        var current = start
         var hops = 0
         while case .ref(let n, _)? = current {
             hops += 1
-            guard hops <= Self.maxRefHops, let offset = table[n] else { return nil }
-            current = parseBounded(at: offset, expecting: n)
+            guard hops <= Self.maxRefHops else { return nil }
+            current = self.object(n, in: table)
         }
         return current
     }
@@ -550,8 +644,8 @@ struct Reader {
         }
         if let count = pageCount(root: root, table: table) { return count }
         // No usable root: take the /Pages node without a /Parent.
-        for (n, offset) in table {
-            if let dict = parseBounded(at: offset, expecting: n)?.dict,
+        for n in allObjectNumbers(in: table).sorted() {
+            if let dict = object(n, in: table)?.dict,
                dict["Type"] == .name("Pages"), dict["Parent"] == nil,
                case .int(let count)? = resolve(dict["Count"], in: table) {
                 return count
@@ -565,8 +659,8 @@ struct Reader {
     mutating func pageObjectCount() -> Int? {
         let table = offsets()
         var count = 0
-        for (n, offset) in table {
-            if parseBounded(at: offset, expecting: n)?.dict?["Type"] == .name("Page") { count += 1 }
+        for n in allObjectNumbers(in: table) where object(n, in: table)?.dict?["Type"] == .name("Page") {
+            count += 1
         }
         return count
     }
