@@ -189,11 +189,11 @@ struct PDFInspectorTests {
     @Test func seededRandomInputsNeverCrash() {
         let seed = testSeed("PDF fuzz")
         var rng = SeededGenerator(seed: seed)
-        let base = [UInt8](SamplePDF.make(pages: 3))
+        let bases = [[UInt8](SamplePDF.make(pages: 3)), [UInt8](Data(base64Encoded: qpdfObjectStreamPDF) ?? Data())]
         let fragments = ["obj", "endobj", " 0 R", "/Type", "/Pages", "/Page", "/Count", "<<", ">>", "[", "]", "(", ")",
                          "trailer", "startxref", "xref", "%%EOF", "\n", " ", "#", "\\", "12", "-1", "/Root"]
-        for round in 0..<300 {
-            var bytes = base
+        for round in 0..<400 {
+            var bytes = bases[round % 2]
             for _ in 0..<Int.random(in: 1...12, using: &rng) {
                 let at = Int.random(in: 0..<bytes.count, using: &rng)
                 switch Int.random(in: 0..<4, using: &rng) {
