@@ -72,6 +72,8 @@ public struct EnvelopeValidationError: Error, Hashable, Sendable, Codable, Custo
         public static let listValueNotInItems = Code("customField.valueNotInItems")
         /// A template composition names a role the template does not have.
         public static let unknownTemplateRole = Code("template.unknownRole")
+        /// A template composition sets a value for a tab label (or radio group) the template does not have.
+        public static let unknownTemplateTabLabel = Code("template.unknownTabLabel")
     }
 
     /// What kind of rule was broken.
