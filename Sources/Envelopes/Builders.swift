@@ -16,6 +16,7 @@ public struct DocumentBuilder: Sendable {
     private var bytes: Data?
     private var filePath: String?
 
+    /// Starts an empty builder.
     public init() {}
 
     /// Sets the document id (a string, unique in the envelope).
@@ -147,21 +148,35 @@ public struct TabBuilder: Sendable {
         tab = Tab(type: type, documentId: "", recipientId: "", pageNumber: 1, frame: TabFrame(x: 0, y: 0, width: 0, height: 0))
     }
 
+    /// Sets an optional tab id, unique in the envelope.
     public func tabId(_ id: String) -> Self { with { $0.tab.tabId = id } }
+    /// Sets the document the tab is on.
     public func documentId(_ id: String) -> Self { with { $0.tab.documentId = id } }
+    /// Sets the recipient who fills the tab.
     public func recipientId(_ id: String) -> Self { with { $0.tab.recipientId = id } }
+    /// Sets the page, starting at 1.
     public func pageNumber(_ page: Int) -> Self { with { $0.tab.pageNumber = page } }
+    /// Sets where on the page the tab sits, in PDF points.
     public func frame(_ frame: TabFrame) -> Self { with { $0.tab.frame = frame } }
+    /// Sets the frame from its origin and size, in PDF points.
     public func frame(x: Double, y: Double, width: Double, height: Double) -> Self {
         frame(TabFrame(x: x, y: y, width: width, height: height))
     }
+    /// Sets the label; templates fill tab values by label.
     public func label(_ label: String) -> Self { with { $0.tab.label = label } }
+    /// Sets the name shown to the signer.
     public func name(_ name: String) -> Self { with { $0.tab.name = name } }
+    /// Sets the value (text, formula expression, radio button value, …).
     public func value(_ value: String) -> Self { with { $0.tab.value = value } }
+    /// Sets the radio (or checkbox) group.
     public func groupName(_ group: String) -> Self { with { $0.tab.groupName = group } }
+    /// Sets the size relative to the default (0.5…2.0).
     public func scale(_ scale: Double) -> Self { with { $0.tab.scale = scale } }
+    /// Marks the value as read-only for the signer.
     public func locked(_ locked: Bool = true) -> Self { with { $0.tab.locked = locked } }
+    /// Lets the signer leave the tab empty.
     public func optional(_ optional: Bool = true) -> Self { with { $0.tab.optional = optional } }
+    /// Selects a checkbox or radio button.
     public func selected(_ selected: Bool = true) -> Self { with { $0.tab.selected = selected } }
 
     /// Builds the tab.
@@ -186,6 +201,7 @@ public struct TabBuilder: Sendable {
 public struct CustomFieldsBuilder: Sendable {
     private var fields = CustomFields()
 
+    /// Starts an empty builder.
     public init() {}
 
     /// Adds a free-text field.
@@ -236,12 +252,18 @@ public struct EnvelopeBuilder: Sendable {
     private var transactionId: String?
     private var templateId: String?
 
+    /// Starts an empty builder.
     public init() {}
 
+    /// Sets the envelope name (≤ 100 characters).
     public func envelopeName(_ name: String) -> Self { with { $0.name = name } }
+    /// Sets the email subject for remote recipients (≤ 100 characters).
     public func emailSubject(_ subject: String) -> Self { with { $0.emailSubject = subject } }
+    /// Sets the email message (blurb) for remote recipients.
     public func emailMessage(_ message: String) -> Self { with { $0.emailMessage = message } }
+    /// Adds a document.
     public func addDocument(_ document: Document) -> Self { with { $0.documents.append(document) } }
+    /// Adds a recipient; add their tabs with ``addTab(_:)``.
     public func addRecipient(_ recipient: Recipient) -> Self { with { $0.recipients.append(recipient) } }
     /// Adds a recipient and their tabs (as the SDK's `addTab:` on a recipient builder does).
     public func addRecipient(_ recipient: Recipient, tabs: [Tab]) -> Self {
@@ -250,7 +272,9 @@ public struct EnvelopeBuilder: Sendable {
             $0.tabs.append(contentsOf: tabs)
         }
     }
+    /// Adds a tab (it names its document and recipient).
     public func addTab(_ tab: Tab) -> Self { with { $0.tabs.append(tab) } }
+    /// Sets the envelope custom fields.
     public func customFields(_ fields: CustomFields) -> Self { with { $0.customFields = fields } }
     /// Sets the transaction id that identifies the envelope across sync retries (default: a UUID).
     public func transactionId(_ id: String) -> Self { with { $0.transactionId = id } }

@@ -89,6 +89,7 @@ public struct LocalStateTransitionError: Error, Hashable, Sendable, CustomString
     /// The event that was refused.
     public var event: EnvelopeLocalEvent
 
+    /// Creates the error for `event` refused in `state`.
     public init(state: EnvelopeLocalState, event: EnvelopeLocalEvent) {
         self.state = state
         self.event = event

@@ -54,9 +54,13 @@ public enum EnvelopeStatus: String, Hashable, Sendable, Codable, CaseIterable {
 
 /// A rectangle on a document page, in PDF points from the page's top-left corner.
 public struct TabFrame: Hashable, Sendable, Codable {
+    /// Distance from the left edge.
     public var x: Double
+    /// Distance from the top edge.
     public var y: Double
+    /// Width, positive.
     public var width: Double
+    /// Height, positive.
     public var height: Double
 
     /// Creates a frame.
@@ -219,9 +223,13 @@ public struct Tab: Hashable, Sendable, Codable {
 
 /// A free-text custom field on the envelope (envelope metadata, not shown on documents).
 public struct TextCustomField: Hashable, Sendable, Codable {
+    /// The field's name, unique among the envelope's custom fields.
     public var name: String
+    /// The value.
     public var value: String
+    /// Whether the sender must fill it.
     public var required: Bool
+    /// Whether recipients see it.
     public var show: Bool
 
     /// Creates a text custom field.
@@ -235,10 +243,15 @@ public struct TextCustomField: Hashable, Sendable, Codable {
 
 /// A custom field whose value is one of a list of items.
 public struct ListCustomField: Hashable, Sendable, Codable {
+    /// The field's name, unique among the envelope's custom fields.
     public var name: String
+    /// The chosen item (or empty).
     public var value: String
+    /// The allowed values.
     public var items: [String]
+    /// Whether the sender must fill it.
     public var required: Bool
+    /// Whether recipients see it.
     public var show: Bool
 
     /// Creates a list custom field.
@@ -253,7 +266,9 @@ public struct ListCustomField: Hashable, Sendable, Codable {
 
 /// The envelope's text and list custom fields.
 public struct CustomFields: Hashable, Sendable, Codable {
+    /// Free-text fields.
     public var text: [TextCustomField]
+    /// List fields.
     public var list: [ListCustomField]
 
     /// Creates custom fields (empty by default).
@@ -279,10 +294,13 @@ public struct Envelope: Hashable, Sendable, Codable {
     public var emailSubject: String
     /// The email message (blurb) sent to remote recipients.
     public var emailMessage: String
+    /// The documents, each with a unique id.
     public var documents: [Document]
+    /// The recipients, each with a unique id.
     public var recipients: [Recipient]
     /// All tabs, each naming its document and recipient.
     public var tabs: [Tab]
+    /// Text and list custom fields.
     public var customFields: CustomFields
     /// The server-side status.
     public var status: EnvelopeStatus
@@ -292,7 +310,9 @@ public struct Envelope: Hashable, Sendable, Codable {
     public var transactionId: String
     /// The template the envelope was composed from, if any.
     public var templateId: String?
+    /// When the envelope was built.
     public var createdAt: Date
+    /// When it last changed (a recipient status, for example).
     public var lastModifiedAt: Date
     /// When the last local signer finished (or declined).
     public var completedLocallyAt: Date?

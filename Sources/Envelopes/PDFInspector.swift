@@ -23,10 +23,12 @@ public struct PDFInspectionError: Error, Hashable, Sendable, CustomStringConvert
         public static let implausiblePageCount = Code("pdf.implausiblePageCount")
     }
 
+    /// What kind of failure.
     public var code: Code
     /// What was wrong, for people.
     public var message: String
 
+    /// Creates an error.
     public init(code: Code, message: String) {
         self.code = code
         self.message = message
@@ -49,7 +51,9 @@ public struct PDFInfo: Hashable, Sendable {
 
     /// The header version, for example `"1.7"`.
     public var version: String
+    /// The number of pages.
     public var pageCount: Int
+    /// How the count was found.
     public var method: Method
 }
 
@@ -76,6 +80,7 @@ public struct PDFInspector: Sendable {
         /// The most objects the reconstruction scan records.
         public var maxObjects: Int
 
+        /// Creates limits (defaults: 64 MiB, 10,000 pages, 200,000 objects).
         public init(maxBytes: Int = 64 << 20, maxPages: Int = 10_000, maxObjects: Int = 200_000) {
             self.maxBytes = maxBytes
             self.maxPages = maxPages
@@ -83,6 +88,7 @@ public struct PDFInspector: Sendable {
         }
     }
 
+    /// The bounds in force.
     public var limits: Limits
 
     /// Creates an inspector with the given limits.

@@ -2,9 +2,12 @@ import Foundation
 
 /// The user logged in on the device; signers with this email sign locally ("self" signers).
 public struct SigningUser: Hashable, Sendable, Codable {
+    /// The user's email; signers with it are local.
     public var email: String
+    /// The user's name.
     public var name: String?
 
+    /// Creates a user.
     public init(email: String, name: String? = nil) {
         self.email = email
         self.name = name
@@ -26,7 +29,9 @@ public enum RecipientLocality: String, Hashable, Sendable, Codable {
 
 /// Recipients that share a routing order and so are routed in parallel.
 public struct RoutingGroup: Hashable, Sendable {
+    /// The shared routing order.
     public var routingOrder: Int
+    /// The recipients at this order, in envelope order.
     public var recipients: [Recipient]
 }
 
@@ -168,10 +173,12 @@ public struct SyncEligibility: Hashable, Sendable {
 
     /// Whether the envelope should be (or already is) queued for sync.
     public var isReadyForSync: Bool
+    /// Why.
     public var reason: Reason
     /// The local signer who can sign now, when ``reason`` is ``Reason/localSignerPending``.
     public var nextLocalSigner: Recipient?
 
+    /// Creates a decision.
     public init(isReadyForSync: Bool, reason: Reason, nextLocalSigner: Recipient? = nil) {
         self.isReadyForSync = isReadyForSync
         self.reason = reason

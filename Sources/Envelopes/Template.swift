@@ -6,7 +6,9 @@ public struct TemplateRole: Hashable, Sendable, Codable {
     public var roleName: String
     /// The recipient id the role's tabs use.
     public var recipientId: String
+    /// What the role does.
     public var type: RecipientType
+    /// The role's routing order.
     public var routingOrder: Int
     /// Used when the composition gives no name.
     public var defaultName: String?
@@ -14,8 +16,10 @@ public struct TemplateRole: Hashable, Sendable, Codable {
     public var defaultEmail: String?
     /// In-person roles: the default host.
     public var defaultHostName: String?
+    /// In-person roles: the default host email.
     public var defaultHostEmail: String?
 
+    /// Creates a value; see the properties.
     public init(
         roleName: String, recipientId: String, type: RecipientType, routingOrder: Int = 1,
         defaultName: String? = nil, defaultEmail: String? = nil,
@@ -34,12 +38,16 @@ public struct TemplateRole: Hashable, Sendable, Codable {
 
 /// The lightweight listing of a template (the SDK's `DSMEnvelopeTemplateDefinition`).
 public struct TemplateSummary: Hashable, Sendable, Codable {
+    /// The server's template id.
     public var templateId: String
+    /// The display name.
     public var name: String
+    /// The folder the template is filed in.
     public var folder: String?
     /// When the template last changed on the server.
     public var lastModified: Date
 
+    /// Creates a value; see the properties.
     public init(templateId: String, name: String, folder: String? = nil, lastModified: Date) {
         self.templateId = templateId
         self.name = name
@@ -53,18 +61,28 @@ public struct TemplateSummary: Hashable, Sendable, Codable {
 
 /// An envelope template: documents, recipient roles and labelled tabs.
 public struct EnvelopeTemplate: Hashable, Sendable, Codable {
+    /// The server's template id.
     public var templateId: String
+    /// The display name.
     public var name: String
+    /// The folder the template is filed in.
     public var folder: String?
+    /// When the template last changed on the server.
     public var lastModified: Date
+    /// The default email subject.
     public var emailSubject: String
+    /// The default email message (blurb).
     public var emailMessage: String
+    /// The template's documents.
     public var documents: [Document]
+    /// The recipient roles.
     public var roles: [TemplateRole]
     /// Tabs; each names a role's ``TemplateRole/recipientId``.
     public var tabs: [Tab]
+    /// Default custom fields.
     public var customFields: CustomFields
 
+    /// Creates a value; see the properties.
     public init(
         templateId: String, name: String, folder: String? = nil, lastModified: Date,
         emailSubject: String = "", emailMessage: String = "",
@@ -90,12 +108,18 @@ public struct EnvelopeTemplate: Hashable, Sendable, Codable {
 
 /// Who fills a template role.
 public struct RoleAssignment: Hashable, Sendable, Codable {
+    /// The name.
     public var name: String?
+    /// The email.
     public var email: String?
+    /// In-person roles: the host's name.
     public var hostName: String?
+    /// In-person roles: the host's email.
     public var hostEmail: String?
+    /// Makes the recipient embedded (captive).
     public var clientUserId: String?
 
+    /// Creates a value; see the properties.
     public init(name: String? = nil, email: String? = nil, hostName: String? = nil, hostEmail: String? = nil, clientUserId: String? = nil) {
         self.name = name
         self.email = email
@@ -120,6 +144,7 @@ public struct TemplateComposition: Hashable, Sendable, Codable {
     /// The envelope name (default: the template name).
     public var envelopeName: String?
 
+    /// Creates a value; see the properties.
     public init(
         roles: [String: RoleAssignment] = [:], tabValues: [String: String] = [:],
         emailSubject: String? = nil, emailMessage: String? = nil, envelopeName: String? = nil
