@@ -45,6 +45,24 @@ public enum RecipientStatus: String, Hashable, Sendable, Codable, CaseIterable {
 
     /// Whether the recipient has finished their part (signed or completed).
     public var isDone: Bool { self == .signed || self == .completed }
+
+    /// Whether a recipient may move from this status to `next`.
+    ///
+    /// Statuses only move forward: `created → sent → delivered → signed → completed`, where steps
+    /// may be skipped (an in-person signer goes from `created` straight to `signed` offline).
+    /// `declined` and `completed` are final; an auto-responded recipient can be sent again.
+    /// Repeating the current status is allowed, so duplicate reports are harmless.
+    public func canChange(to next: RecipientStatus) -> Bool {
+        if next == self { return true }
+        switch self {
+        case .created: return next != .autoResponded
+        case .sent: return next != .created
+        case .delivered: return next == .signed || next == .completed || next == .declined
+        case .signed: return next == .completed
+        case .autoResponded: return next == .sent
+        case .completed, .declined: return false
+        }
+    }
 }
 
 /// The envelope's status on the server (created … completed, declined, voided).

@@ -60,3 +60,30 @@ struct LocalStateTests {
         #expect(state == .synced)
     }
 }
+
+@Suite("Recipient status")
+struct RecipientStatusTests {
+    static let columns: [RecipientStatus] = [.created, .sent, .delivered, .signed, .completed, .declined, .autoResponded]
+    /// Row: from; column: to (same order as `columns`). 1 = allowed.
+    static let table: [RecipientStatus: [Int]] = [
+        //               created sent delivered signed completed declined autoResponded
+        .created:       [1,      1,   1,        1,     1,        1,       0],
+        .sent:          [0,      1,   1,        1,     1,        1,       1],
+        .delivered:     [0,      0,   1,        1,     1,        1,       0],
+        .signed:        [0,      0,   0,        1,     1,        0,       0],
+        .completed:     [0,      0,   0,        0,     1,        0,       0],
+        .declined:      [0,      0,   0,        0,     0,        1,       0],
+        .autoResponded: [0,      1,   0,        0,     0,        0,       1],
+    ]
+
+    @Test func everyChangeMatchesTheTable() throws {
+        #expect(Set(Self.columns) == Set(RecipientStatus.allCases) && Self.columns.count == RecipientStatus.allCases.count)
+        for from in RecipientStatus.allCases {
+            let row = try #require(Self.table[from])
+            for (to, allowed) in zip(Self.columns, row) {
+                #expect(from.canChange(to: to) == (allowed == 1), "\(from) → \(to)")
+            }
+        }
+        #expect(RecipientStatus.allCases.filter(\.isDone) == [.signed, .completed])
+    }
+}
