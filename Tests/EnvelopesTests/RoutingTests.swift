@@ -177,3 +177,71 @@ struct RoutingTests {
         #expect(plan.currentLocalSigners.map(\.recipientId) == ["b"])
     }
 }
+
+/// Every envelope of up to three recipients drawn from four kinds × two orders × three statuses,
+/// checked against a reference written from the SDK's wording rather than from the implementation.
+@Suite("Routing, exhaustively")
+struct ExhaustiveRoutingTests {
+    enum Kind: CaseIterable { case inPerson, selfSigner, remoteSigner, carbonCopy }
+
+    static func make(_ id: Int, _ kind: Kind, _ order: Int, _ status: RecipientStatus) -> Recipient {
+        switch kind {
+        case .inPerson: return recipient("\(id)", .inPersonSigner, order: order, status: status)
+        case .selfSigner: return recipient("\(id)", .signer, order: order, email: me.email, status: status)
+        case .remoteSigner: return recipient("\(id)", .signer, order: order, status: status)
+        case .carbonCopy: return recipient("\(id)", .carbonCopy, order: order, status: status)
+        }
+    }
+
+    static var options: [(Kind, Int, RecipientStatus)] {
+        var result: [(Kind, Int, RecipientStatus)] = []
+        for kind in Kind.allCases {
+            for order in [1, 2] {
+                for status in [RecipientStatus.created, .signed, .declined] { result.append((kind, order, status)) }
+            }
+        }
+        return result
+    }
+
+    @Test func everySmallEnvelopeMatchesTheReference() {
+        var envelopes: [[Recipient]] = [[]]
+        for size in 1...3 {
+            var next: [[Recipient]] = [[]]
+            for index in 0..<size {
+                next = next.flatMap { prefix in Self.options.map { prefix + [Self.make(index, $0.0, $0.1, $0.2)] } }
+            }
+            envelopes += next
+        }
+        #expect(envelopes.count == 1 + 24 + 576 + 13_824)
+        var checked = 0
+        for recipients in envelopes {
+            let plan = RoutingPlan(recipients: recipients, user: me)
+            // Reference model.
+            let declined = recipients.contains { $0.status == .declined }
+            let pending = recipients.filter { $0.type != .carbonCopy && $0.status != .signed && $0.status != .completed }
+            let isLocal = { (r: Recipient) in r.type == .inPersonSigner || (r.type == .signer && r.email == me.email) }
+            let lowest = pending.map(\.routingOrder).min()
+            let current = declined ? [] : recipients.filter { r in
+                pending.contains(r) && r.routingOrder == lowest
+            }.sorted { $0.routingOrder < $1.routingOrder }
+            let nextLocal = current.first(where: isLocal)
+            let localSigned = recipients.contains { isLocal($0) && ($0.status == .signed || $0.status == .completed) }
+
+            #expect(Set(plan.currentRecipients.map(\.recipientId)) == Set(current.map(\.recipientId)), "\(recipients)")
+            #expect(plan.nextLocalSigner?.recipientId == nextLocal?.recipientId, "\(recipients)")
+            let e = plan.syncEligibility(state: .cached)
+            let expected: SyncEligibility.Reason
+            if recipients.isEmpty { expected = .noRecipients }
+            else if declined { expected = .declined }
+            else if nextLocal != nil { expected = .localSignerPending }
+            else if pending.isEmpty { expected = .allRecipientsDone }
+            else if localSigned { expected = .localSignersDone }
+            else { expected = .onlyRemoteSignersPending }
+            #expect(e.reason == expected, "\(recipients)")
+            // The SDK rule itself: ready exactly when no local signer can sign now (or it was declined).
+            #expect(e.isReadyForSync == (!recipients.isEmpty && (declined || nextLocal == nil)), "\(recipients)")
+            checked += 1
+        }
+        #expect(checked == envelopes.count)
+    }
+}
