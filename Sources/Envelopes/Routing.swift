@@ -249,3 +249,26 @@ extension RoutingPlan {
         return eligibility.isReadyForSync ? .readyForSync(eligibility) : .notResumable(eligibility)
     }
 }
+
+extension Envelope {
+    /// Moves ``localState`` by `event`, stamping ``lastModifiedAt``.
+    ///
+    /// - Parameters:
+    ///   - event: What happened.
+    ///   - time: When it happened.
+    /// - Throws: ``LocalStateTransitionError`` when `event` is not allowed now (nothing changes).
+    public mutating func apply(_ event: EnvelopeLocalEvent, at time: Date) throws(LocalStateTransitionError) {
+        localState = try localState.apply(event)
+        lastModifiedAt = time
+    }
+
+    /// Sync eligibility of this envelope in its current ``localState``, as seen by `user`.
+    public func syncEligibility(user: SigningUser?) -> SyncEligibility {
+        RoutingPlan(envelope: self, user: user).syncEligibility(state: localState)
+    }
+
+    /// What resuming this envelope should do, as seen by `user`.
+    public func resumeDecision(user: SigningUser?) -> ResumeDecision {
+        RoutingPlan(envelope: self, user: user).resumeDecision(state: localState)
+    }
+}

@@ -107,7 +107,15 @@ struct RoutingTests {
         var envelope = Fixture.envelope()
         envelope.recipients.removeFirst()
         envelope.tabs.removeFirst()
-        envelope.localState = try envelope.localState.apply(.compose)
+        try envelope.apply(.compose, at: Fixture.created.addingTimeInterval(5))
+        #expect(envelope.localState == .cached)
+        #expect(envelope.lastModifiedAt == Fixture.created.addingTimeInterval(5))
+        #expect(throws: LocalStateTransitionError(state: .cached, event: .compose)) {
+            try envelope.apply(.compose, at: Fixture.created)
+        }
+        #expect(envelope.localState == .cached)
+        #expect(envelope.resumeDecision(user: SigningUser(email: "host@example.com"))
+            == .readyForSync(envelope.syncEligibility(user: nil)))
         let plan = RoutingPlan(envelope: envelope, user: SigningUser(email: "host@example.com"))
         #expect(plan.nextLocalSigner == nil)
         #expect(!plan.hasLocalSigners)
