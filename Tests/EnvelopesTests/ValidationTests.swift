@@ -267,3 +267,44 @@ struct PartBuilderTests {
         #expect(!changed)
     }
 }
+
+@Suite("Validation fuzz")
+struct ValidationFuzzTests {
+    @Test func randomEnvelopesNeverCrashAndValidateIsDeterministic() {
+        let seed = testSeed("validation fuzz")
+        var rng = SeededGenerator(seed: seed)
+        let strings = ["", " ", "a", "1", "d1", "2", "x@y.z", "bad@", "é✍️", long101, String(repeating: "a", count: 100)]
+        let ints = [Int.min, -1, 0, 1, 2, 3, 1000, Int.max]
+        let doubles = [-.infinity, -1, 0, 0.4, 0.5, 1, 2, 2.1, .nan, .infinity, 1e300]
+        for round in 0..<500 {
+            var envelope = Fixture.envelope()
+            for _ in 0..<Int.random(in: 1...6, using: &rng) {
+                let s = strings.randomElement(using: &rng)!
+                let i = ints.randomElement(using: &rng)!
+                let d = doubles.randomElement(using: &rng)!
+                switch Int.random(in: 0..<14, using: &rng) {
+                case 0: envelope.name = s
+                case 1: envelope.recipients[Int.random(in: 0..<3, using: &rng)].email = s
+                case 2: envelope.recipients[Int.random(in: 0..<3, using: &rng)].routingOrder = i
+                case 3: envelope.recipients[Int.random(in: 0..<3, using: &rng)].recipientId = s
+                case 4: envelope.tabs[Int.random(in: 0..<2, using: &rng)].pageNumber = i
+                case 5: envelope.tabs[Int.random(in: 0..<2, using: &rng)].frame.width = d
+                case 6: envelope.tabs[Int.random(in: 0..<2, using: &rng)].scale = d
+                case 7: envelope.tabs[Int.random(in: 0..<2, using: &rng)].recipientId = s
+                case 8: envelope.tabs[Int.random(in: 0..<2, using: &rng)].documentId = s
+                case 9: envelope.documents[0].pageCount = i
+                case 10: envelope.recipients[Int.random(in: 0..<3, using: &rng)].type = RecipientType.allCases.randomElement(using: &rng)!
+                case 11: envelope.tabs.append(Fixture.tab(.radio, recipient: s, group: Bool.random(using: &rng) ? s : nil, selected: true))
+                case 12: envelope.customFields.list[0].value = s
+                default: envelope.documents[0].pdfBytes = Data(envelope.documents[0].pdfBytes.prefix(max(0, min(i, 5000))))
+                }
+            }
+            let errors = envelope.validate()
+            for error in errors {
+                #expect(!error.field.isEmpty && !error.message.isEmpty, "seed \(seed) round \(round)")
+            }
+            // Validation is deterministic.
+            #expect(envelope.validate() == errors, "seed \(seed) round \(round)")
+        }
+    }
+}
