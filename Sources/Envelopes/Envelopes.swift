@@ -1,1 +1,0 @@
-// Placeholder: the Envelopes module is being written (see the open issues).
