@@ -14,12 +14,14 @@ let package = Package(
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
         .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
         .library(name: "Envelopes", targets: ["Envelopes"]),
+        .library(name: "DeviceNode", targets: ["DeviceNode"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -41,12 +43,21 @@ let package = Package(
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(name: "Envelopes"),
+        .target(
+            name: "DeviceNode",
+            dependencies: [
+                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Test support shipped as a library: real child processes with deadlines.
         .target(name: "FleetTesting"),
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -57,6 +68,7 @@ let package = Package(
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ"]),
         .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
+        .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
     ],

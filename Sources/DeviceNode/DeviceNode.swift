@@ -1,0 +1,1 @@
+// Placeholder: the DeviceNode library is being written (issue 4).
