@@ -89,6 +89,8 @@ public struct SignerProfile: Hashable, Sendable {
     public let azimuth: Double
     /// Forward slant of the handwriting in radians.
     public let slant: Double
+    /// Horizontal stretch of the handwriting (wide or narrow writers).
+    public let stretch: Double
 
     /// Creates a signer whose signature is fully determined by `seed`.
     /// - Parameters:
@@ -102,6 +104,7 @@ public struct SignerProfile: Hashable, Sendable {
         basePressure = r.uniform(0.45...0.75)
         altitude = r.uniform(0.85...1.2)
         azimuth = r.uniform(0.3...1.4)
+        stretch = r.uniform(1.3...2.0)
         strokes = SignerProfile.makeTemplate(&r)
     }
 
@@ -118,7 +121,7 @@ public struct SignerProfile: Hashable, Sendable {
             let height = r.uniform(7...13) * size
             for i in 0..<count {
                 let up = i % 2 == 0
-                let angle = up ? r.uniform(0.9...1.3) : r.uniform(-2.0 ... -1.65)
+                let angle = up ? r.uniform(0.75...1.2) : r.uniform(-1.95 ... -1.6)
                 var turn = r.gaussian(deviation: 0.5)
                 if r.nextDouble() < 0.25 { turn = (r.nextDouble() < 0.5 ? -1 : 1) * r.uniform(1.8...3.6) }
                 let sinc = abs(turn) < 1e-6 ? 1 : _sin(turn / 2) / (turn / 2)
@@ -135,7 +138,7 @@ public struct SignerProfile: Hashable, Sendable {
             }
             if component < components - 1 {
                 let angle = r.uniform(-0.3...0.15)
-                let amplitude = r.uniform(8...16) * size
+                let amplitude = r.uniform(10...20) * size
                 strokes.append(SigmaLognormalStroke(
                     amplitude: amplitude, startTime: t + 0.02, mu: _log(0.22 * tempo), sigma: 0.22,
                     thetaStart: angle - 0.2, thetaEnd: angle + 0.2, penDown: false))

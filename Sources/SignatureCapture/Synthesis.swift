@@ -175,7 +175,7 @@ enum Synthesizer {
         var out = 0
         for i in samples.indices {
             var sample = samples[i]
-            let mx = sample.x - midX + shear * (sample.y - midY)
+            let mx = (sample.x - midX) * signer.stretch + shear * (sample.y - midY)
             let my = sample.y - midY
             let sx = placement.centerX + c * mx - s * my
             let sy = placement.centerY - (s * mx + c * my)
