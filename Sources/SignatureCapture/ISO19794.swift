@@ -280,6 +280,11 @@ public struct ISOSignatureRecord: Hashable, Sendable {
         let sampleBytes = count * descriptions.count * 2
         let remaining = bytes.count - reader.offset
         let hasExtended = flags & ISOSignatureRecord.extendedDataFlag != 0
+        let sampleSize = descriptions.count * 2
+        if remaining < sampleBytes && remaining % sampleSize != 0 {
+            throw ISORecordError(code: .truncated, offset: bytes.count, message:
+                "the record ends inside a sample: \(remaining) body bytes are not whole samples of \(sampleSize) bytes (count says \(count))")
+        }
         guard remaining >= sampleBytes, hasExtended || remaining == sampleBytes else {
             throw ISORecordError(code: .sampleCountMismatch, offset: countOffset, message:
                 "sample count \(count) × \(descriptions.count) channels needs \(sampleBytes) bytes, the body has \(remaining)")

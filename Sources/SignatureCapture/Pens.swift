@@ -88,6 +88,18 @@ public struct PenCharacteristics: Hashable, Sendable {
     /// When pressure arrives on a separate, slower link (Bluetooth LE), its update rate in Hz.
     public var pressureRate: Int?
 
+    /// Creates a characteristics description.
+    public init(sampleRate: Int, pressureLevels: Int, maximumForce: Double? = nil, reportsTilt: Bool = false,
+                reportsHover: Bool = false, positionQuantum: Double = 0.01, pressureRate: Int? = nil) {
+        self.sampleRate = sampleRate
+        self.pressureLevels = pressureLevels
+        self.maximumForce = maximumForce
+        self.reportsTilt = reportsTilt
+        self.reportsHover = reportsHover
+        self.positionQuantum = positionQuantum
+        self.pressureRate = pressureRate
+    }
+
     /// Whether the pen reports pressure at all.
     public var reportsPressure: Bool { pressureLevels > 0 }
 }

@@ -100,12 +100,8 @@ extension CapturedSignature {
         return out
     }
 
-    /// The rendered signature as a PNG (8-bit RGB, white background), compressed with zlib.
-    ///
-    /// - Parameter pixelsPerMillimetre: resolution (default 6, about 152 dpi).
-    /// - Throws: ``CaptureError`` with ``CaptureError/Code/compressionFailed`` when zlib fails,
-    ///   ``CaptureError/Code/invalidConfiguration`` when the image would be empty or too large.
-    public func png(pixelsPerMillimetre: Double = 6) throws -> [UInt8] {
+    /// The ink coverage (0–255 per pixel, row-major) of the rendered strokes.
+    func rasterize(pixelsPerMillimetre: Double) throws -> (width: Int, height: Int, coverage: [UInt8]) {
         let area = configuration.area
         let width = Int((area.width * pixelsPerMillimetre).rounded(.up))
         let height = Int((area.height * pixelsPerMillimetre).rounded(.up))
@@ -143,6 +139,16 @@ extension CapturedSignature {
                 }
             }
         }
+        return (width, height, coverage)
+    }
+
+    /// The rendered signature as a PNG (8-bit RGB, white background), compressed with zlib.
+    ///
+    /// - Parameter pixelsPerMillimetre: resolution (default 6, about 152 dpi).
+    /// - Throws: ``CaptureError`` with ``CaptureError/Code/compressionFailed`` when zlib fails,
+    ///   ``CaptureError/Code/invalidConfiguration`` when the image would be empty or too large.
+    public func png(pixelsPerMillimetre: Double = 6) throws -> [UInt8] {
+        let (width, height, coverage) = try rasterize(pixelsPerMillimetre: pixelsPerMillimetre)
         // Scanlines: filter byte 0 then RGB, ink blended over white by coverage.
         let color = configuration.pen.color
         let stride = 1 + width * 3
