@@ -204,29 +204,32 @@ public struct ISOSignatureRecord: Hashable, Sendable {
 
     /// The record's bytes.
     public func encoded() -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(12 + descriptions.count * 11 + 5 + values.count * 2 + (extendedData?.count ?? 0))
-        out.append(contentsOf: ISOSignatureRecord.magic)
-        out.append(contentsOf: ISOSignatureRecord.version)
-        var inclusion: UInt16 = 0
-        for d in descriptions { inclusion |= 1 << UInt16(d.channel.bit) }
-        out.append(UInt8(inclusion >> 8))
-        out.append(UInt8(inclusion & 0xFF))
-        for d in descriptions {
-            out.append(d.preamble)
-            if let s = d.scaling { out.appendUInt16(s.encoded) }
-            for v in [d.minimum, d.maximum, d.mean] { if let v { out.appendUInt16(UInt16(truncatingIfNeeded: v)) } }
-            if let v = d.standardDeviation { out.appendUInt16(UInt16(truncatingIfNeeded: v)) }
+        let capacity = 15 + descriptions.count * 11 + values.count * 2 + (extendedData?.count ?? 0)
+        return [UInt8].writing(capacity: capacity) { out in
+            out.bytes(ISOSignatureRecord.magic)
+            out.bytes(ISOSignatureRecord.version)
+            var inclusion: UInt16 = 0
+            for d in descriptions { inclusion |= 1 << UInt16(d.channel.bit) }
+            out.uint16(inclusion)
+            for d in descriptions {
+                out.byte(d.preamble)
+                if let s = d.scaling { out.uint16(s.encoded) }
+                if let v = d.minimum { out.uint16(UInt16(truncatingIfNeeded: v)) }
+                if let v = d.maximum { out.uint16(UInt16(truncatingIfNeeded: v)) }
+                if let v = d.mean { out.uint16(UInt16(truncatingIfNeeded: v)) }
+                if let v = d.standardDeviation { out.uint16(UInt16(truncatingIfNeeded: v)) }
+            }
+            out.byte(0)  // reserved
+            out.byte(extendedData == nil ? 0 : ISOSignatureRecord.extendedDataFlag)
+            let n = sampleCount
+            out.byte(UInt8(truncatingIfNeeded: n >> 16))
+            out.byte(UInt8(truncatingIfNeeded: n >> 8))
+            out.byte(UInt8(truncatingIfNeeded: n))
+            values.withUnsafeBufferPointer { values in
+                for v in values { out.uint16(UInt16(truncatingIfNeeded: v)) }
+            }
+            if let extendedData { out.bytes(extendedData) }
         }
-        out.append(0)  // reserved
-        out.append(extendedData == nil ? 0 : ISOSignatureRecord.extendedDataFlag)
-        let n = sampleCount
-        out.append(UInt8(truncatingIfNeeded: n >> 16))
-        out.append(UInt8(truncatingIfNeeded: n >> 8))
-        out.append(UInt8(truncatingIfNeeded: n))
-        for v in values { out.appendUInt16(UInt16(truncatingIfNeeded: v)) }
-        if let extendedData { out.append(contentsOf: extendedData) }
-        return out
     }
 
     // MARK: Reading
@@ -388,18 +391,18 @@ extension ISOSignatureRecord {
         let degrees = ISOSignatureRecord.angleUnitsPerDegree * 180 / Double.pi
         var i = 0
         for sample in samples {
-            let x = Int32((sample.x * unit).rounded())
-            let y = Int32((sample.y * unit).rounded())
-            guard x >= -32768, x <= 32767, y >= -32768, y <= 32767 else {
+            guard abs(sample.x) < 327, abs(sample.y) < 327 else {
                 throw CaptureError(code: .signatureTooLong, message: "position \(sample.x), \(sample.y) mm does not fit 16 bits at 0.01 mm")
             }
+            let x = Int32(truncatingIfNeeded: roundToInt(sample.x * unit))
+            let y = Int32(truncatingIfNeeded: roundToInt(sample.y * unit))
             minX = min(minX, x); maxX = max(maxX, x); minY = min(minY, y); maxY = max(maxY, y)
             values[i] = x
             values[i + 1] = y
             values[i + 2] = Int32(sample.tick - firstTick)
             i += 3
             if pen.reportsPressure {
-                values[i] = Int32((sample.pressure * levels).rounded())
+                values[i] = Int32(truncatingIfNeeded: roundToInt(sample.pressure * levels))
                 i += 1
             }
             if pen.reportsHover {
@@ -407,8 +410,11 @@ extension ISOSignatureRecord {
                 i += 1
             }
             if pen.reportsTilt {
-                values[i] = Int32(min(max((sample.azimuth.truncatingRemainder(dividingBy: 2 * Double.pi) + (sample.azimuth < 0 ? 2 * Double.pi : 0)) * degrees, 0), 35999).rounded())
-                values[i + 1] = Int32(min(max(sample.altitude * degrees, 0), 9000).rounded())
+                var azimuth = sample.azimuth
+                while azimuth < 0 { azimuth += 2 * Double.pi }
+                while azimuth >= 2 * Double.pi { azimuth -= 2 * Double.pi }
+                values[i] = Int32(truncatingIfNeeded: roundToInt(min(azimuth * degrees, 35999)))
+                values[i + 1] = Int32(truncatingIfNeeded: roundToInt(min(max(sample.altitude * degrees, 0), 9000)))
                 i += 2
             }
         }

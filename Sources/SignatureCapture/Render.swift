@@ -55,49 +55,50 @@ extension CapturedSignature {
     /// The rendered signature as SVG bytes (UTF-8). Faster than ``svg()`` when writing to a file.
     public func svgBytes() -> [UInt8] {
         let area = configuration.area
-        var out: [UInt8] = []
-        out.reserveCapacity(256 + samples.count * 16)
-        out.appendASCII("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
-        out.appendFixed2(area.width)
-        out.appendASCII("mm\" height=\"")
-        out.appendFixed2(area.height)
-        out.appendASCII("mm\" viewBox=\"0 0 ")
-        out.appendFixed2(area.width)
-        out.append(0x20)
-        out.appendFixed2(area.height)
-        out.appendASCII("\">\n<g fill=\"none\" stroke=\"#")
         let color = configuration.pen.color
-        for c in [color.red, color.green, color.blue] {
-            out.append(hexDigit(c >> 4))
-            out.append(hexDigit(c & 0xF))
-        }
-        out.appendASCII("\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n")
-        var open = false
-        var lastX = Double.nan, lastY = Double.nan
-        var lastBucket = -1
-        forEachSegment { x0, y0, x1, y1, width in
-            let bucket = Int((width * 20).rounded())
-            if !open || bucket != lastBucket || x0 != lastX || y0 != lastY {
-                if open { out.appendASCII("\"/>\n") }
-                out.appendASCII("<polyline stroke-width=\"")
-                out.appendFixed2(Double(bucket) / 20)
-                out.appendASCII("\" points=\"")
-                out.appendFixed2(x0)
-                out.append(0x2C)
-                out.appendFixed2(y0)
-                open = true
-                lastBucket = bucket
+        // Upper bound: fixed text plus, per segment, a new polyline header and two points.
+        let capacity = 512 + samples.count * 96
+        return [UInt8].writing(capacity: capacity) { out in
+            out.ascii("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"")
+            out.fixed2(area.width)
+            out.ascii("mm\" height=\"")
+            out.fixed2(area.height)
+            out.ascii("mm\" viewBox=\"0 0 ")
+            out.fixed2(area.width)
+            out.byte(0x20)
+            out.fixed2(area.height)
+            out.ascii("\">\n<g fill=\"none\" stroke=\"#")
+            for c in [color.red, color.green, color.blue] {
+                out.byte(hexDigit(c >> 4))
+                out.byte(hexDigit(c & 0xF))
             }
-            out.append(0x20)
-            out.appendFixed2(x1)
-            out.append(0x2C)
-            out.appendFixed2(y1)
-            lastX = x1
-            lastY = y1
+            out.ascii("\" stroke-linecap=\"round\" stroke-linejoin=\"round\">\n")
+            var open = false
+            var lastX = Double.nan, lastY = Double.nan
+            var lastBucket = -1
+            forEachSegment { x0, y0, x1, y1, width in
+                let bucket = roundToInt(width * 20)
+                if !open || bucket != lastBucket || x0 != lastX || y0 != lastY {
+                    if open { out.ascii("\"/>\n") }
+                    out.ascii("<polyline stroke-width=\"")
+                    out.fixed2(Double(bucket) / 20)
+                    out.ascii("\" points=\"")
+                    out.fixed2(x0)
+                    out.byte(0x2C)
+                    out.fixed2(y0)
+                    open = true
+                    lastBucket = bucket
+                }
+                out.byte(0x20)
+                out.fixed2(x1)
+                out.byte(0x2C)
+                out.fixed2(y1)
+                lastX = x1
+                lastY = y1
+            }
+            if open { out.ascii("\"/>\n") }
+            out.ascii("</g>\n</svg>\n")
         }
-        if open { out.appendASCII("\"/>\n") }
-        out.appendASCII("</g>\n</svg>\n")
-        return out
     }
 
     /// The ink coverage (0–255 per pixel, row-major) of the rendered strokes.
@@ -214,37 +215,3 @@ enum PNGEncoder {
 
 @inline(__always) func hexDigit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x61 + v - 10 }
 
-extension Array where Element == UInt8 {
-    @inline(__always) mutating func appendASCII(_ s: StaticString) {
-        s.withUTF8Buffer { append(contentsOf: $0) }
-    }
-
-    /// Appends `v` with exactly two decimals, without Foundation or String.
-    @inline(__always) mutating func appendFixed2(_ v: Double) {
-        var n = Int((v * 100).rounded())
-        if n < 0 {
-            append(0x2D)
-            n = -n
-        }
-        let whole = n / 100, frac = n % 100
-        appendDecimal(whole)
-        append(0x2E)
-        append(0x30 + UInt8(frac / 10))
-        append(0x30 + UInt8(frac % 10))
-    }
-
-    @inline(__always) mutating func appendDecimal(_ value: Int) {
-        if value < 10 {
-            append(0x30 + UInt8(value))
-            return
-        }
-        var divisor = 10
-        while divisor <= value / 10 { divisor *= 10 }
-        var v = value
-        while divisor > 0 {
-            append(0x30 + UInt8(v / divisor))
-            v %= divisor
-            divisor /= 10
-        }
-    }
-}

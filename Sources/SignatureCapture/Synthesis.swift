@@ -74,11 +74,13 @@ enum Synthesizer {
         var fullX = [Double](repeating: 0, count: count)
         var fullY = [Double](repeating: 0, count: count)
         var activeEnd = [Double](repeating: 0, count: count)
+        var activeStart = [Double](repeating: 0, count: count)
         for i in 0..<count {
             let d = strokes[i].displacement(fraction: 1)
             fullX[i] = d.x
             fullY[i] = d.y
-            activeEnd[i] = strokes[i].time(atQuantile: 4.0)
+            activeEnd[i] = strokes[i].time(atQuantile: 3.5)
+            activeStart[i] = strokes[i].time(atQuantile: -3.5)
         }
         var retired = [Bool](repeating: false, count: count)
 
@@ -100,7 +102,7 @@ enum Synthesizer {
             while j < count {
                 let s = strokes[j]
                 if s.startTime >= t { break }
-                if !retired[j] {
+                if !retired[j] && t > activeStart[j] {
                     if t >= activeEnd[j] {
                         retired[j] = true
                         baseX += fullX[j]
@@ -148,7 +150,7 @@ enum Synthesizer {
                     p = heldPressure
                 }
                 let levels = Double(pen.pressureLevels - 1)
-                pressure = (p * levels).rounded() / levels
+                pressure = Double(roundToInt(p * levels)) / levels
             }
             if down {
                 minX = min(minX, x); maxX = max(maxX, x)
@@ -181,8 +183,8 @@ enum Synthesizer {
             let sy = placement.centerY - (s * mx + c * my)
             // Samples beyond the screen are never reported.
             guard sx >= 0, sy >= 0, sx <= screen.width, sy <= screen.height else { continue }
-            sample.x = (sx * inverseQ).rounded() * q
-            sample.y = (sy * inverseQ).rounded() * q
+            sample.x = Double(roundToInt(sx * inverseQ)) * q
+            sample.y = Double(roundToInt(sy * inverseQ)) * q
             sample.tick -= tickBase
             samples[out] = sample
             out += 1
