@@ -75,12 +75,20 @@ enum Synthesizer {
         var fullY = [Double](repeating: 0, count: count)
         var activeEnd = [Double](repeating: 0, count: count)
         var activeStart = [Double](repeating: 0, count: count)
+        // Arc constants: displacement = k · (sin φ − sin θs, cos θs − cos φ), or a straight line.
+        var arcK = [Double](repeating: 0, count: count)
+        var sinStart = [Double](repeating: 0, count: count)
+        var cosStart = [Double](repeating: 0, count: count)
         for i in 0..<count {
             let d = strokes[i].displacement(fraction: 1)
             fullX[i] = d.x
             fullY[i] = d.y
             activeEnd[i] = strokes[i].time(atQuantile: 3.5)
             activeStart[i] = strokes[i].time(atQuantile: -3.5)
+            let turn = strokes[i].thetaEnd - strokes[i].thetaStart
+            sinStart[i] = _sin(strokes[i].thetaStart)
+            cosStart[i] = _cos(strokes[i].thetaStart)
+            arcK[i] = abs(turn) < 1e-6 ? 0 : strokes[i].amplitude / turn
         }
         var retired = [Bool](repeating: false, count: count)
 
@@ -110,10 +118,16 @@ enum Synthesizer {
                         x += fullX[j]
                         y += fullY[j]
                     } else {
-                        let f = 0.5 + 0.5 * _erf((_log(t - s.startTime) - s.mu) / s.sigma * invSqrt2)
-                        let d = s.displacement(fraction: f)
-                        x += d.x
-                        y += d.y
+                        let f = 0.5 + 0.5 * FastMath.erf((FastMath.log(t - s.startTime) - s.mu) / s.sigma * invSqrt2)
+                        let k = arcK[j]
+                        if k == 0 {
+                            x += s.amplitude * f * cosStart[j]
+                            y += s.amplitude * f * sinStart[j]
+                        } else {
+                            let phi = FastMath.sinCos(s.thetaStart + (s.thetaEnd - s.thetaStart) * f)
+                            x += k * (phi.sin - sinStart[j])
+                            y += k * (cosStart[j] - phi.cos)
+                        }
                     }
                 }
                 j += 1
@@ -131,7 +145,7 @@ enum Synthesizer {
             }
             if liftIndex > 0 { runStart = max(runStart, lifts[liftIndex - 1].1) }
 
-            let speed = k == 0 ? 0 : _hypot(x - prevX, y - prevY) * rate
+            let speed = k == 0 ? 0 : ((x - prevX) * (x - prevX) + (y - prevY) * (y - prevY)).squareRoot() * rate
             prevX = x
             prevY = y
             guard down || pen.reportsHover else { continue }
@@ -158,8 +172,8 @@ enum Synthesizer {
             }
             var altitude = 0.0, azimuth = 0.0
             if pen.reportsTilt {
-                altitude = signer.altitude + 0.06 * _sin(3.7 * t + 1.3)
-                azimuth = signer.azimuth + 0.1 * _sin(2.5 * t + 0.4)
+                altitude = signer.altitude + 0.06 * FastMath.sinCos(3.7 * t + 1.3).sin
+                azimuth = signer.azimuth + 0.1 * FastMath.sinCos(2.5 * t + 0.4).sin
             }
             samples.append(PenSample(x: x, y: y, pressure: pressure, tick: UInt32(firstTick + k),
                                      isDown: down, altitude: altitude, azimuth: azimuth))
