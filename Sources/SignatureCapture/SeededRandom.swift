@@ -50,7 +50,7 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         var u1 = nextDouble()
         if u1 < 1e-300 { u1 = 1e-300 }
         let u2 = nextDouble()
-        return mean + deviation * (-2 * _log(u1)).squareRoot() * _cos(2 * Double.pi * u2)
+        return mean + deviation * (-2 * FastMath.log(u1)).squareRoot() * FastMath.sinCos(2 * Double.pi * u2).cos
     }
 
     /// An exponentially distributed double with the given mean.

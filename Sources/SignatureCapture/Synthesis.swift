@@ -103,8 +103,17 @@ enum Synthesizer {
         var heldSlot = -1
         let invSqrt2 = 0.7071067811865476
         let pressureRamp = 0.045
+        // Tilt wobble as rotating phasors (one rotation per tick instead of a sine per sample).
+        let t0 = Double(firstTick) / rate
+        var altitudePhase = FastMath.sinCos(3.7 * t0 + 1.3), azimuthPhase = FastMath.sinCos(2.5 * t0 + 0.4)
+        let altitudeStep = FastMath.sinCos(3.7 / rate), azimuthStep = FastMath.sinCos(2.5 / rate)
         for k in 0..<n {
             let t = Double(firstTick + k) / rate
+            let altitudeWobble = altitudePhase.sin, azimuthWobble = azimuthPhase.sin
+            altitudePhase = (altitudePhase.sin * altitudeStep.cos + altitudePhase.cos * altitudeStep.sin,
+                             altitudePhase.cos * altitudeStep.cos - altitudePhase.sin * altitudeStep.sin)
+            azimuthPhase = (azimuthPhase.sin * azimuthStep.cos + azimuthPhase.cos * azimuthStep.sin,
+                            azimuthPhase.cos * azimuthStep.cos - azimuthPhase.sin * azimuthStep.sin)
             var x = baseX, y = baseY
             var j = low
             while j < count {
@@ -172,8 +181,8 @@ enum Synthesizer {
             }
             var altitude = 0.0, azimuth = 0.0
             if pen.reportsTilt {
-                altitude = signer.altitude + 0.06 * FastMath.sinCos(3.7 * t + 1.3).sin
-                azimuth = signer.azimuth + 0.1 * FastMath.sinCos(2.5 * t + 0.4).sin
+                altitude = signer.altitude + 0.06 * altitudeWobble
+                azimuth = signer.azimuth + 0.1 * azimuthWobble
             }
             samples.append(PenSample(x: x, y: y, pressure: pressure, tick: UInt32(firstTick + k),
                                      isDown: down, altitude: altitude, azimuth: azimuth))
