@@ -21,6 +21,9 @@ struct SignCommand: AsyncParsableCommand {
     @Option(help: "Border strategy: bestData, alert or trim.")
     var border: String = "bestData"
 
+    @Option(help: "Signing area size in millimetres, WIDTHxHEIGHT, centred on an iPad Pro screen.")
+    var area: String = "140x60"
+
     @Option(help: "Signature field id.")
     var field: String = "sig1"
 
@@ -38,8 +41,13 @@ struct SignCommand: AsyncParsableCommand {
         case "trim": borderStrategy = .trim
         default: throw ValidationError("unknown border strategy '\(border)': use bestData, alert or trim")
         }
+        let size = area.lowercased().split(separator: "x").compactMap { Double($0) }
+        guard size.count == 2, size[0] > 0, size[1] > 0, size[0] <= DeviceScreen.iPadPro.width, size[1] <= DeviceScreen.iPadPro.height else {
+            throw ValidationError("--area must be WIDTHxHEIGHT in millimetres within \(DeviceScreen.iPadPro.width)x\(DeviceScreen.iPadPro.height), got '\(area)'")
+        }
         let signingSeed = seed ?? UInt64.random(in: 1...999_999)
-        let capturer = SignatureCapturer(pen: penKind, border: borderStrategy)
+        let capturer = SignatureCapturer(
+            pen: penKind, area: .centered(on: .iPadPro, width: size[0], height: size[1]), border: borderStrategy)
         let start = CaptureTimestamp(nanosecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1e9))
         let signature = try capturer.capture(
             signer: SignerProfile(seed: signer), signing: Int(truncatingIfNeeded: signingSeed), fieldID: field, startedAt: start)
