@@ -150,20 +150,23 @@ extension CapturedSignature {
     ///   ``CaptureError/Code/invalidConfiguration`` when the image would be empty or too large.
     public func png(pixelsPerMillimetre: Double = 6) throws -> [UInt8] {
         let (width, height, coverage) = try rasterize(pixelsPerMillimetre: pixelsPerMillimetre)
-        // Scanlines: filter byte 0 then RGB, ink blended over white by coverage.
+        // Scanlines: filter byte 0 then RGB, white except where there is ink (blended by coverage).
         let color = configuration.pen.color
         let stride = 1 + width * 3
-        var raw = [UInt8](repeating: 0, count: stride * height)
+        var raw = [UInt8](repeating: 255, count: stride * height)
         raw.withUnsafeMutableBufferPointer { out in
             coverage.withUnsafeBufferPointer { cov in
                 for y in 0..<height {
-                    var o = y * stride + 1
+                    let rowStart = y * stride
+                    out[rowStart] = 0
+                    let covRow = y * width
                     for x in 0..<width {
-                        let a = Int(cov[y * width + x])
+                        let a = Int(cov[covRow + x])
+                        guard a != 0 else { continue }
+                        let o = rowStart + 1 + x * 3
                         out[o] = UInt8(255 - ((255 - Int(color.red)) * a + 127) / 255)
                         out[o + 1] = UInt8(255 - ((255 - Int(color.green)) * a + 127) / 255)
                         out[o + 2] = UInt8(255 - ((255 - Int(color.blue)) * a + 127) / 255)
-                        o += 3
                     }
                 }
             }
