@@ -213,6 +213,10 @@ enum Synthesizer {
             out += 1
         }
         samples.removeLast(samples.count - out)
+        // Rebase the clock on the first reported sample (earlier ones may have been off screen).
+        if let first = samples.first?.tick, first > 0 {
+            for i in samples.indices { samples[i].tick -= first }
+        }
         return samples
     }
 }

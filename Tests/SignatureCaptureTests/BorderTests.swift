@@ -77,6 +77,16 @@ import Testing
         } throws: { ($0 as? CaptureError)?.code == .tooManyAttempts }
     }
 
+    @Test func samplesBeyondTheScreenAreNeverReported() throws {
+        let screen = DeviceScreen.iPadPro
+        let edge = SigningArea(x: 0, y: 80, width: 40, height: 30)   // the signature spills off the left edge
+        let signature = try sampleCapture(area: edge, border: .bestData)
+        #expect(signature.samples.allSatisfy { $0.x >= 0 && $0.x <= screen.width && $0.y >= 0 && $0.y <= screen.height })
+        #expect(signature.samples.first?.tick == 0)
+        let centred = try sampleCapture(area: .centered(on: screen, width: 40, height: 30), border: .bestData)
+        #expect(signature.samples.count < centred.samples.count)
+    }
+
     @Test func invalidAreaIsRejected() {
         let outside = SigningArea(x: 250, y: 10, width: 100, height: 40)
         #expect {
