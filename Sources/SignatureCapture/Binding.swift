@@ -94,6 +94,37 @@ public struct SignatureBinding: Hashable, Sendable {
         return out
     }
 
+    /// Signs ``canonicalBytes()`` with an Ed25519 private key.
+    ///
+    /// - Parameter privateKey: the 32-byte raw Ed25519 private key (seed), as
+    ///   `Curve25519.Signing.PrivateKey.rawRepresentation`.
+    /// - Returns: the 64-byte Ed25519 signature.
+    /// - Throws: ``BindingError`` when the key is not a valid raw Ed25519 private key.
+    public func sign(privateKey: [UInt8]) throws -> [UInt8] {
+        let key: Curve25519.Signing.PrivateKey
+        do {
+            key = try Curve25519.Signing.PrivateKey(rawRepresentation: privateKey)
+        } catch {
+            throw BindingError(message: "not a raw Ed25519 private key (\(privateKey.count) bytes, expected 32)")
+        }
+        do {
+            return Array(try key.signature(for: canonicalBytes()))
+        } catch {
+            throw BindingError(message: "Ed25519 signing failed: \(error)")
+        }
+    }
+
+    /// Whether `signature` is a valid Ed25519 signature of ``canonicalBytes()`` by `publicKey`.
+    ///
+    /// - Parameters:
+    ///   - signature: the 64-byte signature.
+    ///   - publicKey: the 32-byte raw Ed25519 public key (`Curve25519.Signing.PublicKey.rawRepresentation`).
+    /// - Returns: false for a wrong signature, a malformed key or a malformed signature.
+    public func verify(signature: [UInt8], publicKey: [UInt8]) -> Bool {
+        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
+        return key.isValidSignature(signature, for: canonicalBytes())
+    }
+
     /// Decodes a canonical encoding (strictly: exact lengths, no trailing bytes).
     /// - Throws: ``BindingError`` when the bytes are not a canonical binding.
     public init(canonicalBytes bytes: [UInt8]) throws {

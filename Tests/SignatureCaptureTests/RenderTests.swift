@@ -161,4 +161,33 @@ func walkPNG(_ png: [UInt8]) throws -> (types: [String], width: Int, height: Int
         let other = SignatureBinding(document: document, signature: try sampleCapture(signing: 2))
         #expect(other.canonicalBytes() != binding.canonicalBytes())
     }
+
+    @Test func ed25519SignAndVerify() throws {
+        let signature = try sampleCapture()
+        let binding = SignatureBinding(document: Array("%PDF".utf8), signature: signature)
+        // RFC 8032 test 1 key pair.
+        let privateKey = hexBytes("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+        let publicKey = hexBytes("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+        let proof = try binding.sign(privateKey: privateKey)
+        #expect(proof.count == 64)
+        #expect(binding.verify(signature: proof, publicKey: publicKey))
+        var tampered = binding
+        tampered.fieldID = "sig2"
+        #expect(!tampered.verify(signature: proof, publicKey: publicKey))
+        var flipped = proof
+        flipped[0] ^= 1
+        #expect(!binding.verify(signature: flipped, publicKey: publicKey))
+        #expect(!binding.verify(signature: proof, publicKey: [1, 2, 3]))
+        #expect(throws: BindingError.self) { try binding.sign(privateKey: [1, 2, 3]) }
+    }
+}
+
+func hexBytes(_ hex: String) -> [UInt8] {
+    var out: [UInt8] = []
+    var chars = Array(hex.utf8)[...]
+    while chars.count >= 2 {
+        out.append(UInt8(String(decoding: chars.prefix(2), as: UTF8.self), radix: 16) ?? 0)
+        chars = chars.dropFirst(2)
+    }
+    return out
 }
