@@ -1,1 +1,0 @@
-// Placeholder: the ZeroMQ module is being written (see the open issues).
