@@ -18,10 +18,13 @@ public final class AsyncSocket: Sendable {
     // Strong: the loop (and its thread) must outlive every socket made through it.
     let loop: ZMQIOLoop
     let inbox: Inbox
+    let sendWindow: SendWindow
     private let monitorStream: AsyncStream<MonitorEvent>
     private let closeRequested = Atomic<Bool>(false)
 
-    init(loop: ZMQIOLoop, id: Int, type: SocketType, inbox: Inbox, monitorEvents: AsyncStream<MonitorEvent>) {
+    init(loop: ZMQIOLoop, id: Int, type: SocketType, inbox: Inbox, sendWindow: SendWindow,
+         monitorEvents: AsyncStream<MonitorEvent>) {
+        self.sendWindow = sendWindow
         self.loop = loop
         self.id = id
         self.type = type
@@ -67,12 +70,20 @@ public final class AsyncSocket: Sendable {
 
     /// Sends a multipart message; for a ROUTER the first frame is the destination routing id.
     ///
-    /// Returns once libzmq has queued the message. While the peer's high-water mark is
-    /// reached the message waits (in order, behind earlier sends) until there is room;
-    /// cancelling the task withdraws it if none of it was queued yet.
+    /// Messages go out in the order of the `send` calls. Within ``SocketOptions/sendWindow``
+    /// `send` returns once the I/O thread has the message; otherwise it returns once libzmq has
+    /// queued it, waiting (in order) while the peer's high-water mark is reached. Cancelling a
+    /// waiting send withdraws the message if none of it was queued yet.
     /// - Throws: ``ZMQError`` (e.g. `EHOSTUNREACH` from a ROUTER with `routerMandatory`
-    ///   for an unknown routing id, `ENOTSOCK` once closed), or `CancellationError`.
+    ///   for an unknown routing id, `ENOTSOCK` once closed, `ETERM` after the loop's
+    ///   shutdown), or `CancellationError`.
     public func send(_ frames: [[UInt8]]) async throws {
+        if closeRequested.load(ordering: .relaxed) { throw ZMQError.socketClosed("send") }
+        if sendWindow.tryAcquire() {
+            if loop.shared.submit(.send(socket: id, frames: frames, token: 0, reply: nil)) { return }
+            sendWindow.release()
+            throw ZMQError.loopClosed("send")
+        }
         let token = loop.shared.nextSendToken()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (reply: CheckedContinuation<Void, Error>) in

@@ -8,6 +8,7 @@ final class IOWorker {
         let id: Int
         let socket: Socket
         let inbox: Inbox
+        let sendWindow: SendWindow
         var monitorReader: Socket?
         var monitor: AsyncStream<MonitorEvent>.Continuation?
         var pendingSends: [PendingSend] = []
@@ -18,7 +19,8 @@ final class IOWorker {
         /// has room), retry on a timer instead of spinning on POLLOUT.
         var retrySendAt: ContinuousClock.Instant?
 
-        init(id: Int, socket: Socket, inbox: Inbox) {
+        init(id: Int, socket: Socket, inbox: Inbox, sendWindow: SendWindow) {
+            self.sendWindow = sendWindow
             self.id = id
             self.socket = socket
             self.inbox = inbox
@@ -31,7 +33,22 @@ final class IOWorker {
         var frames: [[UInt8]]
         var nextFrame: Int
         var token: UInt64
-        var reply: CheckedContinuation<Void, Error>
+        var reply: CheckedContinuation<Void, Error>?
+
+        /// Reports the outcome to a waiting caller, or returns a windowed send's credit.
+        func complete(_ entry: Entry, _ result: Result<Void, ZMQError>, logger: Logger) {
+            if let reply {
+                reply.resume(with: result.mapError { $0 as Error })
+            } else {
+                entry.sendWindow.release()
+                if case .failure(let error) = result, error.errno != ENOTSOCK, error.errno != ETERM {
+                    // Nobody waits for this message; its failure can only be logged.
+                    logger.warning("zmq send failed with no caller waiting", metadata: [
+                        "socket": "\(entry.id)", "error": "\(error)",
+                    ])
+                }
+            }
+        }
     }
 
     private enum PollTarget { case socket(Entry), monitor(Entry) }
@@ -45,9 +62,13 @@ final class IOWorker {
     private let clock = ContinuousClock()
     /// Messages taken from one socket per wake-up before serving the others.
     private let receiveBatch = 128
+    private var roundsWithoutPolling = 0
 
-    init(shared: LoopShared) {
+    private let executor: UnownedTaskExecutor
+
+    init(shared: LoopShared, executor: UnownedTaskExecutor) {
         self.shared = shared
+        self.executor = executor
     }
 
     func run() {
@@ -71,6 +92,14 @@ final class IOWorker {
                 state.sleeping = true
                 return true
             }
+            // More commands (typically jobs resumed by the last batch) are already queued: run
+            // them before a non-blocking zmq_poll, but poll at least every few rounds so the
+            // sockets are never starved by a busy queue.
+            if !sleep, roundsWithoutPolling < 8 {
+                roundsWithoutPolling += 1
+                continue
+            }
+            roundsWithoutPolling = 0
             do {
                 try poller.poll(timeoutMilliseconds: sleep ? timeout : 0)
             } catch {
@@ -115,7 +144,7 @@ final class IOWorker {
             }
         case .send(let id, let frames, let token, let reply):
             guard let entry = entries[id] else {
-                reply.resume(throwing: ZMQError.socketClosed("send"))
+                reply?.resume(throwing: ZMQError.socketClosed("send"))
                 return
             }
             entry.pendingSends.append(PendingSend(frames: frames, nextFrame: 0, token: token, reply: reply))
@@ -129,7 +158,7 @@ final class IOWorker {
             for index in entry.pendingHead..<entry.pendingSends.count
             where entry.pendingSends[index].token == token && entry.pendingSends[index].nextFrame == 0 {
                 let cancelled = entry.pendingSends.remove(at: index)
-                cancelled.reply.resume(throwing: CancellationError())
+                cancelled.reply?.resume(throwing: CancellationError())
                 if !entry.hasPendingSends { pollerDirty = true }
                 break
             }
@@ -138,6 +167,8 @@ final class IOWorker {
             entry.readingPaused = false
             pollerDirty = true
             // Anything already queued in libzmq is picked up by the next zmq_poll.
+        case .job(let job):
+            job.runSynchronously(on: executor)
         case .close(let id, let reply):
             if let entry = entries.removeValue(forKey: id) {
                 close(entry, forceLinger: false)
@@ -156,7 +187,7 @@ final class IOWorker {
                 socket.close()
                 throw error
             }
-            let entry = Entry(id: request.socket, socket: socket, inbox: request.inbox)
+            let entry = Entry(id: request.socket, socket: socket, inbox: request.inbox, sendWindow: request.sendWindow)
             if let monitor = request.monitor {
                 let endpoint = "inproc://signfleet-zmq-monitor-\(shared.instance)-\(request.socket)"
                 do throws(ZMQError) {
@@ -277,7 +308,7 @@ final class IOWorker {
                 pending.nextFrame = try entry.socket.send(frames: pending.frames, from: pending.nextFrame, dontWait: true)
             } catch {
                 popPending(entry)
-                pending.reply.resume(throwing: error)
+                pending.complete(entry, .failure(error), logger: shared.logger)
                 continue
             }
             if pending.nextFrame < pending.frames.count {
@@ -285,7 +316,7 @@ final class IOWorker {
                 return
             }
             popPending(entry)
-            pending.reply.resume()
+            pending.complete(entry, .success(()), logger: shared.logger)
         }
     }
 
@@ -324,7 +355,7 @@ final class IOWorker {
         shared.statistics.withLock { $0.socketsClosed += 1 }
         entry.inbox.finish()
         for index in entry.pendingHead..<entry.pendingSends.count {
-            entry.pendingSends[index].reply.resume(throwing: ZMQError.socketClosed("send"))
+            entry.pendingSends[index].complete(entry, .failure(ZMQError.socketClosed("send")), logger: shared.logger)
         }
         entry.pendingSends.removeAll()
         entry.pendingHead = 0

@@ -43,9 +43,24 @@ public struct SocketOptions: Sendable {
     /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the
     /// I/O thread stops reading that socket (so libzmq's `RCVHWM` pushes back on the peer).
     public var receiveBufferLimit: Int = 1000
+    /// How many sends may return before the I/O thread has handed them to libzmq.
+    ///
+    /// Within the window ``AsyncSocket/send(_:)`` returns as soon as the message is queued
+    /// (in order) for the I/O thread, which saves the caller a thread hop per message; beyond
+    /// it, `send` waits. Such a send can only fail later because the socket or loop closed, and
+    /// that failure is not reported per message. `nil` picks 128, or 0 (every send waits) for
+    /// a ROUTER with ``routerMandatory``, whose per-message `EHOSTUNREACH` must reach the caller.
+    public var sendWindow: Int?
 
     /// Options with the defaults above.
     public init() {}
+}
+
+extension SocketOptions {
+    func effectiveSendWindow(for type: SocketType) -> Int {
+        if let sendWindow { return sendWindow }
+        return type == .router && routerMandatory == true ? 0 : 128
+    }
 }
 
 extension Duration {

@@ -18,7 +18,7 @@ import Synchronization
 /// for try await message in router.messages { try await router.send(message) } // echo
 /// await loop.shutdown()
 /// ```
-public final class ZMQIOLoop: Sendable {
+public final class ZMQIOLoop: TaskExecutor, Sendable {
     let shared: LoopShared
 
     /// Starts the I/O thread.
@@ -30,9 +30,14 @@ public final class ZMQIOLoop: Sendable {
     public init(context: ZMQContext, label: String = "zmq-io", logger: Logger = Logger(label: "signfleet.zeromq")) throws {
         let shared = try LoopShared(context: context, label: label, logger: logger)
         self.shared = shared
+        // Unowned: the thread must not keep the loop alive (its deinit stops the thread); tasks
+        // preferring this executor retain it while they have jobs.
+        let executor = asUnownedTaskExecutor()
         let thread = Thread {
+            nameCurrentThread(label)
+            shared.threadID.store(currentThreadID(), ordering: .releasing)
             // Everything the worker holds (sockets, pending sends) lives and dies on this thread.
-            IOWorker(shared: shared).run()
+            IOWorker(shared: shared, executor: executor).run()
         }
         thread.name = label
         thread.start()
@@ -50,6 +55,7 @@ public final class ZMQIOLoop: Sendable {
         let inbox = Inbox(limit: options.receiveBufferLimit) { [shared] in
             shared.submit(.resumeReading(socket: id))
         }
+        let sendWindow = SendWindow(limit: options.effectiveSendWindow(for: type))
         var monitorContinuation: AsyncStream<MonitorEvent>.Continuation?
         let monitorEvents: AsyncStream<MonitorEvent>
         if options.monitor {
@@ -63,10 +69,11 @@ public final class ZMQIOLoop: Sendable {
         }
         try await withCheckedThrowingContinuation { (reply: CheckedContinuation<Void, Error>) in
             shared.submit(.open(OpenRequest(
-                socket: id, type: type, options: options, inbox: inbox,
+                socket: id, type: type, options: options, inbox: inbox, sendWindow: sendWindow,
                 monitor: monitorContinuation, reply: reply)))
         }
-        return AsyncSocket(loop: self, id: id, type: type, inbox: inbox, monitorEvents: monitorEvents)
+        return AsyncSocket(
+            loop: self, id: id, type: type, inbox: inbox, sendWindow: sendWindow, monitorEvents: monitorEvents)
     }
 
     /// Closes every socket (with `LINGER 0`, each exactly once), fails whatever was still
@@ -75,6 +82,21 @@ public final class ZMQIOLoop: Sendable {
         await withCheckedContinuation { (reply: CheckedContinuation<Void, Never>) in
             shared.requestShutdown(reply)
         }
+    }
+
+    /// Runs `job` on the I/O thread, between two polls.
+    ///
+    /// A task that prefers this executor (`Task(executorPreference: loop) { ... }`) runs on the
+    /// I/O thread, so the socket replies that resume it need no hop to another thread: a
+    /// request/reply loop then wakes a single thread per round trip, as raw libzmq does. Such
+    /// tasks must not block. After ``shutdown()`` jobs go to the global concurrent executor.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        shared.submit(.job(UnownedJob(job)))
+    }
+
+    /// Whether the caller runs on this loop's I/O thread (e.g. a task preferring the loop as executor).
+    public var isCurrentThread: Bool {
+        shared.threadID.load(ordering: .acquiring) == currentThreadID()
     }
 
     /// Counters for tests and metrics.
@@ -94,6 +116,7 @@ struct OpenRequest: Sendable {
     var type: SocketType
     var options: SocketOptions
     var inbox: Inbox
+    var sendWindow: SendWindow
     var monitor: AsyncStream<MonitorEvent>.Continuation?
     var reply: CheckedContinuation<Void, Error>
 }
@@ -104,10 +127,13 @@ enum Command: Sendable {
 
     case open(OpenRequest)
     case endpoint(socket: Int, action: EndpointAction, endpoint: String, reply: CheckedContinuation<String, Error>)
-    case send(socket: Int, frames: [[UInt8]], token: UInt64, reply: CheckedContinuation<Void, Error>)
+    /// `reply == nil`: a windowed send whose caller did not wait; `window` gets its credit back.
+    case send(socket: Int, frames: [[UInt8]], token: UInt64, reply: CheckedContinuation<Void, Error>?)
     case cancelSend(socket: Int, token: UInt64)
     case resumeReading(socket: Int)
     case close(socket: Int, reply: CheckedContinuation<Void, Never>?)
+    /// A job of a task that prefers the loop as its executor.
+    case job(UnownedJob)
 
     /// Answers a command that will never run because the loop has stopped.
     func reject() {
@@ -119,9 +145,12 @@ enum Command: Sendable {
         case .endpoint(_, let action, let endpoint, let reply):
             reply.resume(throwing: ZMQError.loopClosed("\(action)(\(endpoint))"))
         case .send(_, _, _, let reply):
-            reply.resume(throwing: ZMQError.loopClosed("send"))
+            reply?.resume(throwing: ZMQError.loopClosed("send"))
         case .close(_, let reply):
             reply?.resume()
+        case .job(let job):
+            // The thread is gone; the task must still run, so it continues on the shared pool.
+            globalConcurrentExecutor.enqueue(job)
         case .cancelSend, .resumeReading:
             break
         }
@@ -143,6 +172,8 @@ final class LoopShared: Sendable {
     let state = Mutex(State())
     let statistics = Mutex(ZMQIOLoop.Statistics())
     let sendTokens = Atomic<UInt64>(0)
+    /// The I/O thread's `pthread_self()`, for checks that code runs on it.
+    let threadID = Atomic<UInt>(0)
     let waker: Waker
     let context: ZMQContext
     let label: String
@@ -173,7 +204,9 @@ final class LoopShared: Sendable {
     }
 
     /// Enqueues `command`, waking the I/O thread only if it is asleep; rejects it once stopping.
-    func submit(_ command: Command) {
+    /// - Returns: whether the command was accepted.
+    @discardableResult
+    func submit(_ command: Command) -> Bool {
         let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
             if state.stopping { return (false, false) }
             state.commands.append(command)
@@ -185,6 +218,7 @@ final class LoopShared: Sendable {
         }
         if !accepted { command.reject() }
         if wake { waker.wake() }
+        return accepted
     }
 
     /// Asks the I/O thread to stop; `reply` resumes once it has (at once if it already has).
@@ -200,4 +234,26 @@ final class LoopShared: Sendable {
         // The thread may be about to sleep or already asleep; an extra wake is harmless.
         if wake { waker.wake() }
     }
+}
+
+/// Sends the caller did not wait for, counted from `AsyncSocket.send` until libzmq has taken
+/// them (or they are dropped): at most `limit` at a time, so they stay bounded.
+final class SendWindow: Sendable {
+    let limit: Int
+    private let outstanding = Atomic<Int>(0)
+
+    init(limit: Int) { self.limit = max(0, limit) }
+
+    /// Takes a credit if one is free.
+    func tryAcquire() -> Bool {
+        guard limit > 0 else { return false }
+        if outstanding.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue <= limit { return true }
+        outstanding.wrappingSubtract(1, ordering: .relaxed)
+        return false
+    }
+
+    /// Gives a credit back (I/O thread, once the message is queued in libzmq or dropped).
+    func release() { outstanding.wrappingSubtract(1, ordering: .acquiringAndReleasing) }
+
+    var inFlight: Int { outstanding.load(ordering: .relaxed) }
 }

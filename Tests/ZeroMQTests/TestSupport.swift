@@ -265,3 +265,4 @@ int main(int argc, char **argv) {
     return 2;
 }
 """#
+

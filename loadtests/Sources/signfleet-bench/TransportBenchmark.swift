@@ -21,9 +21,16 @@ func transportBenchmark(_ arguments: [String]) async throws {
     let dealer = try await loop.makeSocket(.dealer)
     try await dealer.connect(endpoint)
     for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
+        // The client task on the cooperative pool: every reply hops I/O thread -> pool thread.
         let (perSecond, meanMicros) = try await roundTrips(dealer, payloadSize: size, seconds: seconds)
         Report.emit("transport", "swift.rtt.\(label).per_s", perSecond, "rt/s")
         Report.emit("transport", "swift.rtt.\(label).mean_us", meanMicros, "us")
+        // The client task on the I/O loop's executor: no hop.
+        let (loopPerSecond, loopMeanMicros) = try await Task(executorPreference: loop) {
+            try await roundTrips(dealer, payloadSize: size, seconds: seconds)
+        }.value
+        Report.emit("transport", "swift.loop-executor.rtt.\(label).per_s", loopPerSecond, "rt/s")
+        Report.emit("transport", "swift.loop-executor.rtt.\(label).mean_us", loopMeanMicros, "us")
     }
     try await dealer.send([Array("stop".utf8)])
     await dealer.close()
