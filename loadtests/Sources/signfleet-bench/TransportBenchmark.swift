@@ -35,23 +35,36 @@ func transportBenchmark(_ arguments: [String]) async throws {
     try await dealer.send([Array("stop".utf8)])
     await dealer.close()
 
-    // Both ends bridged: the echo server is an AsyncSocket on a second I/O loop.
+    // Both ends bridged, as a device and the coordinator are: the echo server is an
+    // AsyncSocket on a second I/O loop. First with both tasks on the cooperative pool, then
+    // with each task on its loop's executor.
     let serverLoop = try ZMQIOLoop(context: context, label: "bench-server")
-    let router = try await serverLoop.makeSocket(.router)
-    let asyncEndpoint = try await router.bind("tcp://127.0.0.1:*")
-    let server = Task {
-        for try await message in router.messages { try await router.send(message) }
-    }
-    let client = try await loop.makeSocket(.dealer)
-    try await client.connect(asyncEndpoint)
-    for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
-        let (perSecond, meanMicros) = try await roundTrips(client, payloadSize: size, seconds: seconds)
-        Report.emit("transport", "swift.async-both.rtt.\(label).per_s", perSecond, "rt/s")
-        Report.emit("transport", "swift.async-both.rtt.\(label).mean_us", meanMicros, "us")
+    for onLoops in [false, true] {
+        let router = try await serverLoop.makeSocket(.router)
+        let asyncEndpoint = try await router.bind("tcp://127.0.0.1:*")
+        let echo: @Sendable () async throws -> Void = {
+            for try await message in router.messages { try await router.send(message) }
+        }
+        let server = onLoops ? Task(executorPreference: serverLoop, operation: echo) : Task(operation: echo)
+        let client = try await loop.makeSocket(.dealer)
+        try await client.connect(asyncEndpoint)
+        let variant = onLoops ? "async-both-on-loops" : "async-both"
+        for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
+            let measure: @Sendable () async throws -> (Double, Double) = {
+                try await roundTrips(client, payloadSize: size, seconds: seconds)
+            }
+            let (perSecond, meanMicros) = onLoops
+                ? try await Task(executorPreference: loop, operation: measure).value
+                : try await measure()
+            Report.emit("transport", "swift.\(variant).rtt.\(label).per_s", perSecond, "rt/s")
+            Report.emit("transport", "swift.\(variant).rtt.\(label).mean_us", meanMicros, "us")
+        }
+        await client.close()
+        await router.close()
+        _ = await server.result
     }
     await loop.shutdown()
     await serverLoop.shutdown()
-    _ = await server.result
     context.shutdown()
 }
 
