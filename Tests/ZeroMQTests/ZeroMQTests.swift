@@ -43,6 +43,54 @@ struct ZeroMQTests {
         #expect(throws: ZMQError.self) { try a.send(frames: [bytes("x")]) }
     }
 
+    @Test func optionsAreAppliedWithTheirUnits() throws {
+        let context = try ZMQContext()
+        defer { context.shutdown() }
+        let socket = try Socket(context: context, type: .router)
+        defer { socket.close() }
+        var options = SocketOptions()
+        options.sendHighWaterMark = 11
+        options.receiveHighWaterMark = 12
+        options.linger = 0
+        options.immediate = true
+        options.routerMandatory = true
+        options.routerHandover = true
+        options.maxMessageSize = 1 << 20
+        options.reconnectInterval = .milliseconds(150)
+        options.reconnectIntervalMax = .seconds(2)
+        options.heartbeatInterval = .seconds(1)
+        options.heartbeatTimeout = .milliseconds(3500)
+        options.heartbeatTTL = .seconds(5)
+        options.routingID = bytes("coordinator")
+        try socket.apply(options)
+        #expect(try socket.int32Option(ZMQ_SNDHWM) == 11)
+        #expect(try socket.int32Option(ZMQ_RCVHWM) == 12)
+        #expect(try socket.int32Option(ZMQ_LINGER) == 0)
+        #expect(try socket.int32Option(ZMQ_IMMEDIATE) == 1)
+        #expect(try socket.int64Option(ZMQ_MAXMSGSIZE) == 1 << 20)
+        #expect(try socket.int32Option(ZMQ_RECONNECT_IVL) == 150)
+        #expect(try socket.int32Option(ZMQ_RECONNECT_IVL_MAX) == 2000)
+        #expect(try socket.int32Option(ZMQ_HEARTBEAT_IVL) == 1000)
+        #expect(try socket.int32Option(ZMQ_HEARTBEAT_TIMEOUT) == 3500)
+        #expect(try socket.int32Option(ZMQ_HEARTBEAT_TTL) == 5000)
+        #expect(try socket.bytesOption(ZMQ_ROUTING_ID) == bytes("coordinator"))
+        #expect(SocketOptions().effectiveSendWindow(for: .dealer) == 128)
+        #expect(options.effectiveSendWindow(for: .router) == 0)
+    }
+
+    @Test func monitorEventFramesAreParsed() throws {
+        var head = [UInt8](repeating: 0, count: 6)
+        head.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt16(ZMQ_EVENT_DISCONNECTED), toByteOffset: 0, as: UInt16.self)
+            raw.storeBytes(of: UInt32(bitPattern: 42), toByteOffset: 2, as: UInt32.self)
+        }
+        let event = try #require(MonitorEvent(frames: [head, bytes("tcp://127.0.0.1:5555")]))
+        #expect(event == MonitorEvent(kind: .disconnected, endpoint: "tcp://127.0.0.1:5555", value: 42))
+        #expect(MonitorEvent(frames: [[1, 2]]) == nil)
+        #expect(MonitorEvent.Kind(rawValue: UInt16(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)) == .handshakeFailedAuth)
+        #expect(MonitorEvent.Kind(rawValue: 0x8000) == .other(0x8000))
+    }
+
     // MARK: Async ROUTER / DEALER
 
     @Test func routerDealerRoundTripWithRoutingIDs() async throws {
@@ -349,7 +397,9 @@ struct ZeroMQTests {
             }
         }
         // The connected DEALER queues up to its HWM in libzmq, then its sends wait.
-        for await sent in progress where sent >= 2 { break }
+        try await withDeadline(.seconds(10), "the first sends") {
+            for await sent in progress where sent >= 2 { return }
+        }
 
         try await withDeadline(.seconds(5), "I/O loop shutdown") { await loop.shutdown() }
         let sent = try await withDeadline(.seconds(5), "pending sends failing") {
