@@ -130,6 +130,39 @@ struct ZeroMQTests {
         }
     }
 
+    @Test func oneLoopServesManyDealers() async throws {
+        try await withLoop { _, loop in
+            let router = try await loop.makeSocket(.router)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            let echo = Task {
+                for try await message in router.messages { try await router.send(message) }
+            }
+            let dealers = 100
+            let requests = 5
+            let replies = try await withThrowingTaskGroup(of: Int.self) { group in
+                for device in 0..<dealers {
+                    group.addTask {
+                        var options = SocketOptions()
+                        options.routingID = bytes("device-\(device)")
+                        let dealer = try await loop.makeSocket(.dealer, options: options)
+                        try await dealer.connect(endpoint)
+                        var good = 0
+                        for request in 0..<requests {
+                            try await dealer.send([bytes("\(device)/\(request)")])
+                            if try await dealer.receive() == [bytes("\(device)/\(request)")] { good += 1 }
+                        }
+                        await dealer.close()
+                        return good
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(replies == dealers * requests)
+            await router.close()
+            _ = await echo.result
+        }
+    }
+
     @Test func routerMandatoryRejectsUnknownPeer() async throws {
         try await withLoop { _, loop in
             var options = SocketOptions()
