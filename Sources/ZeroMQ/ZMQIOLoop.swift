@@ -11,6 +11,10 @@ import Synchronization
 /// when the thread is asleep in `zmq_poll`) and get replies through continuations resumed
 /// from that thread. One loop per process serves hundreds of sockets.
 ///
+/// The loop is also a `TaskExecutor`: a task started with `Task(executorPreference: loop)` runs
+/// on the I/O thread between polls and so skips the thread hops of a request/reply exchange.
+/// Such a task must never block.
+///
 /// ```swift
 /// let loop = try ZMQIOLoop(context: context)
 /// let router = try await loop.makeSocket(.router)
