@@ -22,6 +22,8 @@ COMPARISONS = [
     ("codec", "decode ack (10 results)", "swift.decode.ack.msg_per_s", "python.decode.ack.msg_per_s", True, ">= 1x, aim 2x"),
     ("transport", "request/reply round trip, 64 B", "swift.rtt.64B.per_s", "c.rtt.64B.per_s", True, "within 1.3x (ratio >= 0.77)"),
     ("transport", "request/reply round trip, 6 KB", "swift.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
+    ("transport", "round trip 64 B, client task on the I/O thread", "swift.loop-executor.rtt.64B.per_s", "c.rtt.64B.per_s", True, "within 1.3x (ratio >= 0.77)"),
+    ("transport", "round trip 6 KB, client task on the I/O thread", "swift.loop-executor.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
 ]
 
 
