@@ -1,12 +1,13 @@
+import CZeroMQ
+
 #if canImport(Glibc)
 import Glibc
 
-// Glibc's module map leaves out <sys/eventfd.h> and the _GNU_SOURCE thread-name call;
-// both symbols are in libc itself.
-@_silgen_name("eventfd")
-private func systemEventFD(_ initialValue: UInt32, _ flags: Int32) -> Int32
-@_silgen_name("pthread_setname_np")
-private func systemSetThreadName(_ thread: pthread_t, _ name: UnsafePointer<CChar>) -> Int32
+// eventfd and the thread-name call come through CZeroMQ's shim.h, because
+// Glibc's module map leaves them out.
+private func systemEventFD(_ initialValue: UInt32, _ flags: Int32) -> Int32 {
+    signfleet_eventfd(initialValue, flags)
+}
 #elseif canImport(Darwin)
 import Darwin
 #endif
@@ -16,7 +17,7 @@ func nameCurrentThread(_ name: String) {
     var bytes = Array(name.utf8.prefix(15)).map { CChar(bitPattern: $0) }
     bytes.append(0)
     #if canImport(Glibc)
-    _ = systemSetThreadName(pthread_self(), bytes)
+    _ = signfleet_set_thread_name(bytes)
     #elseif canImport(Darwin)
     _ = pthread_setname_np(bytes)
     #endif
