@@ -1,1 +1,0 @@
-// Placeholder: the MessagePack module is being written (see the open issues).
