@@ -87,11 +87,15 @@ struct Scanner {
             }
             if elements >= 0 {
                 let needed = isMap ? elements * 2 : elements
-                if needed > available {
+                // A stream waits for more bytes on lengthExceedsInput, so it checks limits first.
+                if needed > available && !allowTrailing {
                     throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
                 if elements > limits.maxCollectionCount {
                     throw fail(.collectionLimitExceeded, start, "\(isMap ? "map" : "array") has \(elements) elements, limit is \(limits.maxCollectionCount)")
+                }
+                if needed > available {
+                    throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
                 if stack.count + 1 > limits.maxDepth {
                     throw fail(.depthLimitExceeded, start, "nesting deeper than \(limits.maxDepth)")
@@ -106,12 +110,16 @@ struct Scanner {
                 deepest = max(deepest, stack.count + 1)
             } else {
                 if kind != 0 {
-                    if payload > available {
-                        throw fail(.lengthExceedsInput, start, "\(kind == 1 ? "str" : kind == 2 ? "bin" : "ext") declares \(payload) bytes but only \(max(available, 0)) remain")
+                    let name = kind == 1 ? "str" : kind == 2 ? "bin" : "ext"
+                    if payload > available && !allowTrailing {
+                        throw fail(.lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
                     }
                     let limit = kind == 1 ? limits.maxStringLength : limits.maxBinaryLength
                     if payload > limit {
-                        throw fail(.sizeLimitExceeded, start, "\(kind == 1 ? "str" : kind == 2 ? "bin" : "ext") of \(payload) bytes, limit is \(limit)")
+                        throw fail(.sizeLimitExceeded, start, "\(name) of \(payload) bytes, limit is \(limit)")
+                    }
+                    if payload > available {
+                        throw fail(.lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
                     }
                 } else if payload > n - pos - header {
                     throw fail(.truncated, start, "input ends inside a number")
