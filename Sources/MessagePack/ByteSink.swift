@@ -18,7 +18,7 @@ final class ByteSink {
     /// The packer, allocated once so calls don't pay exclusivity checks.
     let packer: UnsafeMutablePointer<msgpack_packer>
 
-    init(capacity: Int = 256) {
+    init(capacity: Int = 1024) {
         self.capacity = max(capacity, 16)
         storage = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
         packer = UnsafeMutablePointer<msgpack_packer>.allocate(capacity: 1)
@@ -44,8 +44,8 @@ final class ByteSink {
     }
 
     private func grow(_ needed: Int) {
-        var newCapacity = capacity * 2
-        while newCapacity < needed { newCapacity *= 2 }
+        // Doubling, or twice what is needed now when one write is large (a blob).
+        let newCapacity = max(capacity * 2, needed * 2)
         let newStorage = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
         newStorage.copyMemory(from: storage, byteCount: count)
         storage.deallocate()

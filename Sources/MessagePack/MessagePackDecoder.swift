@@ -96,7 +96,6 @@ final class DecoderState {
         var info: [CodingUserInfoKey: Any] = [:]
         for (key, value) in userInfo { info[key] = value }
         self.userInfo = info
-        keys.reserveCapacity(8)
     }
 
     // MARK: Errors
@@ -228,22 +227,26 @@ final class DecoderState {
 
     // MARK: Values
 
-    func decodeValue<T: Decodable>(_ type: T.Type, _ o: UnsafePointer<msgpack_object>) throws -> T {
+    /// Reads one value; `key` (the value's key or index) joins the coding path
+    /// only when the type runs its own `init(from:)`, so primitives cost nothing.
+    func decodeValue<T: Decodable>(_ type: T.Type, _ o: UnsafePointer<msgpack_object>, key: (any CodingKey)? = nil) throws -> T {
         // Types with their own MessagePack form, and primitives reached through
         // generic code (array elements), skip the Decoder machinery.
-        if T.self == String.self, let v = try string(o, nil) as? T { return v }
-        if T.self == Int.self, let v = try integer(o, Int.self, nil) as? T { return v }
-        if T.self == Data.self, let v = Data(try binary(o, nil)) as? T { return v }
-        if T.self == [UInt8].self, o.pointee.type == MSGPACK_OBJECT_BIN, let v = [UInt8](try binary(o, nil)) as? T { return v }
-        if T.self == Date.self, let v = try timestamp(o, nil).date as? T { return v }
-        if T.self == MessagePackTimestamp.self, let v = try timestamp(o, nil) as? T { return v }
+        if T.self == String.self, let v = try string(o, key) as? T { return v }
+        if T.self == Int.self, let v = try integer(o, Int.self, key) as? T { return v }
+        if T.self == Data.self, let v = Data(try binary(o, key)) as? T { return v }
+        if T.self == [UInt8].self, o.pointee.type == MSGPACK_OBJECT_BIN, let v = [UInt8](try binary(o, key)) as? T { return v }
+        if T.self == Date.self, let v = try timestamp(o, key).date as? T { return v }
+        if T.self == MessagePackTimestamp.self, let v = try timestamp(o, key) as? T { return v }
+        if T.self == Bool.self, let v = try bool(o, key) as? T { return v }
+        if T.self == Double.self, let v = try double(o, key) as? T { return v }
+        if T.self == UInt64.self, let v = try integer(o, UInt64.self, key) as? T { return v }
+        if T.self == Int64.self, let v = try integer(o, Int64.self, key) as? T { return v }
+        if T.self == UInt32.self, let v = try integer(o, UInt32.self, key) as? T { return v }
+        if T.self == Float.self, let v = try float(o, key) as? T { return v }
+        if let key { keys.append(key) }
+        defer { if key != nil { keys.removeLast() } }
         if T.self == MessagePackValue.self, let v = try value(o) as? T { return v }
-        if T.self == Bool.self, let v = try bool(o, nil) as? T { return v }
-        if T.self == Double.self, let v = try double(o, nil) as? T { return v }
-        if T.self == UInt64.self, let v = try integer(o, UInt64.self, nil) as? T { return v }
-        if T.self == Int64.self, let v = try integer(o, Int64.self, nil) as? T { return v }
-        if T.self == UInt32.self, let v = try integer(o, UInt32.self, nil) as? T { return v }
-        if T.self == Float.self, let v = try float(o, nil) as? T { return v }
         return try T(from: MPDecoder(state: self, object: o, keyDepth: keys.count))
     }
 
@@ -423,10 +426,7 @@ struct MPKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try state.integer(try require(key), type, key) }
 
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        let value = try require(key)
-        state.keys.append(key)
-        defer { state.keys.removeLast() }
-        return try state.decodeValue(type, value)
+        return try state.decodeValue(type, try require(key), key: key)
     }
 
     /// One lookup instead of the default's three (contains, decodeNil, decode).
@@ -453,9 +453,7 @@ struct MPKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let value = present(key) else { return nil }
-        state.keys.append(key)
-        defer { state.keys.removeLast() }
-        return try state.decodeValue(type, value)
+        return try state.decodeValue(type, value, key: key)
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
@@ -536,10 +534,7 @@ struct MPUnkeyedDecoder: UnkeyedDecodingContainer {
     mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next { s, o, k in try s.integer(o, type, k) } }
 
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        let value = try current()
-        state.keys.append(IndexKey(currentIndex))
-        defer { state.keys.removeLast() }
-        let result = try state.decodeValue(type, value)
+        let result = try state.decodeValue(type, try current(), key: IndexKey(currentIndex))
         currentIndex += 1
         return result
     }

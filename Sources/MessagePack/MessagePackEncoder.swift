@@ -66,8 +66,6 @@ final class EncoderState {
         var info: [CodingUserInfoKey: Any] = [:]
         for (key, value) in userInfo { info[key] = value }
         self.userInfo = info
-        open.reserveCapacity(8)
-        keys.reserveCapacity(8)
     }
 
     var packer: UnsafeMutablePointer<msgpack_packer> { sink.packer }
@@ -118,7 +116,9 @@ final class EncoderState {
 
     // MARK: Values
 
-    func encodeValue<T: Encodable>(_ value: T, level: Int) throws {
+    /// Writes one value; `key` (the value's key or index) joins the coding path
+    /// only when the value runs its own `encode(to:)`, so primitives cost nothing.
+    func encodeValue<T: Encodable>(_ value: T, level: Int, key: (any CodingKey)? = nil) throws {
         // Types with their own MessagePack form, and primitives reached through
         // generic code (array elements), skip the Encoder machinery.
         if T.self == String.self, let v = value as? String { return writeString(v) }
@@ -136,6 +136,8 @@ final class EncoderState {
         if T.self == Float.self, let v = value as? Float { return writeFloat(v) }
         let before = sink.count
         closeContainers(downTo: level)
+        if let key { keys.append(key) }
+        defer { if key != nil { keys.removeLast() } }
         try value.encode(to: MPEncoder(state: self, level: level, keyDepth: keys.count))
         closeContainers(downTo: level)
         if sink.count == before {
@@ -293,9 +295,7 @@ struct MPKeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         try begin(key)
-        state.keys.append(key)
-        defer { state.keys.removeLast() }
-        try state.encodeValue(value, level: index + 1)
+        try state.encodeValue(value, level: index + 1, key: key)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
@@ -367,9 +367,7 @@ struct MPUnkeyedEncoder: UnkeyedEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try begin()
-        state.keys.append(IndexKey(count - 1))
-        defer { state.keys.removeLast() }
-        try state.encodeValue(value, level: index + 1)
+        try state.encodeValue(value, level: index + 1, key: IndexKey(count - 1))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
