@@ -200,7 +200,7 @@ final class DecoderState {
         guard o.pointee.type == MSGPACK_OBJECT_STR else { throw mismatch(o, "str", key) }
         let str = o.pointee.via.str
         guard let ptr = str.ptr, str.size > 0 else { return "" }
-        let bytes = UnsafeRawBufferPointer(start: ptr, count: Int(str.size)).bindMemory(to: UInt8.self)
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(ptr).assumingMemoryBound(to: UInt8.self), count: Int(str.size))
         guard let value = String(validating: bytes, as: UTF8.self) else {
             throw error(.invalidUTF8, o, key, "str of \(str.size) bytes is not valid UTF-8")
         }

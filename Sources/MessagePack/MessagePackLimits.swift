@@ -9,6 +9,8 @@
 /// ```
 public struct MessagePackLimits: Sendable, Hashable {
     /// Deepest nesting of arrays and maps; the top-level container is depth 1.
+    /// Values above ``depthCeiling`` act as ``depthCeiling``: decoding recurses
+    /// once per level (as Codable does), and the stack must not run out.
     public var maxDepth: Int
     /// Most elements in one array, or entries in one map.
     public var maxCollectionCount: Int
@@ -18,6 +20,9 @@ public struct MessagePackLimits: Sendable, Hashable {
     public var maxBinaryLength: Int
     /// Largest whole input in bytes.
     public var maxInputSize: Int
+
+    /// The most nesting any decoder accepts, whatever `maxDepth` says.
+    public static let depthCeiling = 512
 
     /// 64 levels, 1,000,000 elements, 16 MiB strings, 64 MiB binaries, 128 MiB inputs.
     public static let `default` = MessagePackLimits()

@@ -33,6 +33,7 @@ struct Scanner {
         guard let base = input.baseAddress?.assumingMemoryBound(to: UInt8.self), n > 0 else {
             throw MessagePackError(code: .truncated, offset: 0, message: "input is empty")
         }
+        let maxDepth = min(limits.maxDepth, MessagePackLimits.depthCeiling)
         var stack: [Frame] = []
         var pending = 0  // sum of `remaining` over the stack
         var deepest = 0
@@ -97,8 +98,8 @@ struct Scanner {
                 if needed > available {
                     throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
-                if stack.count + 1 > limits.maxDepth {
-                    throw fail(.depthLimitExceeded, start, "nesting deeper than \(limits.maxDepth)")
+                if stack.count + 1 > maxDepth {
+                    throw fail(.depthLimitExceeded, start, "nesting deeper than \(maxDepth)")
                 }
                 pos += header
                 if needed > 0 {
@@ -126,8 +127,8 @@ struct Scanner {
                 }
                 pos += header + payload
                 // Remember string map keys so errors can name them.
-                if kind == 1, let top = stack.last, top.isMap, (top.total - top.remaining) % 2 == 0 {
-                    stack[stack.count - 1].keyStart = pos - payload
+                if let top = stack.last, top.isMap, (top.total - top.remaining) % 2 == 0 {
+                    stack[stack.count - 1].keyStart = kind == 1 ? pos - payload : -1
                     stack[stack.count - 1].keyLength = payload
                 }
             }

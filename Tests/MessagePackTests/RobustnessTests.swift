@@ -105,6 +105,11 @@ struct RobustnessTests {
             #expect(value == 42, "depth \(depth)")
             #expect(try value.encoded() == [0x2a])
         }
+        // Limits above the ceiling act as the ceiling, so recursion stays bounded.
+        let generous = MessagePackLimits(maxDepth: 1_000_000)
+        let atCeiling = [UInt8](repeating: 0x91, count: MessagePackLimits.depthCeiling) + [0xc0]
+        #expect(try MessagePackValue.decode(atCeiling, limits: generous).encoded() == atCeiling)
+        expectError(.depthLimitExceeded) { try MessagePackValue.decode([0x91] + atCeiling, limits: generous) }
         let mapDepth = [UInt8](repeating: 0x81, count: 0) + Array(repeating: [0x81, 0xa1, 0x6b], count: 40).flatMap { $0 } + [0xc0]
         #expect(try MessagePackValue.decode(mapDepth)["k"]?["k"] != nil)
     }
