@@ -172,6 +172,39 @@ struct CodableTests {
         #expect(try decoder.decode(Probe.self, from: hex("c0")).seen == "dec")
     }
 
+    enum Command: Codable, Equatable {
+        case stop
+        case move(x: Int, y: Int)
+        case say(String)
+    }
+
+    @Test func enumsWithAssociatedValuesAndIntKeyedDictionaries() throws {
+        let commands: [Command] = [.stop, .move(x: -1, y: 2), .say("hi")]
+        #expect(try decoder.decode([Command].self, from: try encoder.encode(commands)) == commands)
+        // Int-keyed dictionaries use string keys, as JSONEncoder does.
+        let byInt: [Int: String] = [1: "a", 20: "b"]
+        let bytes = try encoder.encode(byInt)
+        #expect(try MessagePackValue.decode(bytes)["20"] == "b")
+        #expect(try decoder.decode([Int: String].self, from: bytes) == byInt)
+    }
+
+    @Test func concurrentUseOfOneCoder() async throws {
+        let encoder = self.encoder
+        let decoder = self.decoder
+        let push = samplePush(items: 4, blob: 64)
+        let bytes = try encoder.encode(push)
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    for _ in 0..<200 where try decoder.decode(Push.self, from: try encoder.encode(push)) != push { return false }
+                    return true
+                }
+            }
+            for try await ok in group { #expect(ok) }
+        }
+        #expect(try encoder.encode(push) == bytes)
+    }
+
     @Test func wrongContainerKinds() throws {
         let error = expectError(.typeMismatch) { try decoder.decode(Heartbeat.self, from: hex("93 01 02 03")) }
         #expect(error?.message == "expected map, found array")
