@@ -12,9 +12,11 @@ import Darwin
 /// sbuffer) so container headers can be patched in place once their element
 /// count is known.
 final class ByteSink {
-    private(set) var storage: UnsafeMutableRawPointer
-    private(set) var count = 0
-    private var capacity: Int
+    // Only the encode call that owns this sink touches it, so the runtime's
+    // exclusivity checks on every byte written buy nothing here.
+    @exclusivity(unchecked) private(set) var storage: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private(set) var count = 0
+    @exclusivity(unchecked) private var capacity: Int
     /// The packer, allocated once so calls don't pay exclusivity checks.
     let packer: UnsafeMutablePointer<msgpack_packer>
 
@@ -26,8 +28,10 @@ final class ByteSink {
         packer.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         packer.pointee.callback = { data, bytes, length in
             guard let data else { return -1 }
-            let sink = Unmanaged<ByteSink>.fromOpaque(data).takeUnretainedValue()
-            if length > 0, let bytes { sink.append(UnsafeRawPointer(bytes), length) }
+            // The encoder holds the sink for the whole call: no retain needed.
+            if length > 0, let bytes {
+                Unmanaged<ByteSink>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.append(UnsafeRawPointer(bytes), length) }
+            }
             return 0
         }
     }

@@ -88,7 +88,8 @@ private let valueOffset = MemoryLayout<msgpack_object_kv>.offset(of: \.val) ?? M
 /// The state of one `decode` call: the input (for offsets) and the key path.
 final class DecoderState {
     let base: UnsafeRawPointer?
-    var keys: [any CodingKey] = []
+    // One decode call owns this state; skip the runtime exclusivity checks.
+    @exclusivity(unchecked) var keys: [any CodingKey] = []
     let userInfo: [CodingUserInfoKey: Any]
 
     init(base: UnsafeRawPointer?, userInfo: [CodingUserInfoKey: any Sendable]) {
@@ -201,7 +202,14 @@ final class DecoderState {
         let str = o.pointee.via.str
         guard let ptr = str.ptr, str.size > 0 else { return "" }
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(ptr).assumingMemoryBound(to: UInt8.self), count: Int(str.size))
-        guard let value = String(validating: bytes, as: UTF8.self) else {
+        // `String(decoding:)` is the stdlib's fast path but repairs bad UTF-8 with
+        // U+FFFD; the input was valid exactly when nothing changed.
+        var value = String(decoding: bytes, as: UTF8.self)
+        let unchanged = value.withUTF8 { utf8 in
+            guard utf8.count == bytes.count, let a = utf8.baseAddress, let b = bytes.baseAddress else { return false }
+            return memcmp(a, b, bytes.count) == 0
+        }
+        guard unchanged else {
             throw error(.invalidUTF8, o, key, "str of \(str.size) bytes is not valid UTF-8")
         }
         return value
@@ -235,7 +243,7 @@ final class DecoderState {
         if T.self == String.self, let v = try string(o, key) as? T { return v }
         if T.self == Int.self, let v = try integer(o, Int.self, key) as? T { return v }
         if T.self == Data.self, let v = Data(try binary(o, key)) as? T { return v }
-        if T.self == [UInt8].self, o.pointee.type == MSGPACK_OBJECT_BIN, let v = [UInt8](try binary(o, key)) as? T { return v }
+        if ObjectIdentifier(T.self) == knownBytesArray, o.pointee.type == MSGPACK_OBJECT_BIN, let v = [UInt8](try binary(o, key)) as? T { return v }
         if T.self == Date.self, let v = try timestamp(o, key).date as? T { return v }
         if T.self == MessagePackTimestamp.self, let v = try timestamp(o, key) as? T { return v }
         if T.self == Bool.self, let v = try bool(o, key) as? T { return v }

@@ -41,6 +41,9 @@ public struct MessagePackEncoder: Sendable {
     }
 }
 
+/// `[UInt8]`'s metadata, looked up once (generic metadata costs a cache lookup each time).
+let knownBytesArray = ObjectIdentifier([UInt8].self)
+
 /// One array or map whose header awaits its final count.
 struct OpenContainer {
     var id: Int
@@ -57,9 +60,10 @@ struct OpenContainer {
 /// is the order synthesized and ordinary hand-written `encode(to:)` use.
 final class EncoderState {
     let sink = ByteSink()
-    var open: [OpenContainer] = []
-    var keys: [any CodingKey] = []
-    private var nextID = 1
+    // One encode call owns this state; skip the runtime exclusivity checks.
+    @exclusivity(unchecked) var open: [OpenContainer] = []
+    @exclusivity(unchecked) var keys: [any CodingKey] = []
+    @exclusivity(unchecked) private var nextID = 1
     let userInfo: [CodingUserInfoKey: Any]
 
     init(userInfo: [CodingUserInfoKey: any Sendable]) {
@@ -124,7 +128,7 @@ final class EncoderState {
         if T.self == String.self, let v = value as? String { return writeString(v) }
         if T.self == Int.self, let v = value as? Int { return writeInt(Int64(v)) }
         if T.self == Data.self, let v = value as? Data { return writeBinary(v) }
-        if T.self == [UInt8].self, let v = value as? [UInt8] { return writeBinary(v) }
+        if ObjectIdentifier(T.self) == knownBytesArray, let v = value as? [UInt8] { return writeBinary(v) }
         if T.self == Date.self, let v = value as? Date { return try writeTimestamp(MessagePackTimestamp(v)) }
         if T.self == MessagePackTimestamp.self, let v = value as? MessagePackTimestamp { return try writeTimestamp(v) }
         if T.self == MessagePackValue.self, let v = value as? MessagePackValue { return try write(v) }

@@ -34,13 +34,18 @@ struct Scanner {
             throw MessagePackError(code: .truncated, offset: 0, message: "input is empty")
         }
         let maxDepth = min(limits.maxDepth, MessagePackLimits.depthCeiling)
+        // The innermost container lives in `top` (registers); only its parents go
+        // on `stack`. The root is a virtual one-element container at depth 0.
         var stack: [Frame] = []
-        var pending = 0  // sum of `remaining` over the stack
+        var top = Frame(total: 1, remaining: 1, isMap: false)
+        var depth = 0
+        var pending = 1  // sum of `remaining` over `stack` and `top`
         var deepest = 0
         var pos = 0
 
         func fail(_ code: MessagePackError.Code, _ at: Int, _ message: String) -> MessagePackError {
-            MessagePackError(code: code, codingPath: path(stack, base), offset: at, message: message)
+            let open = depth == 0 ? [] : Array(stack.dropFirst()) + [top]
+            return MessagePackError(code: code, codingPath: path(open, base), offset: at, message: message)
         }
         func be(_ at: Int, _ size: Int) -> Int {
             var value = 0
@@ -80,7 +85,7 @@ struct Scanner {
             header += lengthSize
             guard n - pos >= header else { throw fail(.truncated, pos, "input ends inside a header") }
             // Bytes the other unfinished elements need at least (one each).
-            let othersNeed = pending - stack.count
+            let othersNeed = pending - (depth + 1)
             let available = n - pos - header - othersNeed
             if lengthSize > 0 {
                 let length = be(pos + 1, lengthSize)
@@ -98,17 +103,19 @@ struct Scanner {
                 if needed > available {
                     throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
-                if stack.count + 1 > maxDepth {
+                if depth + 1 > maxDepth {
                     throw fail(.depthLimitExceeded, start, "nesting deeper than \(maxDepth)")
                 }
                 pos += header
                 if needed > 0 {
-                    stack.append(Frame(total: needed, remaining: needed, isMap: isMap))
+                    stack.append(top)
+                    top = Frame(total: needed, remaining: needed, isMap: isMap)
+                    depth += 1
                     pending += needed
-                    deepest = max(deepest, stack.count)
+                    deepest = max(deepest, depth)
                     continue
                 }
-                deepest = max(deepest, stack.count + 1)
+                deepest = max(deepest, depth + 1)
             } else {
                 if kind != 0 {
                     let name = kind == 1 ? "str" : kind == 2 ? "bin" : "ext"
@@ -127,21 +134,25 @@ struct Scanner {
                 }
                 pos += header + payload
                 // Remember string map keys so errors can name them.
-                if let top = stack.last, top.isMap, (top.total - top.remaining) % 2 == 0 {
-                    stack[stack.count - 1].keyStart = kind == 1 ? pos - payload : -1
-                    stack[stack.count - 1].keyLength = payload
+                if top.isMap, (top.total - top.remaining) % 2 == 0 {
+                    top.keyStart = kind == 1 ? pos - payload : -1
+                    top.keyLength = payload
                 }
             }
             // A value is complete: close every container it completes.
-            while let top = stack.last {
+            var finished = false
+            while true {
                 pending -= 1
-                if top.remaining > 1 {
-                    stack[stack.count - 1].remaining -= 1
+                top.remaining -= 1
+                if top.remaining > 0 { break }
+                guard depth > 0, let parent = stack.popLast() else {
+                    finished = true
                     break
                 }
-                stack.removeLast()
+                top = parent
+                depth -= 1
             }
-            if stack.isEmpty {
+            if finished {
                 if !allowTrailing && pos != n {
                     throw fail(.trailingBytes, pos, "\(n - pos) bytes after the end of the value")
                 }

@@ -125,7 +125,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
     guard let output = try await runReference(python: python, script: reference, seconds: seconds) else { return }
     print(output, terminator: "")
     for line in output.split(separator: "\n") {
-        guard let figure = try? JSONDecoder().decode(Figure.self, from: Data(line.utf8)),
+        guard let figure = try? JSONDecoder().decode(ReferenceFigure.self, from: Data(line.utf8)),
               figure.metric.hasPrefix("python."), figure.metric.hasSuffix(".msg_per_s") else { continue }
         let key = String(figure.metric.dropFirst("python.".count).dropLast(".msg_per_s".count))
         if let mine = swift[key], figure.value > 0 {
@@ -134,7 +134,11 @@ func codecBenchmark(_ arguments: [String]) async throws {
     }
 }
 
-extension Figure: Decodable {}
+/// A line printed by the reference script.
+private struct ReferenceFigure: Decodable {
+    var metric: String
+    var value: Double
+}
 
 /// Runs the Python reference, output to a file (no pipe to fill), waiting without blocking a thread.
 func runReference(python: String, script: String, seconds: Double) async throws -> String? {
