@@ -48,8 +48,9 @@ final class ByteSink {
     }
 
     private func grow(_ needed: Int) {
-        // Doubling, or twice what is needed now when one write is large (a blob).
-        let newCapacity = max(capacity * 2, needed * 2)
+        // Doubling, or half as much again as needed now when one write is large
+        // (a blob), so that a message of blobs reallocates only a few times.
+        let newCapacity = max(capacity * 2, needed + needed / 2)
         let newStorage = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
         newStorage.copyMemory(from: storage, byteCount: count)
         storage.deallocate()
@@ -94,6 +95,6 @@ final class ByteSink {
     }
 
     var bytes: [UInt8] {
-        [UInt8](UnsafeRawBufferPointer(start: storage, count: count))
+        DecoderState.copy(UnsafeRawBufferPointer(start: storage, count: count))
     }
 }

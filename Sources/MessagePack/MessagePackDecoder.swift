@@ -203,8 +203,10 @@ final class DecoderState {
         guard let ptr = str.ptr, str.size > 0 else { return "" }
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(ptr).assumingMemoryBound(to: UInt8.self), count: Int(str.size))
         // `String(decoding:)` is the stdlib's fast path but repairs bad UTF-8 with
-        // U+FFFD; the input was valid exactly when nothing changed.
+        // U+FFFD; ASCII needs no check, otherwise the input was valid exactly
+        // when nothing changed.
         var value = String(decoding: bytes, as: UTF8.self)
+        if Self.isASCII(UnsafeRawPointer(ptr), bytes.count) { return value }
         let unchanged = value.withUTF8 { utf8 in
             guard utf8.count == bytes.count, let a = utf8.baseAddress, let b = bytes.baseAddress else { return false }
             return memcmp(a, b, bytes.count) == 0
@@ -215,10 +217,43 @@ final class DecoderState {
         return value
     }
 
+    @inline(__always)
+    static func isASCII(_ p: UnsafeRawPointer, _ n: Int) -> Bool {
+        var i = 0
+        while i + 8 <= n {
+            if p.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            i += 8
+        }
+        while i < n {
+            if p.load(fromByteOffset: i, as: UInt8.self) & 0x80 != 0 { return false }
+            i += 1
+        }
+        return true
+    }
+
     func binary(_ o: UnsafePointer<msgpack_object>, _ key: (any CodingKey)?) throws -> UnsafeRawBufferPointer {
         guard o.pointee.type == MSGPACK_OBJECT_BIN else { throw mismatch(o, "bin", key) }
         let bin = o.pointee.via.bin
         return UnsafeRawBufferPointer(start: bin.ptr, count: bin.ptr == nil ? 0 : Int(bin.size))
+    }
+
+    func data(_ o: UnsafePointer<msgpack_object>, _ key: (any CodingKey)?) throws -> Data {
+        let raw = try binary(o, key)
+        guard let base = raw.baseAddress, raw.count > 0 else { return Data() }
+        return Data(bytes: base, count: raw.count)
+    }
+
+    func byteArray(_ o: UnsafePointer<msgpack_object>, _ key: (any CodingKey)?) throws -> [UInt8] {
+        Self.copy(try binary(o, key))
+    }
+
+    /// One allocation and a memcpy (the Sequence initializer may go byte by byte).
+    static func copy(_ raw: UnsafeRawBufferPointer) -> [UInt8] {
+        guard let base = raw.baseAddress, raw.count > 0 else { return [] }
+        return [UInt8](unsafeUninitializedCapacity: raw.count) { buffer, initialized in
+            if let target = buffer.baseAddress { memcpy(target, base, raw.count) }
+            initialized = raw.count
+        }
     }
 
     func timestamp(_ o: UnsafePointer<msgpack_object>, _ key: (any CodingKey)?) throws -> MessagePackTimestamp {
@@ -240,21 +275,21 @@ final class DecoderState {
     func decodeValue<T: Decodable>(_ type: T.Type, _ o: UnsafePointer<msgpack_object>, key: (any CodingKey)? = nil) throws -> T {
         // Types with their own MessagePack form, and primitives reached through
         // generic code (array elements), skip the Decoder machinery.
-        if T.self == String.self, let v = try string(o, key) as? T { return v }
-        if T.self == Int.self, let v = try integer(o, Int.self, key) as? T { return v }
-        if T.self == Data.self, let v = Data(try binary(o, key)) as? T { return v }
-        if ObjectIdentifier(T.self) == knownBytesArray, o.pointee.type == MSGPACK_OBJECT_BIN, let v = [UInt8](try binary(o, key)) as? T { return v }
-        if T.self == Date.self, let v = try timestamp(o, key).date as? T { return v }
-        if T.self == MessagePackTimestamp.self, let v = try timestamp(o, key) as? T { return v }
-        if T.self == Bool.self, let v = try bool(o, key) as? T { return v }
-        if T.self == Double.self, let v = try double(o, key) as? T { return v }
-        if T.self == UInt64.self, let v = try integer(o, UInt64.self, key) as? T { return v }
-        if T.self == Int64.self, let v = try integer(o, Int64.self, key) as? T { return v }
-        if T.self == UInt32.self, let v = try integer(o, UInt32.self, key) as? T { return v }
-        if T.self == Float.self, let v = try float(o, key) as? T { return v }
+        if T.self == String.self { return identity(try string(o, key), as: T.self) }
+        if T.self == Int.self { return identity(try integer(o, Int.self, key), as: T.self) }
+        if T.self == Data.self { return identity(try data(o, key), as: T.self) }
+        if ObjectIdentifier(T.self) == knownBytesArray, o.pointee.type == MSGPACK_OBJECT_BIN { return identity(try byteArray(o, key), as: T.self) }
+        if T.self == Date.self { return identity(try timestamp(o, key).date, as: T.self) }
+        if T.self == MessagePackTimestamp.self { return identity(try timestamp(o, key), as: T.self) }
+        if T.self == Bool.self { return identity(try bool(o, key), as: T.self) }
+        if T.self == Double.self { return identity(try double(o, key), as: T.self) }
+        if T.self == UInt64.self { return identity(try integer(o, UInt64.self, key), as: T.self) }
+        if T.self == Int64.self { return identity(try integer(o, Int64.self, key), as: T.self) }
+        if T.self == UInt32.self { return identity(try integer(o, UInt32.self, key), as: T.self) }
+        if T.self == Float.self { return identity(try float(o, key), as: T.self) }
         if let key { keys.append(key) }
         defer { if key != nil { keys.removeLast() } }
-        if T.self == MessagePackValue.self, let v = try value(o) as? T { return v }
+        if T.self == MessagePackValue.self { return identity(try value(o), as: T.self) }
         return try T(from: MPDecoder(state: self, object: o, keyDepth: keys.count))
     }
 
@@ -268,14 +303,14 @@ final class DecoderState {
         case MSGPACK_OBJECT_FLOAT32: return .float(Float(o.pointee.via.f64))
         case MSGPACK_OBJECT_FLOAT64: return .double(o.pointee.via.f64)
         case MSGPACK_OBJECT_STR: return .string(try string(o, nil))
-        case MSGPACK_OBJECT_BIN: return .binary([UInt8](try binary(o, nil)))
+        case MSGPACK_OBJECT_BIN: return .binary(try byteArray(o, nil))
         case MSGPACK_OBJECT_EXT:
             let ext = o.pointee.via.ext
             if ext.type == -1 {
                 let t = try timestamp(o, nil)
                 return .timestamp(seconds: t.seconds, nanoseconds: t.nanoseconds)
             }
-            return .extended(type: ext.type, data: [UInt8](UnsafeRawBufferPointer(start: ext.ptr, count: ext.ptr == nil ? 0 : Int(ext.size))))
+            return .extended(type: ext.type, data: Self.copy(UnsafeRawBufferPointer(start: ext.ptr, count: ext.ptr == nil ? 0 : Int(ext.size))))
         case MSGPACK_OBJECT_ARRAY:
             let array = o.pointee.via.array
             var elements: [MessagePackValue] = []

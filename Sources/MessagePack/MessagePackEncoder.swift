@@ -41,6 +41,14 @@ public struct MessagePackEncoder: Sendable {
     }
 }
 
+/// Reinterprets `value` as `U` once the caller has checked that `T` is `U`.
+/// In unspecialized generic code `as?` looks up `Optional<U>` metadata at run
+/// time on every call; after the identity check this is free and cannot fail.
+@inline(__always)
+func identity<T, U>(_ value: T, as type: U.Type) -> U {
+    unsafeBitCast(value, to: U.self)
+}
+
 /// `[UInt8]`'s metadata, looked up once (generic metadata costs a cache lookup each time).
 let knownBytesArray = ObjectIdentifier([UInt8].self)
 
@@ -125,19 +133,19 @@ final class EncoderState {
     func encodeValue<T: Encodable>(_ value: T, level: Int, key: (any CodingKey)? = nil) throws {
         // Types with their own MessagePack form, and primitives reached through
         // generic code (array elements), skip the Encoder machinery.
-        if T.self == String.self, let v = value as? String { return writeString(v) }
-        if T.self == Int.self, let v = value as? Int { return writeInt(Int64(v)) }
-        if T.self == Data.self, let v = value as? Data { return writeBinary(v) }
-        if ObjectIdentifier(T.self) == knownBytesArray, let v = value as? [UInt8] { return writeBinary(v) }
-        if T.self == Date.self, let v = value as? Date { return try writeTimestamp(MessagePackTimestamp(v)) }
-        if T.self == MessagePackTimestamp.self, let v = value as? MessagePackTimestamp { return try writeTimestamp(v) }
-        if T.self == MessagePackValue.self, let v = value as? MessagePackValue { return try write(v) }
-        if T.self == Bool.self, let v = value as? Bool { return writeBool(v) }
-        if T.self == Double.self, let v = value as? Double { return writeDouble(v) }
-        if T.self == UInt64.self, let v = value as? UInt64 { return writeUInt(v) }
-        if T.self == Int64.self, let v = value as? Int64 { return writeInt(v) }
-        if T.self == UInt32.self, let v = value as? UInt32 { return writeUInt(UInt64(v)) }
-        if T.self == Float.self, let v = value as? Float { return writeFloat(v) }
+        if T.self == String.self { return writeString(identity(value, as: String.self)) }
+        if T.self == Int.self { return writeInt(Int64(identity(value, as: Int.self))) }
+        if T.self == Data.self { return writeBinary(identity(value, as: Data.self)) }
+        if ObjectIdentifier(T.self) == knownBytesArray { return writeBinary(identity(value, as: [UInt8].self)) }
+        if T.self == Date.self { return try writeTimestamp(MessagePackTimestamp(identity(value, as: Date.self))) }
+        if T.self == MessagePackTimestamp.self { return try writeTimestamp(identity(value, as: MessagePackTimestamp.self)) }
+        if T.self == MessagePackValue.self { return try write(identity(value, as: MessagePackValue.self)) }
+        if T.self == Bool.self { return writeBool(identity(value, as: Bool.self)) }
+        if T.self == Double.self { return writeDouble(identity(value, as: Double.self)) }
+        if T.self == UInt64.self { return writeUInt(identity(value, as: UInt64.self)) }
+        if T.self == Int64.self { return writeInt(identity(value, as: Int64.self)) }
+        if T.self == UInt32.self { return writeUInt(UInt64(identity(value, as: UInt32.self))) }
+        if T.self == Float.self { return writeFloat(identity(value, as: Float.self)) }
         let before = sink.count
         closeContainers(downTo: level)
         if let key { keys.append(key) }

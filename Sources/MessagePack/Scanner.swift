@@ -43,10 +43,6 @@ struct Scanner {
         var deepest = 0
         var pos = 0
 
-        func fail(_ code: MessagePackError.Code, _ at: Int, _ message: String) -> MessagePackError {
-            let open = depth == 0 ? [] : Array(stack.dropFirst()) + [top]
-            return MessagePackError(code: code, codingPath: path(open, base), offset: at, message: message)
-        }
         func be(_ at: Int, _ size: Int) -> Int {
             var value = 0
             for i in 0..<size { value = value << 8 | Int(base[at + i]) }
@@ -54,7 +50,7 @@ struct Scanner {
         }
 
         while true {
-            guard pos < n else { throw fail(.truncated, pos, "input ends where a value should start") }
+            guard pos < n else { throw Self.failure(stack, top, depth, base, .truncated, pos, "input ends where a value should start") }
             let start = pos
             let marker = base[pos]
             var header = 1
@@ -69,7 +65,7 @@ struct Scanner {
             case 0x80...0x8f: elements = Int(marker & 0x0f); isMap = true
             case 0x90...0x9f: elements = Int(marker & 0x0f)
             case 0xa0...0xbf: payload = Int(marker & 0x1f); kind = 1
-            case 0xc1: throw fail(.invalidInput, pos, "byte 0xc1 is never used in MessagePack")
+            case 0xc1: throw Self.failure(stack, top, depth, base, .invalidInput, pos, "byte 0xc1 is never used in MessagePack")
             case 0xc4, 0xc5, 0xc6: lengthSize = 1 << Int(marker - 0xc4); kind = 2
             case 0xc7, 0xc8, 0xc9: lengthSize = 1 << Int(marker - 0xc7); kind = 3; header = 2
             case 0xca: payload = 4
@@ -80,10 +76,10 @@ struct Scanner {
             case 0xd9, 0xda, 0xdb: lengthSize = 1 << Int(marker - 0xd9); kind = 1
             case 0xdc, 0xdd: lengthSize = marker == 0xdc ? 2 : 4; elements = 0
             case 0xde, 0xdf: lengthSize = marker == 0xde ? 2 : 4; elements = 0; isMap = true
-            default: throw fail(.invalidInput, pos, "unknown marker byte")
+            default: throw Self.failure(stack, top, depth, base, .invalidInput, pos, "unknown marker byte")
             }
             header += lengthSize
-            guard n - pos >= header else { throw fail(.truncated, pos, "input ends inside a header") }
+            guard n - pos >= header else { throw Self.failure(stack, top, depth, base, .truncated, pos, "input ends inside a header") }
             // Bytes the other unfinished elements need at least (one each).
             let othersNeed = pending - (depth + 1)
             let available = n - pos - header - othersNeed
@@ -95,16 +91,16 @@ struct Scanner {
                 let needed = isMap ? elements * 2 : elements
                 // A stream waits for more bytes on lengthExceedsInput, so it checks limits first.
                 if needed > available && !allowTrailing {
-                    throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
+                    throw Self.failure(stack, top, depth, base, .lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
                 if elements > limits.maxCollectionCount {
-                    throw fail(.collectionLimitExceeded, start, "\(isMap ? "map" : "array") has \(elements) elements, limit is \(limits.maxCollectionCount)")
+                    throw Self.failure(stack, top, depth, base, .collectionLimitExceeded, start, "\(isMap ? "map" : "array") has \(elements) elements, limit is \(limits.maxCollectionCount)")
                 }
                 if needed > available {
-                    throw fail(.lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
+                    throw Self.failure(stack, top, depth, base, .lengthExceedsInput, start, "\(isMap ? "map" : "array") declares \(elements) \(isMap ? "entries" : "elements") but only \(max(available, 0)) bytes remain")
                 }
                 if depth + 1 > maxDepth {
-                    throw fail(.depthLimitExceeded, start, "nesting deeper than \(maxDepth)")
+                    throw Self.failure(stack, top, depth, base, .depthLimitExceeded, start, "nesting deeper than \(maxDepth)")
                 }
                 pos += header
                 if needed > 0 {
@@ -120,17 +116,17 @@ struct Scanner {
                 if kind != 0 {
                     let name = kind == 1 ? "str" : kind == 2 ? "bin" : "ext"
                     if payload > available && !allowTrailing {
-                        throw fail(.lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
+                        throw Self.failure(stack, top, depth, base, .lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
                     }
                     let limit = kind == 1 ? limits.maxStringLength : limits.maxBinaryLength
                     if payload > limit {
-                        throw fail(.sizeLimitExceeded, start, "\(name) of \(payload) bytes, limit is \(limit)")
+                        throw Self.failure(stack, top, depth, base, .sizeLimitExceeded, start, "\(name) of \(payload) bytes, limit is \(limit)")
                     }
                     if payload > available {
-                        throw fail(.lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
+                        throw Self.failure(stack, top, depth, base, .lengthExceedsInput, start, "\(name) declares \(payload) bytes but only \(max(available, 0)) remain")
                     }
                 } else if payload > n - pos - header {
-                    throw fail(.truncated, start, "input ends inside a number")
+                    throw Self.failure(stack, top, depth, base, .truncated, start, "input ends inside a number")
                 }
                 pos += header + payload
                 // Remember string map keys so errors can name them.
@@ -154,11 +150,21 @@ struct Scanner {
             }
             if finished {
                 if !allowTrailing && pos != n {
-                    throw fail(.trailingBytes, pos, "\(n - pos) bytes after the end of the value")
+                    throw Self.failure(stack, top, depth, base, .trailingBytes, pos, "\(n - pos) bytes after the end of the value")
                 }
                 return Result(end: pos, depth: deepest)
             }
         }
+    }
+
+    /// Builds an error naming where the scan was; a static function so the
+    /// scan's state stays in registers instead of being captured.
+    private static func failure(
+        _ stack: [Frame], _ top: Frame, _ depth: Int, _ base: UnsafePointer<UInt8>,
+        _ code: MessagePackError.Code, _ at: Int, _ message: String
+    ) -> MessagePackError {
+        let open = depth == 0 ? [] : Array(stack.dropFirst()) + [top]
+        return MessagePackError(code: code, codingPath: path(open, base), offset: at, message: message)
     }
 
     private static func path(_ stack: [Frame], _ base: UnsafePointer<UInt8>) -> [String] {

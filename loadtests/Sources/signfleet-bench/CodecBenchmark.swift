@@ -1,4 +1,4 @@
-// `signfleet-bench codec [--seconds S] [--python PATH] [--reference FILE]`
+// `signfleet-bench codec [--seconds S] [--python PATH] [--reference FILE] [--only KIND]`
 //
 // Encodes and decodes the reference message set with MessagePack and prints
 // msg/s and MB/s per message kind. Then runs loadtests/reference/msgpack_bench.py
@@ -87,6 +87,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
     var seconds = 2.0
     var python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
     var reference = "reference/msgpack_bench.py"
+    var only = ""  // e.g. "push": run only the message kinds whose name contains this
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
@@ -94,6 +95,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
         case "--seconds": seconds = Double(value) ?? seconds
         case "--python": python = value
         case "--reference": reference = value
+        case "--only": only = value
         default: print("unknown option \(arguments[index])"); return
         }
         index += 2
@@ -105,6 +107,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
     var swift: [String: Double] = [:]
 
     func run<T: Codable>(_ name: String, _ message: T) throws {
+        guard only.isEmpty || name.contains(only) else { return }
         let bytes = try encoder.encode(message)
         let size = Double(bytes.count)
         let encodeRate = try measureRate(seconds: seconds) { blackHole(try encoder.encode(message)) }
