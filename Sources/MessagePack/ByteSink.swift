@@ -61,7 +61,13 @@ final class ByteSink {
     @inline(__always)
     func append(_ bytes: UnsafeRawPointer, _ length: Int) {
         reserve(length)
-        (storage + count).copyMemory(from: bytes, byteCount: length)
+        let target = storage + count
+        if length <= 9 {
+            // Headers and scalars: a short loop beats a call to memmove.
+            for i in 0..<length { target.storeBytes(of: bytes.load(fromByteOffset: i, as: UInt8.self), toByteOffset: i, as: UInt8.self) }
+        } else {
+            target.copyMemory(from: bytes, byteCount: length)
+        }
         count += length
     }
 

@@ -426,20 +426,27 @@ struct MPKeyedDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     @inline(__always)
     private func find(name: String) -> UnsafePointer<msgpack_object>? {
-        guard let entries = map.ptr else { return nil }
+        // Key names are literals (native strings), which lend their UTF-8 without a copy.
+        if let found = name.utf8.withContiguousStorageIfAvailable({ find(utf8: $0) }) { return found }
         var name = name
-        return name.withUTF8 { utf8 -> UnsafePointer<msgpack_object>? in
-            let size = UInt32(utf8.count)
-            for i in 0..<Int(map.size) {
-                let entry = UnsafePointer(entries + i)
-                let k = DecoderState.keyPointer(entry)
-                guard k.pointee.type == MSGPACK_OBJECT_STR, k.pointee.via.str.size == size else { continue }
-                if size == 0 { return DecoderState.valuePointer(entry) }
-                guard let bytes = k.pointee.via.str.ptr, let wanted = utf8.baseAddress else { continue }
-                if memcmp(bytes, wanted, utf8.count) == 0 { return DecoderState.valuePointer(entry) }
-            }
-            return nil
+        return name.withUTF8 { find(utf8: $0) }
+    }
+
+    @inline(__always)
+    private func find(utf8: UnsafeBufferPointer<UInt8>) -> UnsafePointer<msgpack_object>? {
+        guard let entries = map.ptr else { return nil }
+        let size = UInt32(utf8.count)
+        for i in 0..<Int(map.size) {
+            let entry = UnsafePointer(entries + i)
+            let k = DecoderState.keyPointer(entry)
+            guard k.pointee.type == MSGPACK_OBJECT_STR, k.pointee.via.str.size == size else { continue }
+            if size == 0 { return DecoderState.valuePointer(entry) }
+            guard let bytes = k.pointee.via.str.ptr, let wanted = utf8.baseAddress else { continue }
+            // Keys are short: compare the first byte inline before calling memcmp.
+            guard UInt8(bitPattern: bytes.pointee) == wanted.pointee else { continue }
+            if memcmp(bytes, wanted, utf8.count) == 0 { return DecoderState.valuePointer(entry) }
         }
+        return nil
     }
 
     @inline(__always)

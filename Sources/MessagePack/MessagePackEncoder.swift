@@ -130,7 +130,7 @@ final class EncoderState {
 
     /// Writes one value; `key` (the value's key or index) joins the coding path
     /// only when the value runs its own `encode(to:)`, so primitives cost nothing.
-    func encodeValue<T: Encodable>(_ value: T, level: Int, key: (any CodingKey)? = nil) throws {
+    func encodeValue<T: Encodable>(_ value: T, level: Int, key: (any CodingKey)? = nil, index: Int = -1) throws {
         // Types with their own MessagePack form, and primitives reached through
         // generic code (array elements), skip the Encoder machinery.
         if T.self == String.self { return writeString(identity(value, as: String.self)) }
@@ -148,8 +148,10 @@ final class EncoderState {
         if T.self == Float.self { return writeFloat(identity(value, as: Float.self)) }
         let before = sink.count
         closeContainers(downTo: level)
-        if let key { keys.append(key) }
-        defer { if key != nil { keys.removeLast() } }
+        // Array elements pass a plain index; the key is built only here.
+        let pushed = key ?? (index >= 0 ? IndexKey(index) : nil)
+        if let pushed { keys.append(pushed) }
+        defer { if pushed != nil { keys.removeLast() } }
         try value.encode(to: MPEncoder(state: self, level: level, keyDepth: keys.count))
         closeContainers(downTo: level)
         if sink.count == before {
@@ -166,11 +168,18 @@ final class EncoderState {
     @inline(__always) func writeDouble(_ v: Double) { _ = msgpack_pack_double(packer, v) }
 
     func writeString(_ v: String) {
-        var string = v
-        string.withUTF8 { utf8 in
-            _ = msgpack_pack_str(packer, utf8.count)
-            if let base = utf8.baseAddress { _ = msgpack_pack_str_body(packer, base, utf8.count) }
+        // Native strings (all literals and decoded strings) lend their UTF-8 without a copy.
+        let done: Void? = v.utf8.withContiguousStorageIfAvailable { utf8 in writeUTF8(utf8) }
+        if done == nil {
+            var string = v
+            string.withUTF8 { writeUTF8($0) }
         }
+    }
+
+    @inline(__always)
+    private func writeUTF8(_ utf8: UnsafeBufferPointer<UInt8>) {
+        _ = msgpack_pack_str(packer, utf8.count)
+        if let base = utf8.baseAddress { _ = msgpack_pack_str_body(packer, base, utf8.count) }
     }
 
     /// Writes a key; CodingKey strings of synthesized keys are literals, so this does not allocate.
@@ -379,7 +388,7 @@ struct MPUnkeyedEncoder: UnkeyedEncodingContainer {
 
     mutating func encode<T: Encodable>(_ value: T) throws {
         try begin()
-        try state.encodeValue(value, level: index + 1, key: IndexKey(count - 1))
+        try state.encodeValue(value, level: index + 1, index: count - 1)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {

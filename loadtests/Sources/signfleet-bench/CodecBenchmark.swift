@@ -112,8 +112,12 @@ func codecBenchmark(_ arguments: [String]) async throws {
         let size = Double(bytes.count)
         let encodeRate = try measureRate(seconds: seconds) { blackHole(try encoder.encode(message)) }
         let decodeRate = try measureRate(seconds: seconds) { blackHole(try decoder.decode(T.self, from: bytes)) }
+        // Python's unpackb builds dicts: the like-for-like Swift figure is the dynamic value.
+        let dynamicRate = try measureRate(seconds: seconds) { blackHole(try MessagePackValue.decode(bytes)) }
         swift["encode.\(name)"] = encodeRate
         swift["decode.\(name)"] = decodeRate
+        swift["decode_dynamic.\(name)"] = dynamicRate
+        Report.emit("codec", "swift.decode_dynamic.\(name).msg_per_s", dynamicRate, "msg/s")
         Report.emit("codec", "swift.\(name).bytes", size, "B")
         Report.emit("codec", "swift.encode.\(name).msg_per_s", encodeRate, "msg/s")
         Report.emit("codec", "swift.encode.\(name).mb_per_s", encodeRate * size / 1e6, "MB/s")
@@ -133,6 +137,9 @@ func codecBenchmark(_ arguments: [String]) async throws {
         let key = String(figure.metric.dropFirst("python.".count).dropLast(".msg_per_s".count))
         if let mine = swift[key], figure.value > 0 {
             Report.emit("codec", "ratio.\(key).swift_over_python", mine / figure.value, "x")
+        }
+        if key.hasPrefix("decode."), let mine = swift["decode_dynamic." + key.dropFirst("decode.".count)], figure.value > 0 {
+            Report.emit("codec", "ratio.decode_dynamic.\(key.dropFirst("decode.".count)).swift_over_python", mine / figure.value, "x")
         }
     }
 }
