@@ -21,7 +21,7 @@ final class ByteSink {
     let packer: UnsafeMutablePointer<msgpack_packer>
 
     init(capacity: Int = 1024) {
-        self.capacity = max(capacity, 16)
+        self.capacity = max(capacity, 256)
         storage = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
         packer = UnsafeMutablePointer<msgpack_packer>.allocate(capacity: 1)
         packer.initialize(to: msgpack_packer())

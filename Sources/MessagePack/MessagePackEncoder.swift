@@ -1,5 +1,6 @@
 import CMsgPack
 import Foundation
+import Synchronization
 
 /// Encodes `Encodable` values as MessagePack through msgpack-c's packer.
 ///
@@ -29,7 +30,7 @@ public struct MessagePackEncoder: Sendable {
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         let state = EncoderState(userInfo: userInfo)
         try state.encodeTopLevel(value)
-        return state.sink.bytes
+        return state.finish()
     }
 
     /// Encodes `value` into `Data`.
@@ -37,6 +38,7 @@ public struct MessagePackEncoder: Sendable {
     public func encodeData<T: Encodable>(_ value: T) throws -> Data {
         let state = EncoderState(userInfo: userInfo)
         try state.encodeTopLevel(value)
+        defer { recordEncodedSize(state.sink.count) }
         return Data(bytes: state.sink.storage, count: state.sink.count)
     }
 }
@@ -66,8 +68,16 @@ struct OpenContainer {
 /// container writes a one-byte placeholder header that is patched (through
 /// msgpack-c) when the container closes. Containers close in stack order, which
 /// is the order synthesized and ordinary hand-written `encode(to:)` use.
+/// Size of the last message encoded, so the next buffer starts big enough:
+/// growing a buffer for a 64 KB message costs more than the encoding itself.
+private let lastEncodedSize = Atomic<Int>(0)
+
+func recordEncodedSize(_ size: Int) {
+    lastEncodedSize.store(size, ordering: .relaxed)
+}
+
 final class EncoderState {
-    let sink = ByteSink()
+    let sink = ByteSink(capacity: min(lastEncodedSize.load(ordering: .relaxed) + 64, 4 << 20))
     // One encode call owns this state; skip the runtime exclusivity checks.
     @exclusivity(unchecked) var open: [OpenContainer] = []
     @exclusivity(unchecked) var keys: [any CodingKey] = []
@@ -81,6 +91,11 @@ final class EncoderState {
     }
 
     var packer: UnsafeMutablePointer<msgpack_packer> { sink.packer }
+
+    func finish() -> [UInt8] {
+        recordEncodedSize(sink.count)
+        return sink.bytes
+    }
 
     func encodeTopLevel<T: Encodable>(_ value: T) throws {
         try encodeValue(value, level: 0)

@@ -114,6 +114,16 @@ func codecBenchmark(_ arguments: [String]) async throws {
         let decodeRate = try measureRate(seconds: seconds) { blackHole(try decoder.decode(T.self, from: bytes)) }
         // Python's unpackb builds dicts: the like-for-like Swift figure is the dynamic value.
         let dynamicRate = try measureRate(seconds: seconds) { blackHole(try MessagePackValue.decode(bytes)) }
+        // CPU-time rates: the machine is shared, and wall-clock rates swing with other load.
+        let cpu = [
+            ("encode", try measureCPURate(seconds: seconds) { blackHole(try encoder.encode(message)) }),
+            ("decode", try measureCPURate(seconds: seconds) { blackHole(try decoder.decode(T.self, from: bytes)) }),
+            ("decode_dynamic", try measureCPURate(seconds: seconds) { blackHole(try MessagePackValue.decode(bytes)) }),
+        ]
+        for (operation, rate) in cpu {
+            swift["cpu.\(operation).\(name)"] = rate
+            Report.emit("codec", "swift.\(operation).\(name).cpu_msg_per_s", rate, "msg/cpu-s")
+        }
         swift["encode.\(name)"] = encodeRate
         swift["decode.\(name)"] = decodeRate
         swift["decode_dynamic.\(name)"] = dynamicRate
@@ -133,7 +143,18 @@ func codecBenchmark(_ arguments: [String]) async throws {
     print(output, terminator: "")
     for line in output.split(separator: "\n") {
         guard let figure = try? JSONDecoder().decode(ReferenceFigure.self, from: Data(line.utf8)),
-              figure.metric.hasPrefix("python."), figure.metric.hasSuffix(".msg_per_s") else { continue }
+              figure.metric.hasPrefix("python.") else { continue }
+        if figure.metric.hasSuffix(".cpu_msg_per_s") {
+            let key = String(figure.metric.dropFirst("python.".count).dropLast(".cpu_msg_per_s".count))
+            if let mine = swift["cpu." + key], figure.value > 0 {
+                Report.emit("codec", "ratio.cpu.\(key).swift_over_python", mine / figure.value, "x")
+            }
+            if key.hasPrefix("decode."), let mine = swift["cpu.decode_dynamic." + key.dropFirst("decode.".count)], figure.value > 0 {
+                Report.emit("codec", "ratio.cpu.decode_dynamic.\(key.dropFirst("decode.".count)).swift_over_python", mine / figure.value, "x")
+            }
+            continue
+        }
+        guard figure.metric.hasSuffix(".msg_per_s") else { continue }
         let key = String(figure.metric.dropFirst("python.".count).dropLast(".msg_per_s".count))
         if let mine = swift[key], figure.value > 0 {
             Report.emit("codec", "ratio.\(key).swift_over_python", mine / figure.value, "x")
@@ -148,6 +169,24 @@ func codecBenchmark(_ arguments: [String]) async throws {
 private struct ReferenceFigure: Decodable {
     var metric: String
     var value: Double
+}
+
+/// Like `measureRate`, but divides by the thread's CPU time rather than wall time.
+func measureCPURate(seconds: Double, _ body: () throws -> Void) rethrows -> Double {
+    func cpuNow() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+    let warmUpEnd = cpuNow() + 0.1
+    while cpuNow() < warmUpEnd { try body() }
+    var calls = 0
+    let start = cpuNow()
+    while cpuNow() - start < seconds {
+        for _ in 0..<16 { try body() }
+        calls += 16
+    }
+    return Double(calls) / (cpuNow() - start)
 }
 
 /// Runs the Python reference, output to a file (no pipe to fill), waiting without blocking a thread.
