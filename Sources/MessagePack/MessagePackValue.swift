@@ -28,17 +28,29 @@ public struct MessagePackEntry: Hashable, Sendable {
 /// if message["header"]?["type"]?.stringValue == "push" { ... }
 /// ```
 public enum MessagePackValue: Sendable, Codable {
+    /// nil (`c0`).
     case `nil`
+    /// true or false (`c3`, `c2`).
     case bool(Bool)
+    /// A signed integer; decoding produces it for negative values only.
     case int(Int64)
+    /// An unsigned integer; decoding produces it for every non-negative value.
     case uint(UInt64)
+    /// float32 (`ca`).
     case float(Float)
+    /// float64 (`cb`).
     case double(Double)
+    /// str: UTF-8 text.
     case string(String)
+    /// bin: raw bytes.
     case binary([UInt8])
+    /// array.
     case array([MessagePackValue])
+    /// map, entries in wire order.
     case map([MessagePackEntry])
+    /// An extension other than the timestamp: application type and payload.
     case extended(type: Int8, data: [UInt8])
+    /// The timestamp extension (type −1); encoded in its smallest exact form.
     case timestamp(seconds: Int64, nanoseconds: UInt32)
 
     /// Decodes exactly one value from `bytes`.
@@ -130,6 +142,8 @@ public enum MessagePackValue: Sendable, Codable {
 
     // MARK: Codable (for encoders other than MessagePack's, which handle it directly)
 
+    /// Decodes any value; with other decoders (JSON, …) it tries nil, Bool,
+    /// integers, Double, String, arrays and then string-keyed maps.
     public init(from decoder: any Decoder) throws {
         if let decoder = decoder as? MPDecoder {
             self = try decoder.state.value(decoder.object)
@@ -152,6 +166,8 @@ public enum MessagePackValue: Sendable, Codable {
         self = .map(entries)
     }
 
+    /// Encodes the value as itself; other encoders get the nearest Codable shape
+    /// (binary as `Data`, timestamps as `Date`, non-string map keys as their description).
     public func encode(to encoder: any Encoder) throws {
         if let encoder = encoder as? MPEncoder {
             return try encoder.state.encodeValue(self, level: encoder.level)
