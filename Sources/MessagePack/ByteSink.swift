@@ -5,96 +5,75 @@ import Glibc
 import Darwin
 #endif
 
-/// Growable output buffer behind a msgpack-c packer.
+/// The output of one encode call: a msgpack-c `sbuffer` behind a msgpack-c packer.
 ///
-/// msgpack-c's `msgpack_pack_*` functions format every value and hand the bytes
-/// to our write callback, which appends them here. The buffer is ours (not an
-/// sbuffer) so container headers can be patched in place once their element
-/// count is known.
+/// `msgpack_pack_*` format each value and hand the bytes to
+/// `msgpack_sbuffer_write`, so the whole byte path runs in C without calling
+/// back into Swift. Container headers are patched in the buffer once their
+/// element count is known.
 final class ByteSink {
-    // Only the encode call that owns this sink touches it, so the runtime's
-    // exclusivity checks on every byte written buy nothing here.
-    @exclusivity(unchecked) private(set) var storage: UnsafeMutableRawPointer
-    @exclusivity(unchecked) private(set) var count = 0
-    @exclusivity(unchecked) private var capacity: Int
-    /// The packer, allocated once so calls don't pay exclusivity checks.
+    let buffer: UnsafeMutablePointer<msgpack_sbuffer>
     let packer: UnsafeMutablePointer<msgpack_packer>
 
     init(capacity: Int = 1024) {
-        self.capacity = max(capacity, 256)
-        storage = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
+        buffer = UnsafeMutablePointer<msgpack_sbuffer>.allocate(capacity: 1)
+        buffer.initialize(to: msgpack_sbuffer())
+        msgpack_sbuffer_init(buffer)
+        // Start at the expected size; the sbuffer reallocs (doubling) past it.
+        let initial = max(capacity, 256)
+        if let memory = malloc(initial) {
+            buffer.pointee.data = memory.assumingMemoryBound(to: CChar.self)
+            buffer.pointee.alloc = initial
+        }
         packer = UnsafeMutablePointer<msgpack_packer>.allocate(capacity: 1)
         packer.initialize(to: msgpack_packer())
-        packer.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        packer.pointee.callback = { data, bytes, length in
-            guard let data else { return -1 }
-            // The encoder holds the sink for the whole call: no retain needed.
-            if length > 0, let bytes {
-                Unmanaged<ByteSink>.fromOpaque(data)._withUnsafeGuaranteedRef { $0.append(UnsafeRawPointer(bytes), length) }
-            }
-            return 0
-        }
+        msgpack_packer_init(packer, UnsafeMutableRawPointer(buffer), msgpack_sbuffer_write)
     }
 
     deinit {
-        storage.deallocate()
+        msgpack_sbuffer_destroy(buffer)
+        buffer.deinitialize(count: 1)
+        buffer.deallocate()
         packer.deinitialize(count: 1)
         packer.deallocate()
     }
 
-    @inline(__always)
-    func reserve(_ extra: Int) {
-        if count + extra > capacity { grow(count + extra) }
-    }
+    var count: Int { buffer.pointee.size }
 
-    private func grow(_ needed: Int) {
-        // Doubling, or half as much again as needed now when one write is large
-        // (a blob), so that a message of blobs reallocates only a few times.
-        let newCapacity = max(capacity * 2, needed + needed / 2)
-        let newStorage = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
-        newStorage.copyMemory(from: storage, byteCount: count)
-        storage.deallocate()
-        storage = newStorage
-        capacity = newCapacity
-    }
+    /// The bytes written so far (valid until the next write).
+    var storage: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(buffer.pointee.data) }
 
-    @inline(__always)
-    func append(_ bytes: UnsafeRawPointer, _ length: Int) {
-        reserve(length)
-        let target = storage + count
-        if length <= 9 {
-            // Headers and scalars: a short loop beats a call to memmove.
-            for i in 0..<length { target.storeBytes(of: bytes.load(fromByteOffset: i, as: UInt8.self), toByteOffset: i, as: UInt8.self) }
-        } else {
-            target.copyMemory(from: bytes, byteCount: length)
-        }
-        count += length
-    }
-
-    @inline(__always)
     func appendByte(_ byte: UInt8) {
-        reserve(1)
-        storage.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
-        count += 1
+        var byte = byte
+        _ = withUnsafePointer(to: &byte) { pointer in
+            pointer.withMemoryRebound(to: CChar.self, capacity: 1) { msgpack_sbuffer_write(buffer, $0, 1) }
+        }
+    }
+
+    func setByte(_ byte: UInt8, at offset: Int) {
+        guard let storage, offset < count else { return }
+        storage.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self)
     }
 
     /// Replaces the one-byte placeholder at `offset` with the header that
     /// msgpack-c writes for `elements` (fixmap/map16/map32 or the array forms).
     func patchHeader(at offset: Int, elements: Int, isMap: Bool) {
         let end = count
-        let n = UInt32(truncatingIfNeeded: elements)
-        if isMap { _ = msgpack_pack_map(packer, Int(n)) } else { _ = msgpack_pack_array(packer, Int(n)) }
+        if isMap { _ = msgpack_pack_map(packer, elements) } else { _ = msgpack_pack_array(packer, elements) }
         let headerSize = count - end
-        // Stash the header (at most 5 bytes), then drop it from the end.
+        guard let storage, headerSize >= 1, offset < end else { return }
+        // Stash the header (at most 5 bytes) that msgpack-c appended at the end.
         var header: UInt64 = 0
-        withUnsafeMutableBytes(of: &header) { $0.baseAddress?.copyMemory(from: storage + end, byteCount: headerSize) }
-        count = end
-        if headerSize > 1 {
-            reserve(headerSize - 1)
-            let tail = offset + 1
-            memmove(storage + tail + headerSize - 1, storage + tail, end - tail)
-            count = end + headerSize - 1
+        withUnsafeMutableBytes(of: &header) { raw in
+            for i in 0..<headerSize { raw[i] = storage.load(fromByteOffset: end + i, as: UInt8.self) }
         }
+        // Move everything after the placeholder right by the extra header bytes
+        // (the sbuffer already has room: the header was just appended).
+        let tail = offset + 1
+        if headerSize > 1 {
+            memmove(storage + tail + headerSize - 1, storage + tail, end - tail)
+        }
+        buffer.pointee.size = end + headerSize - 1
         withUnsafeBytes(of: &header) { raw in
             for i in 0..<headerSize { storage.storeBytes(of: raw[i], toByteOffset: offset + i, as: UInt8.self) }
         }

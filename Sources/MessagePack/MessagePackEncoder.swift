@@ -39,7 +39,8 @@ public struct MessagePackEncoder: Sendable {
         let state = EncoderState(userInfo: userInfo)
         try state.encodeTopLevel(value)
         defer { recordEncodedSize(state.sink.count) }
-        return Data(bytes: state.sink.storage, count: state.sink.count)
+        guard let storage = state.sink.storage, state.sink.count > 0 else { return Data() }
+        return Data(bytes: storage, count: state.sink.count)
     }
 }
 
@@ -125,7 +126,7 @@ final class EncoderState {
             } else {
                 // fixarray/fixmap: patch the single byte without a copy.
                 let marker: UInt8 = (container.isMap ? 0x80 : 0x90) | UInt8(container.count)
-                sink.storage.storeBytes(of: marker, toByteOffset: container.headerOffset, as: UInt8.self)
+                sink.setByte(marker, at: container.headerOffset)
             }
         }
     }
