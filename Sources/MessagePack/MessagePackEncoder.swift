@@ -30,7 +30,7 @@ public struct MessagePackEncoder: Sendable {
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         let state = EncoderState(userInfo: userInfo)
         try state.encodeTopLevel(value)
-        return state.finish()
+        return try state.finish()
     }
 
     /// Encodes `value` into `Data`.
@@ -38,6 +38,7 @@ public struct MessagePackEncoder: Sendable {
     public func encodeData<T: Encodable>(_ value: T) throws -> Data {
         let state = EncoderState(userInfo: userInfo)
         try state.encodeTopLevel(value)
+        if let oversize = state.oversize { throw oversize }
         defer { recordEncodedSize(state.sink.count) }
         guard let storage = state.sink.storage, state.sink.count > 0 else { return Data() }
         return Data(bytes: storage, count: state.sink.count)
@@ -63,26 +64,30 @@ struct OpenContainer {
     var isMap: Bool
 }
 
-/// The state of one `encode` call: output, open containers and the key path.
-///
-/// Values are written straight to the output as Codable hands them over; each
-/// container writes a one-byte placeholder header that is patched (through
-/// msgpack-c) when the container closes. Containers close in stack order, which
-/// is the order synthesized and ordinary hand-written `encode(to:)` use.
 /// Size of the last message encoded, so the next buffer starts big enough:
 /// growing a buffer for a 64 KB message costs more than the encoding itself.
+/// Capped so one huge message does not make every later one allocate a lot.
 private let lastEncodedSize = Atomic<Int>(0)
 
 func recordEncodedSize(_ size: Int) {
     lastEncodedSize.store(size, ordering: .relaxed)
 }
 
+/// The state of one `encode` call: output, open containers and the key path.
+///
+/// Values are written straight to the output as Codable hands them over; each
+/// container writes a one-byte placeholder header that is patched (through
+/// msgpack-c) when the container closes. Containers close in stack order, which
+/// is the order synthesized and ordinary hand-written `encode(to:)` use.
 final class EncoderState {
-    let sink = ByteSink(capacity: min(lastEncodedSize.load(ordering: .relaxed) + 64, 4 << 20))
+    let sink = ByteSink(capacity: min(lastEncodedSize.load(ordering: .relaxed) + 64, 256 << 10))
     // One encode call owns this state; skip the runtime exclusivity checks.
     @exclusivity(unchecked) var open: [OpenContainer] = []
     @exclusivity(unchecked) var keys: [any CodingKey] = []
     @exclusivity(unchecked) private var nextID = 1
+    /// Set when a str, bin or ext was longer than MessagePack can express (2³²−1 bytes);
+    /// the writers cannot throw, so the whole encode fails at the end.
+    var oversize: MessagePackError?
     let userInfo: [CodingUserInfoKey: Any]
 
     init(userInfo: [CodingUserInfoKey: any Sendable]) {
@@ -93,7 +98,8 @@ final class EncoderState {
 
     var packer: UnsafeMutablePointer<msgpack_packer> { sink.packer }
 
-    func finish() -> [UInt8] {
+    func finish() throws -> [UInt8] {
+        if let oversize { throw oversize }
         recordEncodedSize(sink.count)
         return sink.bytes
     }
@@ -162,8 +168,8 @@ final class EncoderState {
         if T.self == Int64.self { return writeInt(identity(value, as: Int64.self)) }
         if T.self == UInt32.self { return writeUInt(UInt64(identity(value, as: UInt32.self))) }
         if T.self == Float.self { return writeFloat(identity(value, as: Float.self)) }
-        let before = sink.count
         closeContainers(downTo: level)
+        let before = sink.count
         // Array elements pass a plain index; the key is built only here.
         let pushed = key ?? (index >= 0 ? IndexKey(index) : nil)
         if let pushed { keys.append(pushed) }
@@ -193,7 +199,15 @@ final class EncoderState {
     }
 
     @inline(__always)
+    private func fits(_ count: Int, _ what: String) -> Bool {
+        if count <= UInt32.max { return true }
+        oversize = error("\(what) of \(count) bytes is longer than MessagePack allows (2^32-1)", code: .sizeLimitExceeded)
+        return false
+    }
+
+    @inline(__always)
     private func writeUTF8(_ utf8: UnsafeBufferPointer<UInt8>) {
+        guard fits(utf8.count, "str") else { return }
         _ = msgpack_pack_str(packer, utf8.count)
         if let base = utf8.baseAddress { _ = msgpack_pack_str_body(packer, base, utf8.count) }
     }
@@ -202,6 +216,7 @@ final class EncoderState {
     @inline(__always) func writeKey(_ key: some CodingKey) { writeString(key.stringValue) }
 
     func writeBinary(_ v: Data) {
+        guard fits(v.count, "bin") else { return }
         _ = msgpack_pack_bin(packer, v.count)
         v.withUnsafeBytes { raw in
             if let base = raw.baseAddress { _ = msgpack_pack_bin_body(packer, base, raw.count) }
@@ -209,6 +224,7 @@ final class EncoderState {
     }
 
     func writeBinary(_ v: [UInt8]) {
+        guard fits(v.count, "bin") else { return }
         _ = msgpack_pack_bin(packer, v.count)
         v.withUnsafeBytes { raw in
             if let base = raw.baseAddress { _ = msgpack_pack_bin_body(packer, base, raw.count) }
@@ -224,6 +240,7 @@ final class EncoderState {
     }
 
     func writeExtension(type: Int8, data: [UInt8]) {
+        guard fits(data.count, "ext") else { return }
         _ = msgpack_pack_ext(packer, data.count, type)
         data.withUnsafeBytes { raw in
             if let base = raw.baseAddress { _ = msgpack_pack_ext_body(packer, base, raw.count) }
@@ -253,7 +270,6 @@ final class EncoderState {
                 try write(entry.value)
             }
         case .extended(let type, let data):
-            guard data.count <= UInt32.max else { throw error("ext payload longer than 2^32-1 bytes", code: .sizeLimitExceeded) }
             writeExtension(type: type, data: data)
         case .timestamp(let seconds, let nanoseconds):
             try writeTimestamp(MessagePackTimestamp(seconds: seconds, nanoseconds: nanoseconds))

@@ -75,7 +75,7 @@ public enum MessagePackValue: Sendable, Codable {
     public func encoded() throws -> [UInt8] {
         let state = EncoderState(userInfo: [:])
         try state.write(self)
-        return state.sink.bytes
+        return try state.finish()
     }
 
     // MARK: Accessors
