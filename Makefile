@@ -13,7 +13,7 @@ build: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	SIGNFLEET_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --skip-build
+	SIGNFLEET_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --skip-build --disable-xctest
 
 demo: build
 	@scripts/demo.sh $(BIN)
