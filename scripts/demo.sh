@@ -50,6 +50,7 @@ echo "    coordinator sees $(count "$RUN_DIR/coordinator.log" "device alive") de
 
 echo "==> killing the coordinator with SIGKILL"
 kill -9 "$coordinator"
+wait "$coordinator" 2>/dev/null || true
 deadline=$((SECONDS + 30))
 until [ "$(count "$RUN_DIR/node.log" "server lost")" -ge "$DEVICES" ]; do
     [ $SECONDS -lt $deadline ] || { echo "demo: devices did not notice the coordinator was gone" >&2; exit 1; }
