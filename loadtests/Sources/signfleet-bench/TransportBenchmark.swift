@@ -1,4 +1,97 @@
-// Placeholder until the transport benchmark lands.
+// `signfleet-bench transport [seconds]`: DEALER -> ROUTER echo round trips over TCP loopback.
+//
+// The client is an AsyncSocket driven from a Task through a ZMQIOLoop (the path devices use).
+// Against the same raw-libzmq echo server thread as reference/zmq_echo.c, the ratio to that
+// program isolates what the async bridge costs; the "async-both" figures also run the server
+// through its own ZMQIOLoop, as a coordinator process would.
+import Foundation
+import ZeroMQ
+
 func transportBenchmark(_ arguments: [String]) async throws {
-    print("transport benchmark: not written yet")
+    let seconds = arguments.first.flatMap(Double.init) ?? 2.0
+    let context = try ZMQContext()
+
+    // Raw echo server on its own thread: the Socket is created, used and closed there.
+    let endpoint = try await withCheckedThrowingContinuation { (ready: CheckedContinuation<String, Error>) in
+        let thread = Thread { rawEchoServer(context: context, ready: ready) }
+        thread.name = "raw-echo"
+        thread.start()
+    }
+    let loop = try ZMQIOLoop(context: context, label: "bench-client")
+    let dealer = try await loop.makeSocket(.dealer)
+    try await dealer.connect(endpoint)
+    for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
+        let (perSecond, meanMicros) = try await roundTrips(dealer, payloadSize: size, seconds: seconds)
+        Report.emit("transport", "swift.rtt.\(label).per_s", perSecond, "rt/s")
+        Report.emit("transport", "swift.rtt.\(label).mean_us", meanMicros, "us")
+    }
+    try await dealer.send([Array("stop".utf8)])
+    await dealer.close()
+
+    // Both ends bridged: the echo server is an AsyncSocket on a second I/O loop.
+    let serverLoop = try ZMQIOLoop(context: context, label: "bench-server")
+    let router = try await serverLoop.makeSocket(.router)
+    let asyncEndpoint = try await router.bind("tcp://127.0.0.1:*")
+    let server = Task {
+        for try await message in router.messages { try await router.send(message) }
+    }
+    let client = try await loop.makeSocket(.dealer)
+    try await client.connect(asyncEndpoint)
+    for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
+        let (perSecond, meanMicros) = try await roundTrips(client, payloadSize: size, seconds: seconds)
+        Report.emit("transport", "swift.async-both.rtt.\(label).per_s", perSecond, "rt/s")
+        Report.emit("transport", "swift.async-both.rtt.\(label).mean_us", meanMicros, "us")
+    }
+    await loop.shutdown()
+    await serverLoop.shutdown()
+    _ = await server.result
+    context.shutdown()
+}
+
+/// Sequential request/reply round trips for `seconds` after a 200 ms warm-up.
+private func roundTrips(_ socket: AsyncSocket, payloadSize: Int, seconds: Double) async throws -> (Double, Double) {
+    let payload = [UInt8](repeating: 0x78, count: payloadSize)
+    let clock = ContinuousClock()
+    func trip() async throws {
+        try await socket.send([payload])
+        guard let reply = try await socket.receive(), reply.count == 1, reply[0].count == payloadSize else {
+            throw BenchmarkFailure(message: "bad or missing echo")
+        }
+    }
+    let warmUpEnd = clock.now.advanced(by: .milliseconds(200))
+    while clock.now < warmUpEnd { try await trip() }
+    var trips = 0
+    let start = clock.now
+    let end = start.advanced(by: .milliseconds(Int64(seconds * 1000)))
+    repeat {
+        for _ in 0..<64 { try await trip() }
+        trips += 64
+    } while clock.now < end
+    let (wholeSeconds, attoseconds) = start.duration(to: clock.now).components
+    let elapsed = Double(wholeSeconds) + Double(attoseconds) / 1e18
+    return (Double(trips) / elapsed, elapsed / Double(trips) * 1e6)
+}
+
+private struct BenchmarkFailure: Error { var message: String }
+
+/// Echoes every message until a one-frame "stop", then closes its socket (raw libzmq, one thread).
+private func rawEchoServer(context: ZMQContext, ready: CheckedContinuation<String, Error>) {
+    let router: Socket
+    do {
+        router = try Socket(context: context, type: .router)
+        try router.bind("tcp://127.0.0.1:*")
+        ready.resume(returning: try router.lastEndpoint)
+    } catch {
+        ready.resume(throwing: error)
+        return
+    }
+    defer { router.close() }
+    do {
+        while let message = try router.receive() {
+            if message.count == 2, message[1] == Array("stop".utf8) { return }
+            try router.send(frames: message)
+        }
+    } catch {
+        print("raw echo server failed: \(error)")
+    }
 }

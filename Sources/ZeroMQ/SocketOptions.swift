@@ -1,0 +1,59 @@
+import CZeroMQ
+
+/// Options applied to a socket when it is opened, before any bind or connect.
+///
+/// `nil` leaves libzmq's default. Durations are rounded down to milliseconds.
+///
+/// ```swift
+/// var options = SocketOptions()
+/// options.routingID = Array("device-7".utf8)
+/// options.heartbeatInterval = .seconds(1)
+/// options.heartbeatTimeout = .seconds(3)
+/// let dealer = try await loop.makeSocket(.dealer, options: options)
+/// ```
+public struct SocketOptions: Sendable {
+    /// `ZMQ_SNDHWM`: messages queued per peer before sends would block.
+    public var sendHighWaterMark: Int32 = 1000
+    /// `ZMQ_RCVHWM`: messages queued per peer before libzmq stops reading from it.
+    public var receiveHighWaterMark: Int32 = 1000
+    /// `ZMQ_LINGER` in milliseconds; 0 drops queued messages on close so shutdown never hangs.
+    public var linger: Int32 = 0
+    /// `ZMQ_IMMEDIATE`: queue only to completed connections.
+    public var immediate: Bool?
+    /// `ZMQ_ROUTER_MANDATORY`: sending to an unknown routing id fails with `EHOSTUNREACH`.
+    public var routerMandatory: Bool?
+    /// `ZMQ_ROUTER_HANDOVER`: a new connection with a known routing id takes it over.
+    public var routerHandover: Bool?
+    /// `ZMQ_MAXMSGSIZE` in bytes: peers sending larger messages are disconnected.
+    public var maxMessageSize: Int64?
+    /// `ZMQ_RECONNECT_IVL`.
+    public var reconnectInterval: Duration?
+    /// `ZMQ_RECONNECT_IVL_MAX` (exponential back-off ceiling).
+    public var reconnectIntervalMax: Duration?
+    /// `ZMQ_HEARTBEAT_IVL`: send ZMTP PINGs at this interval.
+    public var heartbeatInterval: Duration?
+    /// `ZMQ_HEARTBEAT_TIMEOUT`: drop the connection when no traffic arrives within it after a PING.
+    public var heartbeatTimeout: Duration?
+    /// `ZMQ_HEARTBEAT_TTL`: asks the peer to drop us after this long without traffic.
+    public var heartbeatTTL: Duration?
+    /// `ZMQ_ROUTING_ID`: this socket's identity as seen by a ROUTER peer.
+    public var routingID: [UInt8]?
+    /// Publishes ``MonitorEvent``s on ``AsyncSocket/monitorEvents``.
+    public var monitor: Bool = false
+    /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the
+    /// I/O thread stops reading that socket (so libzmq's `RCVHWM` pushes back on the peer).
+    public var receiveBufferLimit: Int = 1000
+
+    /// Options with the defaults above.
+    public init() {}
+}
+
+extension Duration {
+    /// Milliseconds, clamped into `Int32` as libzmq's interval options expect.
+    var zmqMilliseconds: Int32 {
+        let (seconds, attoseconds) = components
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
+        if milliseconds.overflow { return seconds < 0 ? 0 : Int32.max }
+        return Int32(clamping: max(0, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000))
+    }
+}

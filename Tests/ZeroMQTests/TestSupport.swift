@@ -1,0 +1,267 @@
+import Foundation
+import Synchronization
+import Testing
+import CZeroMQ
+@testable import ZeroMQ
+
+struct DeadlineExceeded: Error, CustomStringConvertible {
+    var what: String
+    var limit: Duration
+    var description: String { "\(what) did not finish within \(limit)" }
+}
+
+/// Runs `body` and fails with ``DeadlineExceeded`` if it takes longer than `limit`.
+///
+/// Returns at the deadline even if `body` ignores cancellation (a hang must fail the test,
+/// not hang the suite); the timer is a timeout, never a way to wait for something.
+func withDeadline<T: Sendable>(
+    _ limit: Duration = .seconds(20), _ what: String = "operation",
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let race = DeadlineRace<T>()
+    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+        race.start(continuation, limit: limit, what: what, body)
+    }
+}
+
+/// Whichever of the work and the timer finishes first resumes the caller; the other is cancelled.
+private final class DeadlineRace<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, Error>?
+        var work: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, Error>, limit: Duration, what: String,
+               _ body: @escaping @Sendable () async throws -> T) {
+        state.withLock { $0.continuation = continuation }
+        let timer = Task {
+            do { try await Task.sleep(for: limit) } catch { return }
+            self.finish(.failure(DeadlineExceeded(what: what, limit: limit)))
+        }
+        let work = Task {
+            do { self.finish(.success(try await body())) } catch { self.finish(.failure(error)) }
+        }
+        state.withLock { state in
+            state.timer = timer
+            state.work = work
+        }
+    }
+
+    private func finish(_ result: Result<T, Error>) {
+        let (continuation, work, timer) = state.withLock { state in
+            defer { state.continuation = nil }
+            return (state.continuation, state.work, state.timer)
+        }
+        guard let continuation else { return }
+        work?.cancel()
+        timer?.cancel()
+        continuation.resume(with: result)
+    }
+}
+
+/// Runs a blocking call (zmq_ctx_term) on its own thread so it never blocks the cooperative pool.
+func onOwnThread(_ body: @escaping @Sendable () -> Void) async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let thread = Thread {
+            body()
+            continuation.resume()
+        }
+        thread.start()
+    }
+}
+
+/// A context and loop torn down (loop, then context) under a deadline after `body`.
+func withLoop<T: Sendable>(
+    _ body: @escaping @Sendable (ZMQContext, ZMQIOLoop) async throws -> T
+) async throws -> T {
+    let context = try ZMQContext()
+    let loop = try ZMQIOLoop(context: context, label: "zmq-test")
+    let result: Result<T, Error>
+    do { result = .success(try await withDeadline(.seconds(30), "test body") { try await body(context, loop) }) }
+    catch { result = .failure(error) }
+    try await withDeadline(.seconds(10), "I/O loop shutdown") { await loop.shutdown() }
+    try await withDeadline(.seconds(10), "context termination") { await onOwnThread { context.shutdown() } }
+    let statistics = loop.statistics
+    #expect(statistics.socketsOpened == statistics.socketsClosed, "every socket closed exactly once")
+    return try result.get()
+}
+
+/// Waits for the first monitor event of `kind`, skipping the others.
+func waitForEvent(_ kind: MonitorEvent.Kind, on iterator: inout AsyncStream<MonitorEvent>.Iterator) async throws -> MonitorEvent {
+    while let event = await iterator.next() {
+        if event.kind == kind { return event }
+    }
+    throw ZMQError(errno: 0, operation: "monitor", message: "monitor stream ended before \(kind)")
+}
+
+func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+// MARK: Child processes
+
+struct ChildFailure: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// A real child process with its stdout captured, killed if still running when dropped.
+final class ChildProcess: Sendable {
+    private struct State {
+        var output: [UInt8] = []
+        var lineWaiters: [(Int, CheckedContinuation<String, Error>)] = []
+        var exitStatus: Int32?
+        var exitWaiters: [CheckedContinuation<Int32, Never>] = []
+    }
+
+    private final class Box: Sendable { let state = Mutex(State()) }
+    private let box = Box()
+    let pid: Int32
+    let command: String
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        command = ([executable] + arguments).joined(separator: " ")
+        let box = self.box
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil }
+            let ready: [(CheckedContinuation<String, Error>, String)] = box.state.withLock { state in
+                state.output.append(contentsOf: data)
+                let lines = state.output.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+                let complete = lines.count - 1
+                var ready: [(CheckedContinuation<String, Error>, String)] = []
+                state.lineWaiters.removeAll { index, continuation in
+                    guard index < complete else { return false }
+                    ready.append((continuation, String(decoding: lines[index], as: UTF8.self)))
+                    return true
+                }
+                return ready
+            }
+            for (continuation, line) in ready { continuation.resume(returning: line) }
+        }
+        process.terminationHandler = { process in
+            let status = process.terminationStatus
+            let (exitWaiters, lineWaiters) = box.state.withLock { state in
+                state.exitStatus = status
+                defer { state.exitWaiters.removeAll(); state.lineWaiters.removeAll() }
+                return (state.exitWaiters, state.lineWaiters)
+            }
+            for waiter in exitWaiters { waiter.resume(returning: status) }
+            for (_, waiter) in lineWaiters { waiter.resume(throwing: ChildFailure(description: "child exited with \(status) before printing")) }
+        }
+        try process.run()
+        pid = process.processIdentifier
+    }
+
+    /// The `index`-th line of the child's stdout (0-based), once printed.
+    func line(_ index: Int) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            let immediate: Result<String, Error>? = box.state.withLock { state in
+                let lines = state.output.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+                if index < lines.count - 1 { return .success(String(decoding: lines[index], as: UTF8.self)) }
+                if let status = state.exitStatus { return .failure(ChildFailure(description: "child exited with \(status)")) }
+                state.lineWaiters.append((index, continuation))
+                return nil
+            }
+            if let immediate { continuation.resume(with: immediate) }
+        }
+    }
+
+    /// The exit status (or signal number) once the child has exited.
+    func exitStatus() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let status: Int32? = box.state.withLock { state in
+                if let status = state.exitStatus { return status }
+                state.exitWaiters.append(continuation)
+                return nil
+            }
+            if let status { continuation.resume(returning: status) }
+        }
+    }
+
+    func kill() { _ = Foundation.kill(pid, SIGKILL) }
+
+    deinit {
+        if box.state.withLock({ $0.exitStatus == nil }) { _ = Foundation.kill(pid, SIGKILL) }
+    }
+}
+
+/// The C peer (raw libzmq), compiled once per test run into a temporary directory.
+let cPeer = Task<String, Error> {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-zmq-\(getpid())")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let source = directory.appendingPathComponent("zmq_peer.c")
+    let binary = directory.appendingPathComponent("zmq_peer")
+    try cPeerSource.write(to: source, atomically: true, encoding: .utf8)
+    let compiler = try ChildProcess("/usr/bin/env", ["cc", "-O1", "-o", binary.path, source.path, "-lzmq"])
+    let status = await compiler.exitStatus()
+    guard status == 0 else { throw ChildFailure(description: "cc failed with \(status) compiling \(source.path)") }
+    return binary.path
+}
+
+/// `zmq_peer dealer <endpoint> <routing-id> <count>`: sends `count` messages [seq, "from-c"],
+/// expects each echoed back, exits 0 on success.
+/// `zmq_peer router <endpoint>`: binds, prints the bound endpoint, echoes every message.
+let cPeerSource = #"""
+#include <zmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int echo_router(void *ctx, const char *endpoint) {
+    void *s = zmq_socket(ctx, ZMQ_ROUTER);
+    int linger = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_bind(s, endpoint) != 0) { fprintf(stderr, "bind: %s\n", zmq_strerror(zmq_errno())); return 3; }
+    char bound[256]; size_t size = sizeof bound;
+    zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, bound, &size);
+    printf("%s\n", bound);
+    fflush(stdout);
+    for (;;) {
+        zmq_msg_t parts[16]; int count = 0, more = 1;
+        while (more && count < 16) {
+            zmq_msg_init(&parts[count]);
+            if (zmq_msg_recv(&parts[count], s, 0) < 0) return 4;
+            more = zmq_msg_more(&parts[count]);
+            count++;
+        }
+        for (int i = 0; i < count; i++) {
+            if (zmq_msg_send(&parts[i], s, i + 1 < count ? ZMQ_SNDMORE : 0) < 0) zmq_msg_close(&parts[i]);
+        }
+    }
+}
+
+static int dealer(void *ctx, const char *endpoint, const char *id, int n) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int linger = 0, timeout = 10000;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(s, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(s, ZMQ_ROUTING_ID, id, strlen(id));
+    if (zmq_connect(s, endpoint) != 0) return 3;
+    for (int i = 0; i < n; i++) {
+        char seq[32], buf[64];
+        int len = snprintf(seq, sizeof seq, "%d", i);
+        if (zmq_send(s, seq, len, ZMQ_SNDMORE) < 0 || zmq_send(s, "from-c", 6, 0) < 0) return 4;
+        int r = zmq_recv(s, buf, sizeof buf, 0);
+        if (r != len || memcmp(buf, seq, len) != 0) return 5;
+        r = zmq_recv(s, buf, sizeof buf, 0);
+        if (r != 6 || memcmp(buf, "from-c", 6) != 0) return 6;
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    void *ctx = zmq_ctx_new();
+    if (argc == 3 && strcmp(argv[1], "router") == 0) return echo_router(ctx, argv[2]);
+    if (argc == 5 && strcmp(argv[1], "dealer") == 0) return dealer(ctx, argv[2], argv[3], atoi(argv[4]));
+    fprintf(stderr, "usage: zmq_peer router <endpoint> | dealer <endpoint> <id> <count>\n");
+    return 2;
+}
+"""#

@@ -1,0 +1,345 @@
+import Foundation
+import Synchronization
+import Testing
+import CZeroMQ
+@testable import ZeroMQ
+
+@Suite("ZeroMQ")
+struct ZeroMQTests {
+    // MARK: Low-level Socket and Poller
+
+    @Test func socketAndPollerOnOneThread() throws {
+        let context = try ZMQContext()
+        defer { context.shutdown() }
+        let a = try Socket(context: context, type: .pair)
+        let b = try Socket(context: context, type: .pair)
+        defer { a.close(); b.close() }
+        try a.bind("inproc://poller-test")
+        try b.connect("inproc://poller-test")
+        #expect(try a.lastEndpoint == "inproc://poller-test")
+
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+
+        let poller = Poller()
+        let socketIndex = poller.register(b, events: .readable)
+        let fdIndex = poller.register(fd: fds[0], events: .readable)
+        #expect(try poller.poll(timeoutMilliseconds: 0) == 0)
+        #expect(try b.receive(dontWait: true) == nil)
+
+        #expect(try a.send(frames: [bytes("one"), [], bytes("three")], dontWait: true))
+        var byte: UInt8 = 1
+        #expect(write(fds[1], &byte, 1) == 1)
+        #expect(try poller.poll(timeoutMilliseconds: 5000) == 2)
+        #expect(poller.returnedEvents(at: socketIndex).contains(.readable))
+        #expect(poller.returnedEvents(at: fdIndex).contains(.readable))
+        #expect(try b.receive() == [bytes("one"), [], bytes("three")])
+
+        try b.setOption(ZMQ_SNDHWM, Int32(7))
+        #expect(try b.int32Option(ZMQ_SNDHWM) == 7)
+        a.close()
+        a.close()  // idempotent
+        #expect(throws: ZMQError.self) { try a.send(frames: [bytes("x")]) }
+    }
+
+    // MARK: Async ROUTER / DEALER
+
+    @Test func routerDealerRoundTripWithRoutingIDs() async throws {
+        try await withLoop { _, loop in
+            let router = try await loop.makeSocket(.router)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            #expect(endpoint.hasPrefix("tcp://127.0.0.1:") && !endpoint.hasSuffix(":*"))
+
+            var options = SocketOptions()
+            options.routingID = bytes("device-1")
+            let dealer = try await loop.makeSocket(.dealer, options: options)
+            try await dealer.connect(endpoint)
+
+            try await dealer.send([bytes("hello"), [], bytes("world")])
+            let request = try #require(try await router.receive())
+            #expect(request == [bytes("device-1"), bytes("hello"), [], bytes("world")])
+            try await router.send([request[0], bytes("reply"), bytes("2")])
+            #expect(try await dealer.receive() == [bytes("reply"), bytes("2")])
+
+            // Many messages, in order, both directions, with sends not awaited one by one.
+            let count = 2000
+            let sender = Task {
+                for index in 0..<count { try await dealer.send([bytes("\(index)")]) }
+            }
+            var index = 0
+            for try await message in router.messages {
+                #expect(message == [bytes("device-1"), bytes("\(index)")])
+                try await router.send(message)
+                index += 1
+                if index == count { break }
+            }
+            try await sender.value
+            for expected in 0..<count {
+                let echoed = try #require(try await dealer.receive())
+                #expect(echoed == [bytes("\(expected)")])
+            }
+        }
+    }
+
+    @Test func routerMandatoryRejectsUnknownPeer() async throws {
+        try await withLoop { _, loop in
+            var options = SocketOptions()
+            options.routerMandatory = true
+            let router = try await loop.makeSocket(.router, options: options)
+            _ = try await router.bind("tcp://127.0.0.1:*")
+            let error = try await #require(throws: ZMQError.self) {
+                try await router.send([bytes("nobody"), bytes("hello")])
+            }
+            #expect(error.errno == EHOSTUNREACH)
+            #expect(error.message == String(cString: zmq_strerror(EHOSTUNREACH)))
+            // The socket keeps working after the error.
+            let error2 = try await #require(throws: ZMQError.self) {
+                try await router.send([bytes("nobody-else"), bytes("hello")])
+            }
+            #expect(error2.errno == EHOSTUNREACH)
+        }
+    }
+
+    @Test func malformedEndpointThrowsErrnoAndText() async throws {
+        try await withLoop { _, loop in
+            let dealer = try await loop.makeSocket(.dealer)
+            let error = try await #require(throws: ZMQError.self) { try await dealer.connect("not an endpoint") }
+            #expect(error.errno == EINVAL)
+            #expect(error.message == "Invalid argument")
+            #expect(error.operation.contains("not an endpoint"))
+            #expect(error.description.contains("Invalid argument"))
+            let protocolError = try await #require(throws: ZMQError.self) { try await dealer.connect("bogus://x:1") }
+            #expect(protocolError.errno == EPROTONOSUPPORT)
+            #expect(!protocolError.message.isEmpty)
+        }
+    }
+
+    @Test func closeIsIdempotentAndLaterCommandsFail() async throws {
+        try await withLoop { _, loop in
+            let dealer = try await loop.makeSocket(.dealer)
+            await dealer.close()
+            await dealer.close()
+            let error = try await #require(throws: ZMQError.self) { try await dealer.send([bytes("x")]) }
+            #expect(error.errno == ENOTSOCK)
+            #expect(try await dealer.receive() == nil)  // the stream has finished
+            #expect(loop.statistics.socketsClosed == 1)
+        }
+    }
+
+    // MARK: Two processes
+
+    @Test func messagesCrossToAnotherProcess() async throws {
+        let peer = try await cPeer.value
+        try await withLoop { _, loop in
+            let router = try await loop.makeSocket(.router)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            let count = 200
+            let child = try ChildProcess(peer, ["dealer", endpoint, "c-device", "\(count)"])
+            var received = 0
+            for try await message in router.messages {
+                #expect(message == [bytes("c-device"), bytes("\(received)"), bytes("from-c")])
+                try await router.send(message)
+                received += 1
+                if received == count { break }
+            }
+            #expect(await child.exitStatus() == 0, "the C dealer got every echo back")
+        }
+    }
+
+    @Test func dealerReconnectsAfterPeerProcessRestarts() async throws {
+        let peer = try await cPeer.value
+        try await withLoop { _, loop in
+            let first = try ChildProcess(peer, ["router", "tcp://127.0.0.1:*"])
+            let endpoint = try await first.line(0)
+            #expect(endpoint.hasPrefix("tcp://127.0.0.1:"))
+
+            var options = SocketOptions()
+            options.monitor = true
+            options.routingID = bytes("swift-device")
+            options.reconnectInterval = .milliseconds(20)
+            options.reconnectIntervalMax = .milliseconds(200)
+            let dealer = try await loop.makeSocket(.dealer, options: options)
+            var events = dealer.monitorEvents.makeAsyncIterator()
+            try await dealer.connect(endpoint)
+            _ = try await waitForEvent(.connected, on: &events)
+            try await dealer.send([bytes("before")])
+            #expect(try await dealer.receive() == [bytes("before")])
+
+            first.kill()
+            #expect(await first.exitStatus() != 0)
+            let disconnected = try await waitForEvent(.disconnected, on: &events)
+            #expect(disconnected.endpoint == endpoint)
+
+            let second = try ChildProcess(peer, ["router", endpoint])
+            #expect(try await second.line(0) == endpoint)
+            _ = try await waitForEvent(.connected, on: &events)
+            try await dealer.send([bytes("after")])
+            #expect(try await dealer.receive() == [bytes("after")])
+            second.kill()
+            _ = await second.exitStatus()
+        }
+    }
+
+    @Test func dealerReconnectsAfterRouterIsClosedAndRebound() async throws {
+        try await withLoop { _, loop in
+            let router = try await loop.makeSocket(.router)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            var options = SocketOptions()
+            options.monitor = true
+            options.routingID = bytes("d")
+            options.reconnectInterval = .milliseconds(20)
+            let dealer = try await loop.makeSocket(.dealer, options: options)
+            var events = dealer.monitorEvents.makeAsyncIterator()
+            try await dealer.connect(endpoint)
+            try await dealer.send([bytes("1")])
+            #expect(try await router.receive() == [bytes("d"), bytes("1")])
+
+            await router.close()
+            _ = try await waitForEvent(.disconnected, on: &events)
+            let rebound = try await loop.makeSocket(.router)
+            #expect(try await rebound.bind(endpoint) == endpoint)
+            _ = try await waitForEvent(.connected, on: &events)
+            try await dealer.send([bytes("2")])
+            #expect(try await rebound.receive() == [bytes("d"), bytes("2")])
+        }
+    }
+
+    // MARK: Limits
+
+    @Test func oversizedMessageDisconnectsOnlyThatPeer() async throws {
+        try await withLoop { _, loop in
+            var routerOptions = SocketOptions()
+            routerOptions.maxMessageSize = 1024
+            routerOptions.monitor = true
+            let router = try await loop.makeSocket(.router, options: routerOptions)
+            var events = router.monitorEvents.makeAsyncIterator()
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+
+            var good = SocketOptions()
+            good.routingID = bytes("good")
+            let goodDealer = try await loop.makeSocket(.dealer, options: good)
+            try await goodDealer.connect(endpoint)
+            try await goodDealer.send([bytes("hi")])
+            #expect(try await router.receive() == [bytes("good"), bytes("hi")])
+
+            var bad = SocketOptions()
+            bad.routingID = bytes("bad")
+            let badDealer = try await loop.makeSocket(.dealer, options: bad)
+            try await badDealer.connect(endpoint)
+            try await badDealer.send([[UInt8](repeating: 7, count: 4096)])
+            _ = try await waitForEvent(.disconnected, on: &events)
+
+            try await goodDealer.send([bytes("still there?")])
+            #expect(try await router.receive() == [bytes("good"), bytes("still there?")])
+            try await router.send([bytes("good"), bytes("yes")])
+            #expect(try await goodDealer.receive() == [bytes("yes")])
+            #expect(router.bufferedMessageCount == 0, "the oversized message never arrived")
+        }
+    }
+
+    @Test func slowConsumerKeepsTheBufferBounded() async throws {
+        try await withLoop { _, loop in
+            let limit = 16
+            var receiverOptions = SocketOptions()
+            receiverOptions.receiveBufferLimit = limit
+            receiverOptions.receiveHighWaterMark = 8
+            let receiver = try await loop.makeSocket(.router, options: receiverOptions)
+            let endpoint = try await receiver.bind("tcp://127.0.0.1:*")
+
+            var senderOptions = SocketOptions()
+            senderOptions.sendHighWaterMark = 8
+            let sender = try await loop.makeSocket(.dealer, options: senderOptions)
+            try await sender.connect(endpoint)
+            let count = 3000
+            let payload = [UInt8](repeating: 1, count: 16 * 1024)  // more in flight than the kernel buffers hold
+            let producer = Task {
+                for index in 0..<count { try await sender.send([bytes("\(index)"), payload]) }
+            }
+
+            await receiver.inbox.waitUntilPaused()
+            #expect(receiver.bufferedMessageCount <= limit)
+            var index = 0
+            for try await message in receiver.messages {
+                #expect(message.count == 3 && message[1] == bytes("\(index)"))
+                #expect(receiver.bufferedMessageCount <= limit)
+                index += 1
+                if index % 100 == 0 { await Task.yield() }  // a consumer slower than the wire
+                if index == count { break }
+            }
+            try await producer.value
+            #expect(receiver.peakBufferedMessageCount <= limit)
+            #expect(receiver.inbox.pauses >= 1)
+        }
+    }
+
+    // MARK: Shutdown
+
+    @Test func shutdownWithPendingSendsCompletes() async throws {
+        let context = try ZMQContext()
+        let loop = try ZMQIOLoop(context: context, label: "zmq-shutdown-test")
+
+        // A dead endpoint: the port was bound and released, so nothing listens there.
+        let probe = try await loop.makeSocket(.router)
+        let deadEndpoint = try await probe.bind("tcp://127.0.0.1:*")
+        await probe.close()
+
+        var options = SocketOptions()
+        options.sendHighWaterMark = 2
+        let connected = try await loop.makeSocket(.dealer, options: options)
+        try await connected.connect(deadEndpoint)
+        let unconnected = try await loop.makeSocket(.dealer, options: options)
+        _ = try await loop.makeSocket(.router)  // an idle open socket
+
+        let (progress, progressContinuation) = AsyncStream.makeStream(of: Int.self)
+        let producers = [connected, unconnected].map { socket in
+            Task { () -> Int in
+                var sent = 0
+                do {
+                    for index in 0..<100 {
+                        try await socket.send([bytes("queued \(index)")])
+                        sent += 1
+                        progressContinuation.yield(sent)
+                    }
+                } catch {
+                    #expect(error is ZMQError)
+                }
+                return sent
+            }
+        }
+        // The connected DEALER queues up to its HWM in libzmq, then its sends wait.
+        for await sent in progress where sent >= 2 { break }
+
+        try await withDeadline(.seconds(5), "I/O loop shutdown") { await loop.shutdown() }
+        let sent = try await withDeadline(.seconds(5), "pending sends failing") {
+            var counts: [Int] = []
+            for producer in producers { counts.append(await producer.value) }
+            return counts
+        }
+        #expect(sent[0] < 100 && sent[1] == 0)
+        try await withDeadline(.seconds(5), "context termination") { await onOwnThread { context.shutdown() } }
+        await connected.close()  // after shutdown: a no-op, not a second zmq_close
+        let statistics = loop.statistics
+        #expect(statistics.socketsOpened == 4)
+        #expect(statistics.socketsClosed == 4)
+        let error = try await #require(throws: ZMQError.self) { try await loop.makeSocket(.dealer) }
+        #expect(error.errno == ETERM)
+        await loop.shutdown()  // idempotent
+    }
+
+    @Test func contextTerminationStopsALoopWithOpenSockets() async throws {
+        let context = try ZMQContext()
+        let loop = try ZMQIOLoop(context: context, label: "zmq-term-test")
+        let router = try await loop.makeSocket(.router)
+        _ = try await router.bind("tcp://127.0.0.1:*")
+        let dealer = try await loop.makeSocket(.dealer)
+        let waiting = Task { try await dealer.receive() }
+        // zmq_ctx_term waits for the sockets; the loop sees ETERM and closes them.
+        try await withDeadline(.seconds(5), "context termination with open sockets") {
+            await onOwnThread { context.shutdown() }
+        }
+        #expect(try await withDeadline(.seconds(5)) { try await waiting.value } == nil)
+        try await withDeadline(.seconds(5), "I/O loop shutdown") { await loop.shutdown() }
+        #expect(loop.statistics.socketsClosed == 2)
+    }
+}
