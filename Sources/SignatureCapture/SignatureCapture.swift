@@ -1,1 +1,0 @@
-// Placeholder: the SignatureCapture module is being written (see the open issues).
