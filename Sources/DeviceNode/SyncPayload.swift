@@ -273,3 +273,12 @@ extension Date {
         return Int64(value)
     }
 }
+
+/// Ed25519 verification of device signatures, for servers, checkers and tests.
+public enum DeviceSignature {
+    /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes).
+    public static func isValid(_ signature: [UInt8], for message: [UInt8], publicKey: [UInt8]) -> Bool {
+        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
+        return key.isValidSignature(signature, for: message)
+    }
+}
