@@ -43,7 +43,10 @@ extension DeviceNode {
 
         let ids = EnvelopeIDs(stored.envelope)
         if let sequence = stored.sequence {
-            return .readyForSync(sequence: sequence, message: stored.envelope.syncEligibility(user: signingUser).message)
+            // Say why it is ready (as when it was queued), not merely that it is queued.
+            var probe = stored.envelope
+            probe.localState = .cached
+            return .readyForSync(sequence: sequence, message: probe.syncEligibility(user: signingUser).message)
         }
         switch stored.envelope.resumeDecision(user: signingUser) {
         case .readyForSync(let eligibility):

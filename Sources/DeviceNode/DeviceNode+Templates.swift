@@ -39,7 +39,8 @@ extension DeviceNode {
     @discardableResult
     public func cacheTemplate(_ template: EnvelopeTemplate) async throws -> CachedTemplate {
         try ensureOpen()
-        let now = configuration.clock()
+        // Rounded to what the store keeps, so the returned time equals the one listed later.
+        let now = Date(timeIntervalSince1970: configuration.clock().timeIntervalSince1970)
         let isUpdate = try await storeCall { try await self.store.upsertTemplate(template, cachedAt: now) }
         publish(.templateCached(TemplateCached(templateId: template.templateId, cachedAt: now, isUpdate: isUpdate)))
         return CachedTemplate(template: template, cachedAt: now)

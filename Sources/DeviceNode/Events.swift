@@ -71,6 +71,14 @@ public enum DeviceEvent: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/signingCompleted(_:)``.
 public struct SigningCompleted: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs, recipientIds: [String], signingMode: SigningMode, sequence: UInt64?) {
+        self.envelope = envelope
+        self.recipientIds = recipientIds
+        self.signingMode = signingMode
+        self.sequence = sequence
+    }
+
     /// The envelope.
     public var envelope: EnvelopeIDs
     /// The recipients who signed in this session, in order.
@@ -83,6 +91,15 @@ public struct SigningCompleted: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/signingCancelled(_:)``.
 public struct SigningCancelled: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs, recipientId: String, exitReason: SigningExitReason, signingMode: SigningMode, declineReason: String? = nil) {
+        self.envelope = envelope
+        self.recipientId = recipientId
+        self.exitReason = exitReason
+        self.signingMode = signingMode
+        self.declineReason = declineReason
+    }
+
     /// The envelope.
     public var envelope: EnvelopeIDs
     /// The recipient who stopped.
@@ -97,6 +114,13 @@ public struct SigningCancelled: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/envelopeCached(_:)``.
 public struct EnvelopeCached: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs, isUpdate: Bool, templateId: String? = nil) {
+        self.envelope = envelope
+        self.isUpdate = isUpdate
+        self.templateId = templateId
+    }
+
     /// The envelope.
     public var envelope: EnvelopeIDs
     /// `false` on compose; `true` when a local signer's progress was saved.
@@ -107,6 +131,12 @@ public struct EnvelopeCached: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/envelopeUncached(_:)``.
 public struct EnvelopeUncached: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs, reason: Reason) {
+        self.envelope = envelope
+        self.reason = reason
+    }
+
     /// Why the envelope left the cache.
     public enum Reason: String, Hashable, Sendable {
         /// Removed by the integrator.
@@ -124,6 +154,14 @@ public struct EnvelopeUncached: Hashable, Sendable {
 
 /// Fields of failure events.
 public struct EnvelopeFailure: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs?, recipientId: String? = nil, signingMode: SigningMode? = nil, error: DeviceNodeError) {
+        self.envelope = envelope
+        self.recipientId = recipientId
+        self.signingMode = signingMode
+        self.error = error
+    }
+
     /// The envelope, when the failure concerns one.
     public var envelope: EnvelopeIDs?
     /// The recipient, when the failure concerns one.
@@ -136,6 +174,13 @@ public struct EnvelopeFailure: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/templateCached(_:)``.
 public struct TemplateCached: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(templateId: String, cachedAt: Date, isUpdate: Bool) {
+        self.templateId = templateId
+        self.cachedAt = cachedAt
+        self.isUpdate = isUpdate
+    }
+
     /// The template id.
     public var templateId: String
     /// When it was cached.
@@ -146,6 +191,12 @@ public struct TemplateCached: Hashable, Sendable {
 
 /// Fields of ``DeviceEvent/envelopeQueuedForSync(_:)``.
 public struct EnvelopeQueued: Hashable, Sendable {
+    /// Creates the event fields.
+    public init(envelope: EnvelopeIDs, sequence: UInt64) {
+        self.envelope = envelope
+        self.sequence = sequence
+    }
+
     /// The envelope.
     public var envelope: EnvelopeIDs
     /// Its outbox sequence number.
