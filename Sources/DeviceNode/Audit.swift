@@ -2,6 +2,7 @@ import Crypto
 import Envelopes
 import Foundation
 import GRDB
+import MessagePack
 import SignatureCapture
 
 extension DeviceStore {
@@ -74,11 +75,24 @@ extension DeviceStore {
                 ORDER BY o.sequence
                 """).map { UInt64($0) }
 
+            var user: SigningUser?
+            if let body = try Data.fetchOne(db, sql: "SELECT userInfo FROM account WHERE id = 1"),
+               let info = try? MessagePackDecoder().decode(UserInfo.self, from: body) {
+                user = SigningUser(email: info.email, name: info.userName)
+            }
+            var readyButNotQueued: [String] = []
+            for id in try String.fetchAll(db, sql: "SELECT envelopeId FROM envelopes WHERE localState = 'cached' ORDER BY envelopeId") {
+                if let stored = try Self.loadEnvelope(db, id: id), stored.envelope.syncEligibility(user: user).isReadyForSync {
+                    readyButNotQueued.append(id)
+                }
+            }
+
             return StoreAudit(
                 sequences: sequences, isGapless: isGapless, invalidSignatures: invalidSignatures,
                 queuedWithoutOutbox: queuedWithoutOutbox, outboxWithoutEnvelope: outboxWithoutEnvelope,
                 outboxWithoutSignatures: outboxWithoutSignatures, unboundSignatures: unbound,
-                journalMismatches: journalMismatches, outboxWithoutJournal: outboxWithoutJournal)
+                journalMismatches: journalMismatches, outboxWithoutJournal: outboxWithoutJournal,
+                readyButNotQueued: readyButNotQueued)
         }
     }
 }

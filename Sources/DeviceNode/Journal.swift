@@ -66,11 +66,14 @@ public struct StoreAudit: Hashable, Sendable {
     public var journalMismatches: [String]
     /// Outbox items without a `queued` journal entry.
     public var outboxWithoutJournal: [UInt64]
+    /// Cached envelopes that are ready for sync (for the persisted account's user) but not queued:
+    /// signed work that would never leave the device.
+    public var readyButNotQueued: [String]
 
     /// Whether every invariant holds.
     public var isConsistent: Bool {
         isGapless && invalidSignatures.isEmpty && queuedWithoutOutbox.isEmpty && outboxWithoutEnvelope.isEmpty
             && outboxWithoutSignatures.isEmpty && unboundSignatures.isEmpty && journalMismatches.isEmpty
-            && outboxWithoutJournal.isEmpty
+            && outboxWithoutJournal.isEmpty && readyButNotQueued.isEmpty
     }
 }
