@@ -49,7 +49,7 @@ public struct DeviceConfiguration: Sendable {
 
     private var _apiTimeout: TimeInterval
 
-    /// Timeout of calls to the server in seconds, clamped to 30...1200 as the SDK does.
+    /// Timeout of calls to the server (account and template services) in seconds, clamped to 30...1200 as the SDK does.
     public var apiTimeout: TimeInterval {
         get { _apiTimeout }
         set { _apiTimeout = Self.clampTimeout(newValue) }

@@ -71,7 +71,10 @@ extension DeviceNode {
             throw DeviceNodeError(.invalidEnvelope, error.message, envelope: ids)
         }
         let queue = envelope.syncEligibility(user: signingUser).isReadyForSync
-        publish(.envelopeCachingStarted(ids))
+        // A retry of a compose that already happened sends no caching events (the write below
+        // still decides, should two composes race).
+        let known = try await storeCall { try await self.store.envelopeId(transactionId: envelope.transactionId) }
+        if known == nil { publish(.envelopeCachingStarted(ids)) }
         let result: ComposeWrite
         do {
             result = try await storeCall { try await self.store.compose(envelope, mode: mode, queue: queue, deletingDraft: deletingDraft) }

@@ -48,7 +48,7 @@ extension DeviceNode {
         guard changed else { return }
         if receipt.outcome == .rejected {
             publish(.syncFailed(SyncProgress(envelope: ids, sequence: sequence, error: receipt.reason ?? "rejected by the server", willRetry: false)))
-            publish(.envelopeUncached(EnvelopeUncached(envelope: ids, reason: .synced)))
+            publish(.envelopeUncached(EnvelopeUncached(envelope: ids, reason: .rejected)))
         } else {
             publish(.syncSucceeded(SyncProgress(envelope: ids, sequence: sequence)))
             publish(.envelopeUncached(EnvelopeUncached(envelope: ids, reason: .synced)))

@@ -14,7 +14,8 @@ extension DeviceNode {
         let account = try requireAccount()
         let service = try requireTemplateService()
         do {
-            return try await service.listTemplates(accessToken: account.accessToken)
+            let token = account.accessToken
+            return try await withAPITimeout("the template service") { try await service.listTemplates(accessToken: token) }
         } catch {
             throw DeviceNodeError(.templateServiceFailed, "listing templates failed; retry when online", underlying: error)
         }
@@ -28,7 +29,8 @@ extension DeviceNode {
         let service = try requireTemplateService()
         let template: EnvelopeTemplate
         do {
-            template = try await service.fetchTemplate(id: id, accessToken: account.accessToken)
+            let token = account.accessToken
+            template = try await withAPITimeout("the template service") { try await service.fetchTemplate(id: id, accessToken: token) }
         } catch {
             throw DeviceNodeError(.templateServiceFailed, "downloading template '\(id)' failed; retry when online", underlying: error)
         }

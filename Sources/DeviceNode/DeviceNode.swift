@@ -131,7 +131,8 @@ public actor DeviceNode {
         try ensureOpen()
         let user: UserInfo
         do {
-            user = try await accountService.userInfo(accessToken: accessToken)
+            let service = accountService
+            user = try await withAPITimeout("the account service") { try await service.userInfo(accessToken: accessToken) }
         } catch {
             throw DeviceNodeError(.loginFailed, "login with the access token failed; check the token, or log in offline with the persisted account", underlying: error)
         }
@@ -139,7 +140,7 @@ public actor DeviceNode {
         try await storeCall { try await self.store.saveAccount(user, accessToken: accessToken, at: now) }
         let info = AccountInfo(user: user, accessToken: accessToken, loggedInAt: now, isOffline: false)
         account = info
-        logger.info("logged in", metadata: ["account": "\(user.accountId)", "user": "\(user.email)"])
+        logger.debug("logged in", metadata: ["account": "\(user.accountId)", "user": "\(user.email)"])
         return info
     }
 
@@ -215,6 +216,28 @@ public actor DeviceNode {
 
     func ensureOpen() throws {
         if closed { throw DeviceNodeError(.storeFailure, "the device node is closed; open it again") }
+    }
+
+    /// A server call that did not answer within ``DeviceConfiguration/apiTimeout``.
+    struct APITimeout: Error, CustomStringConvertible {
+        var what: String
+        var seconds: Double
+        var description: String { "\(what) did not answer within \(Int(seconds)) s (apiTimeout)" }
+    }
+
+    /// Runs a call to a server seam, giving up after the configured API timeout.
+    func withAPITimeout<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+        let seconds = configuration.apiTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw APITimeout(what: what, seconds: seconds) }
+            return value
+        }
     }
 
     /// Runs a store operation, turning unexpected errors into ``DeviceNodeError/Code/storeFailure``.

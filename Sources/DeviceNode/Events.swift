@@ -143,6 +143,8 @@ public struct EnvelopeUncached: Hashable, Sendable {
         case removed
         /// Synced: the server has it; a receipt is kept.
         case synced
+        /// The server rejected it for good; the outbox item keeps its payload for inspection.
+        case rejected
         /// Dropped by a forced logout.
         case logout
     }
@@ -249,8 +251,12 @@ public struct SyncSummary: Hashable, Sendable {
 /// A subscriber sees the events published after it subscribed, in order. Ending iteration (or
 /// dropping the stream) unsubscribes.
 final class EventBroadcaster: Sendable {
-    private let subscribers = Mutex<[UInt64: AsyncStream<DeviceEvent>.Continuation]>([:])
-    private let nextId = Atomic<UInt64>(0)
+    private struct State {
+        var subscribers: [UInt64: AsyncStream<DeviceEvent>.Continuation] = [:]
+        var nextId: UInt64 = 0
+        var finished = false
+    }
+    private let state = Mutex(State())
     private let bufferLimit: Int
 
     init(bufferLimit: Int) {
@@ -260,24 +266,34 @@ final class EventBroadcaster: Sendable {
     func subscribe() -> AsyncStream<DeviceEvent> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: DeviceEvent.self, bufferingPolicy: .bufferingNewest(bufferLimit))
-        let id = nextId.add(1, ordering: .relaxed).newValue
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        let id: UInt64? = state.withLock { state in
+            guard !state.finished else { return nil }
+            state.nextId += 1
+            state.subscribers[state.nextId] = continuation
+            return state.nextId
         }
-        subscribers.withLock { $0[id] = continuation }
+        guard let id else {
+            // Subscribing to a closed node: the stream ends at once.
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
         return stream
     }
 
     func publish(_ event: DeviceEvent) {
         // Yield outside the lock: onTermination may run synchronously and take it.
-        let targets = subscribers.withLock { Array($0.values) }
+        let targets = state.withLock { Array($0.subscribers.values) }
         for continuation in targets { continuation.yield(event) }
     }
 
     func finish() {
-        let targets = subscribers.withLock { subscribers in
-            defer { subscribers = [:] }
-            return Array(subscribers.values)
+        let targets = state.withLock { state in
+            state.finished = true
+            defer { state.subscribers = [:] }
+            return Array(state.subscribers.values)
         }
         for continuation in targets { continuation.finish() }
     }

@@ -37,8 +37,8 @@ struct AccountDraftTemplateTests {
     func offlineLogin() async throws {
         let directory = try TempDirectory()
         let first = try await Fixture.make(directory: directory)
-        #expect(try await first.node.currentAccount?.user == hostUser)
-        #expect(try await first.node.currentAccount?.isOffline == false)
+        #expect(await first.node.currentAccount?.user == hostUser)
+        #expect(await first.node.currentAccount?.isOffline == false)
         try await first.node.close()
 
         let second = try await Fixture.make(login: false, directory: directory)
