@@ -184,6 +184,8 @@ extension DeviceNode {
         guard inputs.count == tabs.count else {
             throw invalid("gave \(inputs.count) input(s) for \(tabs.count) tab(s); answer each tab once, in order")
         }
+        // Work on a copy: a bad input later in the list must leave no earlier tab changed.
+        var updated = envelope
         var signatures: [StoredSignature] = []
         for ((index, tab), input) in zip(tabs, inputs) {
             let label = "tab \(index) (\(tab.type.rawValue)\(tab.tabId.map { " '\($0)'" } ?? ""))"
@@ -208,9 +210,11 @@ extension DeviceNode {
                 guard tab.optional else { throw invalid("\(label) is required: give a signature") }
             case (_, .signature):
                 throw invalid("\(label) takes no signature")
+            case (.signHere, _), (.initialHere, _):
+                throw invalid("\(label) takes a signature")
             case (.checkbox, .selected(let on)), (.radio, .selected(let on)):
                 guard !tab.locked else { throw invalid("\(label) is locked") }
-                envelope.tabs[index].selected = on
+                updated.tabs[index].selected = on
             case (_, .selected):
                 throw invalid("\(label) is not a checkbox or radio button")
             case (.checkbox, .text), (.radio, .text):
@@ -218,7 +222,7 @@ extension DeviceNode {
             case (_, .text(let value)):
                 guard !tab.locked else { throw invalid("\(label) is locked") }
                 guard value.count <= 10_000 else { throw invalid("\(label) value is longer than 10,000 characters") }
-                envelope.tabs[index].value = value
+                updated.tabs[index].value = value
             case (_, .keep):
                 let empty = (tab.value ?? "").trimmingCharacters(in: .whitespaces).isEmpty
                 if [.text, .company, .title, .fullName].contains(tab.type), empty, !tab.optional, !tab.locked {
@@ -226,6 +230,7 @@ extension DeviceNode {
                 }
             }
         }
+        envelope = updated
         return signatures
     }
 }

@@ -88,3 +88,52 @@ struct MoreEventTests {
         #expect(try await first == .completed(signed: ["1"], sequence: 1))
     }
 }
+
+@Suite("Driver failures")
+struct DriverFailureTests {
+    /// Signs like a SyntheticSigner, except that recipient "2" fills its text tab (first) and then
+    /// answers its sign-here tab with a checkbox value.
+    struct Confused: SignerDriver {
+        func act(in session: SigningSession) async throws -> SignerAction {
+            guard session.recipient.recipientId == "2" else { return try await SyntheticSigner(seed: 4).act(in: session) }
+            return .sign([.text("partial"), .selected(true)])
+        }
+    }
+
+    struct Broken: SignerDriver {
+        struct Failure: Error {}
+        func act(in session: SigningSession) async throws -> SignerAction {
+            if session.recipient.recipientId == "2" { throw Failure() }
+            return try await SyntheticSigner(seed: 4).act(in: session)
+        }
+    }
+
+    @Test("a bad input keeps earlier signers' work (saved at session end) and changes nothing of the failing signer")
+    func badInputKeepsEarlierWork() async throws {
+        let fixture = try await Fixture.make(saveProgress: false)
+        let node = fixture.node
+        let events = node.events()
+        var definition = try SampleEnvelope.inPerson(signers: 2, transactionId: "tx-confused")
+        // Text tabs first, so the failing signer's text is applied before the bad input is found.
+        definition.tabs = definition.tabs.filter { $0.type == .text } + definition.tabs.filter { $0.type != .text }
+        let id = try await node.compose(definition)
+        await expectDeviceError(.invalidSignerInput) { _ = try await node.resumeSigning(envelopeId: id, driver: Confused()) }
+        #expect(try await node.signatures(envelopeId: id).map(\.recipientId) == ["1"])
+        let envelope = try #require(try await node.cachedEnvelope(id: id))
+        #expect(envelope.recipient(id: "1")?.status == .signed)
+        #expect(envelope.recipient(id: "2")?.status == .created)
+        #expect(envelope.tabs(forRecipient: "2").allSatisfy { $0.value == nil && !$0.selected })
+        #expect(try await node.cacheState(envelopeId: id) == .cached)
+        let seen = try await collect(events) { if case .signingError = $0 { return true } else { return false } }
+        guard case .signingError(let failure) = seen.last else { return }
+        #expect(failure.recipientId == "2")
+        #expect(failure.error.code == .invalidSignerInput)
+
+        // A driver that throws: a signerFailed error, and resuming with a working driver finishes.
+        let other = try await node.compose(try SampleEnvelope.inPerson(signers: 2, transactionId: "tx-broken"))
+        await expectDeviceError(.signerFailed) { _ = try await node.resumeSigning(envelopeId: other, driver: Broken()) }
+        #expect(try await node.signatures(envelopeId: other).map(\.recipientId) == ["1"])
+        #expect(try await node.resumeSigning(envelopeId: other, driver: SyntheticSigner(seed: 4)) == .completed(signed: ["2"], sequence: 1))
+        #expect(try await node.auditStore().isConsistent)
+    }
+}
