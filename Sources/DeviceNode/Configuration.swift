@@ -44,6 +44,17 @@ public struct DeviceConfiguration: Sendable {
     public var saveProgressAfterEachLocalSigner: Bool
     /// Subscribers' event buffer: a subscriber that falls this many events behind loses the oldest.
     public var eventBufferLimit: Int
+    /// How hard each commit pushes to disk.
+    public enum Durability: String, Hashable, Sendable {
+        /// `synchronous = FULL`: a commit survives power loss as well as a killed process (default).
+        case powerLoss
+        /// `synchronous = NORMAL` (WAL): a commit survives a killed process; the last commits may be
+        /// lost on power loss. For simulating many devices on one machine.
+        case processCrash
+    }
+
+    /// How hard each commit pushes to disk.
+    public var durability: Durability = .powerLoss
     /// The clock (injectable for tests; template cached times and journal times come from it).
     public var clock: @Sendable () -> Date
 

@@ -82,7 +82,7 @@ public actor DeviceNode {
         let store: DeviceStore
         do {
             store = try DeviceStore.open(path: configuration.storePath, deviceId: configuration.deviceId,
-                                         clock: configuration.clock, logger: logger)
+                                         durability: configuration.durability, clock: configuration.clock, logger: logger)
         } catch let error as DeviceNodeError {
             throw error
         } catch {

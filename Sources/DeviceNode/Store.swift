@@ -47,8 +47,15 @@ final class DeviceStore: Sendable {
 
     // MARK: Opening
 
-    static func open(path: String, deviceId requested: String?, clock: @escaping @Sendable () -> Date, logger: Logger) throws -> DeviceStore {
+    static func open(
+        path: String, deviceId requested: String?, durability: DeviceConfiguration.Durability,
+        clock: @escaping @Sendable () -> Date, logger: Logger
+    ) throws -> DeviceStore {
         var configuration = Configuration()
+        let synchronous = durability == .powerLoss ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
         // Wait for a lock held by another connection rather than failing at once.
         configuration.busyMode = .timeout(10)
         configuration.label = "DeviceNode"

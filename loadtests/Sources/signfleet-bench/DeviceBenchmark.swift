@@ -6,8 +6,9 @@ import SignatureCapture
 /// `signfleet-bench device [--seconds S] [--devices N]`: compose + sign (one in-person signer,
 /// two tabs: sign here and text) + outbox commit, per second, for one device and for N devices
 /// (default 100) in one process, each with its own SQLite store. The reference, measured in the
-/// same run, is the signature capture alone (synthesis, ISO record, binding) for the same envelopes:
-/// the ratio shows what the store and the outbox add.
+/// same run, is the signature capture alone (synthesis, ISO record, SVG, binding) for the same
+/// envelopes: the ratio shows what the store and the outbox add. N devices use the default
+/// durability (`powerLoss`: an fsync per commit).
 func deviceBenchmark(_ arguments: [String]) async throws {
     func option(_ name: String) -> Double? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -24,10 +25,10 @@ func deviceBenchmark(_ arguments: [String]) async throws {
                         email: "host@example.com", host: "http://127.0.0.1")
     let accounts = InMemoryAccountService(tokens: ["t": user])
 
-    func openNode(_ index: Int) async throws -> DeviceNode {
-        let node = try await DeviceNode.open(
-            configuration: DeviceConfiguration(storePath: "\(root)/device-\(index).sqlite", deviceId: "bench-\(index)"),
-            accountService: accounts)
+    func openNode(_ index: Int, durability: DeviceConfiguration.Durability = .powerLoss) async throws -> DeviceNode {
+        var configuration = DeviceConfiguration(storePath: "\(root)/device-\(index).sqlite", deviceId: "bench-\(index)")
+        configuration.durability = durability
+        let node = try await DeviceNode.open(configuration: configuration, accountService: accounts)
         try await node.login(accessToken: "t")
         return node
     }
@@ -58,18 +59,20 @@ func deviceBenchmark(_ arguments: [String]) async throws {
     }
     Report.emit(bench, "capture_only_per_second", captureOnly, "ops/s")
 
-    // One device.
-    let single = try await openNode(0)
-    _ = try await run(single, index: 0, until: .now + .milliseconds(300))      // warm-up
-    let start = ContinuousClock.now
-    let count = try await run(single, index: 0, until: start + .seconds(seconds))
-    let elapsed = start.duration(to: .now)
-    let singleRate = Double(count) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-    Report.emit(bench, "one_device_envelopes_per_second", singleRate, "ops/s")
-    Report.emit(bench, "one_device_vs_capture_only", singleRate / captureOnly, "ratio")
-    let audit = try await single.auditStore()
-    Report.emit(bench, "one_device_audit_consistent", audit.isConsistent ? 1 : 0, "bool")
-    try await single.close()
+    // One device, with each durability (FULL: fsync per commit; NORMAL: WAL without fsync per commit).
+    for (offset, durability) in [DeviceConfiguration.Durability.powerLoss, .processCrash].enumerated() {
+        let single = try await openNode(-1 - offset, durability: durability)
+        _ = try await run(single, index: 0, until: .now + .milliseconds(300))      // warm-up
+        let start = ContinuousClock.now
+        let count = try await run(single, index: 0, until: start + .seconds(seconds))
+        let elapsed = start.duration(to: .now)
+        let singleRate = Double(count) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        Report.emit(bench, "one_device_\(durability.rawValue)_envelopes_per_second", singleRate, "ops/s")
+        Report.emit(bench, "one_device_\(durability.rawValue)_vs_capture_only", singleRate / captureOnly, "ratio")
+        let audit = try await single.auditStore()
+        Report.emit(bench, "one_device_\(durability.rawValue)_audit_consistent", audit.isConsistent ? 1 : 0, "bool")
+        try await single.close()
+    }
 
     // N devices in one process, each its own actor and store.
     var nodes: [DeviceNode] = []
