@@ -71,7 +71,7 @@ extension DeviceNode {
     public func cancelSync(sequences: [UInt64]) async throws {
         try ensureOpen()
         _ = try await storeCall {
-            try await self.store.syncTransition(sequences: sequences, event: .cancelSync, kind: .syncFailed, detail: "cancelled", countAttempt: false)
+            try await self.store.syncTransition(sequences: sequences, event: .cancelSync, kind: .syncCancelled, detail: nil, countAttempt: false)
         }
     }
 

@@ -20,6 +20,8 @@ public struct JournalEntry: Hashable, Sendable {
         case rejected
         /// A push failed; still queued.
         case syncFailed
+        /// The push in flight was cancelled; still queued.
+        case syncCancelled
         /// Removed from the cache by the integrator.
         case removed
         /// Dropped by a forced logout.

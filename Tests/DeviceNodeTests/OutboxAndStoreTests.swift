@@ -20,6 +20,9 @@ struct OutboxAndStoreTests {
         try await node.recordSyncFailure(sequences: [1], error: "timeout")
         #expect(try await node.cacheState(envelopeId: id) == .syncFailed)
         try await node.beginSync(sequences: [1])
+        try await node.cancelSync(sequences: [1])
+        #expect(try await node.cacheState(envelopeId: id) == .pendingSync)
+        try await node.beginSync(sequences: [1])
         try await node.recordReceipt(sequence: 1, SyncReceipt(outcome: .applied, serverEnvelopeId: "srv-42"))
         // The retried acknowledgement of the same item: nothing changes, no second event.
         try await node.recordReceipt(sequence: 1, SyncReceipt(outcome: .duplicate, serverEnvelopeId: "srv-42"))
@@ -34,14 +37,18 @@ struct OutboxAndStoreTests {
         #expect(receipt.receipt?.serverEnvelopeId == "srv-42")
         #expect(receipt.receipt?.outcome == .applied)
         #expect(receipt.envelope.serverId == "srv-42")
-        #expect(receipt.attempts == 2)
+        #expect(receipt.attempts == 3)
         // Compose again after sync: recognised, nothing new.
         #expect(try await node.compose(try SampleEnvelope.inPerson(signers: 1, transactionId: "tx-sync")) == id)
         #expect(try await node.outboxItems().count == 1)
+        #expect(try await node.journal(envelopeId: id).map(\.kind) == [
+            .composed, .signerSigned, .queued, .syncStarted, .syncFailed, .syncStarted, .syncCancelled, .syncStarted, .synced,
+        ])
 
         let expected: [DeviceEvent] = [
             .syncStarted(SyncProgress(envelope: local, sequence: 1)),
             .syncFailed(SyncProgress(envelope: local, sequence: 1, error: "timeout", willRetry: true)),
+            .syncStarted(SyncProgress(envelope: local, sequence: 1)),
             .syncStarted(SyncProgress(envelope: local, sequence: 1)),
             .syncSucceeded(SyncProgress(envelope: EnvelopeIDs(localId: id, transactionId: "tx-sync", serverId: "srv-42"), sequence: 1)),
             .envelopeUncached(EnvelopeUncached(envelope: EnvelopeIDs(localId: id, transactionId: "tx-sync", serverId: "srv-42"), reason: .synced)),
