@@ -15,6 +15,8 @@ let package = Package(
                 .product(name: "ZeroMQ", package: "SignFleet"),
                 .product(name: "FleetProtocol", package: "SignFleet"),
                 .product(name: "SignatureCapture", package: "SignFleet"),
+                .product(name: "DeviceNode", package: "SignFleet"),
+                .product(name: "Envelopes", package: "SignFleet"),
             ]
         )
     ],

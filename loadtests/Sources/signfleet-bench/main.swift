@@ -5,6 +5,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "codec": codecBenchmark,
     "transport": transportBenchmark,
     "capture": captureBenchmark,
+    "device": deviceBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")

@@ -1,3 +1,0 @@
-import Testing
-
-@Test func placeholderDeviceNode() { #expect(Bool(true)) }
