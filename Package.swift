@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
         .library(name: "Envelopes", targets: ["Envelopes"]),
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
+        .library(name: "Coordinator", targets: ["Coordinator"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
     ],
     dependencies: [
@@ -52,12 +53,21 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "Coordinator",
+            dependencies: [
+                "FleetProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Test support shipped as a library: real child processes with deadlines.
         .target(name: "FleetTesting"),
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -65,9 +75,10 @@ let package = Package(
 
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
-        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ"]),
+        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting"]),
         .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
+        .testTarget(name: "CoordinatorTests", dependencies: ["Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting"]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),

@@ -25,7 +25,7 @@ wait_for() {
 count() { grep -c -- "$2" "$1" 2>/dev/null || true; }
 
 start_coordinator() {
-    "$BIN" coordinator --bind "$1" --heartbeat-ms 500 >>"$RUN_DIR/coordinator.out" 2>>"$RUN_DIR/coordinator.log" &
+    "$BIN" coordinator --bind "$1" --heartbeat-ms 500 --store "$RUN_DIR/coordinator.sqlite" --seed-demo >>"$RUN_DIR/coordinator.out" 2>>"$RUN_DIR/coordinator.log" &
     coordinator=$!
     pids+=("$coordinator")
 }

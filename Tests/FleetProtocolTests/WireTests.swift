@@ -1,34 +1,18 @@
 import Foundation
 import Logging
 import MessagePack
+import FleetTesting
 import Testing
 import ZeroMQ
 
 @testable import FleetProtocol
-
-struct DeadlineExceeded: Error, CustomStringConvertible {
-    var what: String
-    var description: String { "deadline exceeded waiting for \(what)" }
-}
 
 /// Returns the first element of `sequence` matching `predicate`, or throws after `timeout`.
 func first<S: AsyncSequence & Sendable>(
     _ sequence: S, within timeout: Duration = .seconds(20), _ what: String,
     where predicate: @escaping @Sendable (S.Element) -> Bool
 ) async throws -> S.Element where S.Element: Sendable {
-    try await withThrowingTaskGroup(of: S.Element?.self) { group in
-        group.addTask {
-            for try await element in sequence where predicate(element) { return element }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let result = try await group.next(), let element = result else { throw DeadlineExceeded(what: what) }
-        return element
-    }
+    try await firstElement(of: sequence, within: timeout, what, where: predicate)
 }
 
 /// A coordinator-side server on a free port, running until `stop()`.

@@ -54,7 +54,11 @@ struct CLITestError: Error, CustomStringConvertible {
     /// Starts a coordinator (logging at debug, so heartbeats show) and returns it with its endpoint.
     func startCoordinator(_ binary: String, bind: String = "tcp://127.0.0.1:*") async throws -> (ChildProcess, String) {
         let coordinator = try ChildProcess.launch(
-            binary, ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--liveness", "3", "--log-level", "debug"],
+            binary,
+            [
+                "coordinator", "--bind", bind, "--heartbeat-ms", "200", "--liveness", "3", "--log-level", "debug",
+                "--store", FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString).sqlite").path,
+            ],
             name: "coordinator")
         let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
         return (coordinator, String(line.dropFirst("listening ".count)))

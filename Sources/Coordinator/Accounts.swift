@@ -1,0 +1,157 @@
+import Crypto
+import FleetProtocol
+import Foundation
+import GRDB
+
+/// Rate limits of an account (enforced by the sync issue's limiter; stored now).
+public struct RateLimits: Sendable, Hashable, Codable {
+    public var hourly: Int
+    public var burst: Int
+    public var burstWindowSeconds: Int
+
+    public init(hourly: Int = 3_000, burst: Int = 500, burstWindowSeconds: Int = 30) {
+        self.hourly = hourly
+        self.burst = burst
+        self.burstWindowSeconds = burstWindowSeconds
+    }
+}
+
+/// An account as an administrator sees it.
+public struct Account: Sendable, Hashable, Codable {
+    public var id: String
+    public var name: String
+    public var offlineSigning: Bool
+    public var rateLimits: RateLimits
+}
+
+/// A user as an administrator sees it (never with its secret).
+public struct User: Sendable, Hashable, Codable {
+    public var id: String
+    public var accountID: String
+    public var name: String
+    public var email: String
+}
+
+/// Creates accounts and users: the admin path behind `signfleet admin` (and
+/// the HTTP admin endpoints once the HTTP listener lands).
+public struct AccountDirectory: Sendable {
+    let store: CoordinatorStore
+    let now: @Sendable () -> Date
+
+    public init(store: CoordinatorStore, now: @escaping @Sendable () -> Date = Date.init) {
+        self.store = store
+        self.now = now
+    }
+
+    /// Creates an account.
+    /// - Throws: ``FleetError`` `invalid_request` for an empty or over-long name or bad limits.
+    public func createAccount(
+        id: String = UUID().uuidString, name: String, offlineSigning: Bool = true, rateLimits: RateLimits = RateLimits()
+    ) async throws -> Account {
+        try Self.check(name, "account name")
+        guard rateLimits.hourly > 0, rateLimits.burst > 0, rateLimits.burstWindowSeconds > 0 else {
+            throw FleetError(.invalidRequest, "rate limits must be positive")
+        }
+        let record = AccountRecord(
+            id: id, name: name, offlineSigning: offlineSigning, hourlyLimit: rateLimits.hourly,
+            burstLimit: rateLimits.burst, burstWindowSeconds: rateLimits.burstWindowSeconds, createdAt: now())
+        try await store.database.write { db in try record.insert(db) }
+        return Account(id: id, name: name, offlineSigning: offlineSigning, rateLimits: rateLimits)
+    }
+
+    /// Creates a user of an account who logs in with `email` and `secret`.
+    /// - Throws: ``FleetError`` `not_found` for an unknown account, `invalid_request` for a
+    ///   duplicate email or bad fields.
+    public func createUser(
+        id: String = UUID().uuidString, accountID: String, name: String, email: String, secret: String
+    ) async throws -> User {
+        try Self.check(name, "user name")
+        try Self.check(email, "email")
+        guard email.contains("@") else { throw FleetError(.invalidRequest, "email \"\(email)\" has no @") }
+        guard secret.utf8.count >= 8 else { throw FleetError(.invalidRequest, "a secret needs at least 8 bytes") }
+        let salt = Data((0..<16).map { _ in UInt8.random(in: .min ... .max) })
+        let record = UserRecord(
+            id: id, accountID: accountID, name: name, email: email, secretSalt: salt,
+            secretHash: SecretHash.hash(secret, salt: salt), createdAt: now())
+        try await store.database.write { db in
+            guard try AccountRecord.fetchOne(db, key: accountID) != nil else {
+                throw FleetError(.notFound, "no account \"\(accountID)\"")
+            }
+            if try UserRecord.filter(Column("email") == email).fetchCount(db) > 0 {
+                throw FleetError(.invalidRequest, "a user with email \"\(email)\" already exists")
+            }
+            try record.insert(db)
+        }
+        return User(id: id, accountID: accountID, name: name, email: email)
+    }
+
+    public func account(id: String) async throws -> Account? {
+        try await store.database.read { db in try AccountRecord.fetchOne(db, key: id) }.map(Self.account)
+    }
+
+    public func accounts() async throws -> [Account] {
+        try await store.database.read { db in try AccountRecord.order(Column("name")).fetchAll(db) }.map(Self.account)
+    }
+
+    public func users(accountID: String) async throws -> [User] {
+        try await store.database.read { db in
+            try UserRecord.filter(Column("accountID") == accountID).order(Column("email")).fetchAll(db)
+        }.map { User(id: $0.id, accountID: $0.accountID, name: $0.name, email: $0.email) }
+    }
+
+    /// Seeds a demo account with offline signing and one user per device
+    /// group name, all with the secret `demo-secret`; safe to call again.
+    @discardableResult
+    public func seedDemo(accountName: String = "Demo Co", userCount: Int = 1) async throws -> (Account, [User]) {
+        let accountID = "demo"
+        let account: Account
+        if let existing = try await self.account(id: accountID) {
+            account = existing
+        } else {
+            account = try await createAccount(id: accountID, name: accountName)
+        }
+        var users = try await self.users(accountID: accountID)
+        for index in users.count..<max(users.count, userCount) {
+            users.append(
+                try await createUser(
+                    id: "demo-user-\(index + 1)", accountID: accountID, name: "Demo User \(index + 1)",
+                    email: "user\(index + 1)@demo.example", secret: DemoData.secret))
+        }
+        return (account, users)
+    }
+
+    static func account(_ record: AccountRecord) -> Account {
+        Account(
+            id: record.id, name: record.name, offlineSigning: record.offlineSigning,
+            rateLimits: RateLimits(hourly: record.hourlyLimit, burst: record.burstLimit, burstWindowSeconds: record.burstWindowSeconds))
+    }
+
+    static func check(_ value: String, _ field: String) throws {
+        guard !value.trimmingCharacters(in: .whitespaces).isEmpty, value.count <= 100 else {
+            throw FleetError(.invalidRequest, "\(field) must be 1 to 100 characters")
+        }
+    }
+}
+
+/// The well-known credentials of seeded demo users.
+public enum DemoData {
+    public static let secret = "demo-secret"
+}
+
+/// Salted SHA-256 of a user's secret. A simulator's credential store; a real
+/// server would use a slow password hash.
+enum SecretHash {
+    static func hash(_ secret: String, salt: Data) -> Data {
+        var hasher = SHA256()
+        hasher.update(data: salt)
+        hasher.update(data: Data(secret.utf8))
+        return Data(hasher.finalize())
+    }
+
+    /// Compares in time independent of where the bytes differ.
+    static func matches(_ secret: String, salt: Data, hash: Data) -> Bool {
+        let candidate = Self.hash(secret, salt: salt)
+        guard candidate.count == hash.count else { return false }
+        return zip(candidate, hash).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}

@@ -1,0 +1,90 @@
+import Crypto
+import FleetProtocol
+import Foundation
+import GRDB
+
+/// Issues expiring access tokens and answers who a token belongs to.
+///
+/// A token is 32 random bytes, base64url-encoded; the store keeps only its
+/// SHA-256, so a leaked store leaks no usable token.
+public struct AuthService: Sendable {
+    let store: CoordinatorStore
+    public var tokenLifetime: Duration
+    /// The base URL of the coordinator's HTTP listener, reported as `host`.
+    public var host: String
+    let now: @Sendable () -> Date
+
+    public init(
+        store: CoordinatorStore, tokenLifetime: Duration = .seconds(3600), host: String = "http://127.0.0.1:8080",
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.store = store
+        self.tokenLifetime = tokenLifetime
+        self.host = host
+        self.now = now
+    }
+
+    /// Exchanges a user's credentials for a token.
+    /// - Throws: ``FleetError`` `unauthenticated` when the email or secret is wrong (the
+    ///   message does not say which, so emails cannot be probed).
+    public func issueToken(email: String, secret: String) async throws -> AccessTokenReply {
+        let token = Self.makeToken()
+        let issuedAt = now()
+        let expiresAt = issuedAt.addingTimeInterval(Double(tokenLifetime.components.seconds))
+        try await store.database.write { db in
+            guard let user = try UserRecord.filter(Column("email") == email).fetchOne(db),
+                SecretHash.matches(secret, salt: user.secretSalt, hash: user.secretHash)
+            else {
+                throw FleetError(.unauthenticated, "wrong email or secret")
+            }
+            try AccessTokenRecord(tokenHash: Self.hash(token), userID: user.id, issuedAt: issuedAt, expiresAt: expiresAt)
+                .insert(db)
+            // Expired tokens are useless; drop them so the table stays small.
+            try AccessTokenRecord.filter(Column("expiresAt") < issuedAt).deleteAll(db)
+        }
+        return AccessTokenReply(accessToken: token, expiresAt: expiresAt)
+    }
+
+    /// The user, and their account, that a token belongs to.
+    /// - Throws: ``FleetError`` `unauthenticated` for an unknown token, `token_expired` for an expired one.
+    public func authenticate(_ token: String) async throws -> (User, Account) {
+        let now = now()
+        return try await store.database.read { db in
+            guard let record = try AccessTokenRecord.fetchOne(db, key: Self.hash(token)) else {
+                throw FleetError(.unauthenticated, "unknown access token; request a new one with auth.token")
+            }
+            guard record.expiresAt > now else {
+                throw FleetError(.tokenExpired, "the access token expired at \(record.expiresAt); request a new one")
+            }
+            guard let user = try UserRecord.fetchOne(db, key: record.userID),
+                let account = try AccountRecord.fetchOne(db, key: user.accountID)
+            else {
+                throw FleetError(.unauthenticated, "the token's user no longer exists")
+            }
+            return (
+                User(id: user.id, accountID: user.accountID, name: user.name, email: user.email),
+                AccountDirectory.account(account)
+            )
+        }
+    }
+
+    /// What a device's login needs.
+    public func userInfo(token: String) async throws -> UserInfoReply {
+        let (user, account) = try await authenticate(token)
+        return UserInfoReply(
+            accountID: account.id, accountName: account.name, userID: user.id, userName: user.name, email: user.email,
+            host: host, offlineSigningEnabled: account.offlineSigning)
+    }
+
+    static func makeToken() -> String {
+        var generator = SystemRandomNumberGenerator()  // a secret, not a simulation choice: never seeded
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func hash(_ token: String) -> Data {
+        Data(SHA256.hash(data: Data(token.utf8)))
+    }
+}

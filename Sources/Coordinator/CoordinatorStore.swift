@@ -1,0 +1,103 @@
+import Foundation
+import GRDB
+
+/// The coordinator's SQLite store (WAL), opened through GRDB with versioned
+/// migrations. One file holds accounts, users, access tokens and enrolled
+/// devices; the sync ingest adds its tables in a later migration.
+public final class CoordinatorStore: Sendable {
+    /// The database; exposed so services in this module share one connection pool.
+    let database: DatabasePool
+    public let path: String
+
+    /// Opens (creating if needed) the store at `path` and migrates it.
+    /// - Throws: GRDB's `DatabaseError` when the file cannot be opened or migrated.
+    public init(path: String) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL + NORMAL: durable at checkpoint, never corrupt
+        }
+        database = try DatabasePool(path: path, configuration: configuration)
+        self.path = path
+        try Self.migrator.migrate(database)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-accounts") { db in
+            try db.create(table: "account") { t in
+                t.primaryKey("id", .text)
+                t.column("name", .text).notNull()
+                t.column("offlineSigning", .boolean).notNull()
+                t.column("hourlyLimit", .integer).notNull()
+                t.column("burstLimit", .integer).notNull()
+                t.column("burstWindowSeconds", .integer).notNull()
+                t.column("createdAt", .datetime).notNull()
+            }
+            try db.create(table: "user") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("name", .text).notNull()
+                t.column("email", .text).notNull().unique(onConflict: .abort).collate(.nocase)
+                t.column("secretSalt", .blob).notNull()
+                t.column("secretHash", .blob).notNull()
+                t.column("createdAt", .datetime).notNull()
+            }
+            try db.create(table: "accessToken") { t in
+                t.primaryKey("tokenHash", .blob)  // only the SHA-256 of a token is stored
+                t.column("userID", .text).notNull().indexed().references("user", onDelete: .cascade)
+                t.column("issuedAt", .datetime).notNull()
+                t.column("expiresAt", .datetime).notNull()
+            }
+            try db.create(table: "device") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("userID", .text).notNull().references("user", onDelete: .cascade)
+                t.column("publicKey", .blob).notNull()
+                t.column("enrolledAt", .datetime).notNull()
+                t.column("lastAppliedSequence", .integer).notNull().defaults(to: 0)
+            }
+        }
+        return migrator
+    }
+}
+
+struct AccountRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "account"
+    var id: String
+    var name: String
+    var offlineSigning: Bool
+    var hourlyLimit: Int
+    var burstLimit: Int
+    var burstWindowSeconds: Int
+    var createdAt: Date
+}
+
+struct UserRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "user"
+    var id: String
+    var accountID: String
+    var name: String
+    var email: String
+    var secretSalt: Data
+    var secretHash: Data
+    var createdAt: Date
+}
+
+struct AccessTokenRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "accessToken"
+    var tokenHash: Data
+    var userID: String
+    var issuedAt: Date
+    var expiresAt: Date
+}
+
+struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "device"
+    var id: String
+    var accountID: String
+    var userID: String
+    var publicKey: Data
+    var enrolledAt: Date
+    var lastAppliedSequence: Int64
+}

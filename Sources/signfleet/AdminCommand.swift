@@ -1,0 +1,84 @@
+import ArgumentParser
+import Coordinator
+import Foundation
+
+/// `signfleet admin`: manages the coordinator's accounts and users directly in its store.
+struct AdminCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin",
+        abstract: "Create accounts and users in a coordinator store.",
+        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self]
+    )
+
+    struct StoreOption: ParsableArguments {
+        @Option(help: "Path of the coordinator's SQLite store (created if missing).")
+        var store: String = "signfleet-coordinator.sqlite"
+
+        func open() throws -> AccountDirectory {
+            do {
+                return AccountDirectory(store: try CoordinatorStore(path: store))
+            } catch {
+                throw ValidationError("cannot open the store at \(store): \(error)")
+            }
+        }
+    }
+
+    struct CreateAccount: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "create-account", abstract: "Create an account.")
+        @OptionGroup var store: StoreOption
+        @Option(help: "Account name (1 to 100 characters).") var name: String
+        @Option(help: "Account id (default: a new UUID).") var id: String?
+        @Flag(inversion: .prefixedNo, help: "Whether the account may sign offline.") var offlineSigning = true
+        @Option(help: "Requests per hour.") var hourlyLimit = 3_000
+        @Option(help: "Requests per burst window.") var burstLimit = 500
+        @Option(help: "Burst window in seconds.") var burstWindow = 30
+
+        func run() async throws {
+            let account = try await store.open().createAccount(
+                id: id ?? UUID().uuidString, name: name, offlineSigning: offlineSigning,
+                rateLimits: RateLimits(hourly: hourlyLimit, burst: burstLimit, burstWindowSeconds: burstWindow))
+            print("account \(account.id) \"\(account.name)\" offlineSigning=\(account.offlineSigning)")
+        }
+    }
+
+    struct CreateUser: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "create-user", abstract: "Create a user of an account.")
+        @OptionGroup var store: StoreOption
+        @Option(help: "The account's id.") var account: String
+        @Option(help: "User name.") var name: String
+        @Option(help: "Email, used to log in.") var email: String
+        @Option(help: "Secret, used to log in (at least 8 bytes).") var secret: String
+
+        func run() async throws {
+            let user = try await store.open().createUser(accountID: account, name: name, email: email, secret: secret)
+            print("user \(user.id) \(user.email) in account \(user.accountID)")
+        }
+    }
+
+    struct SeedDemo: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "seed-demo", abstract: "Create the demo account and users (secret: \(DemoData.secret)).")
+        @OptionGroup var store: StoreOption
+        @Option(help: "How many demo users.") var users = 1
+
+        func run() async throws {
+            let (account, created) = try await store.open().seedDemo(userCount: users)
+            print("account \(account.id) with users: \(created.map(\.email).joined(separator: ", "))")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List accounts and their users.")
+        @OptionGroup var store: StoreOption
+
+        func run() async throws {
+            let directory = try store.open()
+            for account in try await directory.accounts() {
+                print("account \(account.id) \"\(account.name)\" offlineSigning=\(account.offlineSigning)")
+                for user in try await directory.users(accountID: account.id) {
+                    print("  user \(user.id) \(user.email) \"\(user.name)\"")
+                }
+            }
+        }
+    }
+}
