@@ -56,7 +56,8 @@ let package = Package(
         .target(
             name: "Coordinator",
             dependencies: [
-                "FleetProtocol",
+                // DeviceNode for SyncPayload, the signed envelope format (to move to a shared module).
+                "FleetProtocol", "DeviceNode", "SignatureCapture",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -78,7 +79,9 @@ let package = Package(
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting"]),
         .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
-        .testTarget(name: "CoordinatorTests", dependencies: ["Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting"]),
+        .testTarget(
+            name: "CoordinatorTests",
+            dependencies: ["Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture", "Envelopes"]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),

@@ -6,15 +6,17 @@ public struct CoordinatorServices: Sendable {
     public var accounts: AccountDirectory
     public var auth: AuthService
     public var devices: DeviceRegistry
+    public var ingest: SyncIngest
 
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
                 now: @escaping @Sendable () -> Date = Date.init) {
         accounts = AccountDirectory(store: store, now: now)
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
+        ingest = SyncIngest(store: store, devices: devices, now: now)
     }
 
-    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`.
+    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
             try await Self.typed { try await auth.issueToken(email: request.email, secret: request.secret) }
@@ -24,6 +26,9 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(EnrollDevice.self) { [devices] request, context throws(FleetError) in
             try await Self.typed { try await devices.enroll(request, routingID: context.peerName) }
+        }
+        router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
+            try await Self.typed { try await ingest.apply(request, routingID: context.peerName) }
         }
     }
 

@@ -58,6 +58,32 @@ public final class CoordinatorStore: Sendable {
                 t.column("lastAppliedSequence", .integer).notNull().defaults(to: 0)
             }
         }
+        migrator.registerMigration("v2-sync") { db in
+            try db.create(table: "envelope") { t in
+                t.primaryKey("id", .text)  // the server's envelope id
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("deviceID", .text).notNull().references("device", onDelete: .cascade)
+                t.column("sequence", .integer).notNull()
+                t.column("transactionID", .text).notNull()
+                t.column("localEnvelopeID", .text).notNull()
+                t.column("name", .text).notNull()
+                t.column("status", .text).notNull()
+                t.column("payload", .blob).notNull()  // the device-signed canonical bytes, as received
+                t.column("deviceSignature", .blob).notNull()
+                t.column("createdAt", .datetime).notNull()
+                t.uniqueKey(["accountID", "transactionID"])  // one envelope per transaction
+                t.uniqueKey(["deviceID", "sequence"])
+            }
+            try db.create(table: "syncResult") { t in
+                t.column("deviceID", .text).notNull().references("device", onDelete: .cascade)
+                t.column("sequence", .integer).notNull()
+                t.column("outcome", .text).notNull()
+                t.column("envelopeID", .text)
+                t.column("reason", .text)
+                t.column("recordedAt", .datetime).notNull()
+                t.primaryKey(["deviceID", "sequence"])
+            }
+        }
         return migrator
     }
 }
@@ -100,4 +126,29 @@ struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var publicKey: Data
     var enrolledAt: Date
     var lastAppliedSequence: Int64
+}
+
+struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "envelope"
+    var id: String
+    var accountID: String
+    var deviceID: String
+    var sequence: Int64
+    var transactionID: String
+    var localEnvelopeID: String
+    var name: String
+    var status: String
+    var payload: Data
+    var deviceSignature: Data
+    var createdAt: Date
+}
+
+struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "syncResult"
+    var deviceID: String
+    var sequence: Int64
+    var outcome: String
+    var envelopeID: String?
+    var reason: String?
+    var recordedAt: Date
 }
