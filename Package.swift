@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Envelopes", targets: ["Envelopes"]),
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
         .library(name: "Coordinator", targets: ["Coordinator"]),
+        .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
     ],
     dependencies: [
@@ -63,12 +64,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .target(
+            name: "Fleet",
+            dependencies: [
+                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Test support shipped as a library: real child processes with deadlines.
         .target(name: "FleetTesting"),
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -7,7 +7,7 @@ struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
-        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self]
+        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self]
     )
 
     struct StoreOption: ParsableArguments {
@@ -78,6 +78,49 @@ struct AdminCommand: AsyncParsableCommand {
                 for user in try await directory.users(accountID: account.id) {
                     print("  user \(user.id) \(user.email) \"\(user.name)\"")
                 }
+            }
+        }
+    }
+
+    struct Envelopes: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "envelopes",
+            abstract: "Show each device's synced envelopes and check them.",
+            discussion: """
+                Exits 0 when every device's envelopes came from sequences 1...N with none missing or \
+                repeated (N = --expect-per-device when given), 1 otherwise.
+                """)
+        @OptionGroup var store: StoreOption
+        @Option(help: "The number of envelopes each device should have.") var expectPerDevice: Int?
+        @Option(help: "The number of devices that should have synced.") var expectDevices: Int?
+
+        func run() async throws {
+            let summaries: [DeviceEnvelopeSummary]
+            do {
+                summaries = try await CoordinatorStore(path: store.store).envelopeSummaries()
+            } catch {
+                throw ValidationError("cannot read the store at \(store.store): \(error)")
+            }
+            var problems: [String] = []
+            for device in summaries {
+                print("device \(device.deviceID): \(device.envelopes) envelopes, \(device.rejected) rejected, last applied \(device.lastAppliedSequence)")
+                let expected = (0..<(device.envelopes + device.rejected)).map { UInt64($0 + 1) }
+                if device.rejected == 0 && device.sequences != expected {
+                    problems.append("device \(device.deviceID): sequences \(device.sequences) are not 1...\(device.envelopes)")
+                }
+                if let expectPerDevice, device.envelopes != expectPerDevice {
+                    problems.append("device \(device.deviceID): \(device.envelopes) envelopes, expected \(expectPerDevice)")
+                }
+            }
+            if let expectDevices, summaries.count != expectDevices {
+                problems.append("\(summaries.count) devices synced, expected \(expectDevices)")
+            }
+            let total = summaries.reduce(0) { $0 + $1.envelopes }
+            if problems.isEmpty {
+                print("valid: \(total) envelopes from \(summaries.count) devices, each device's in order, none missing, none duplicated")
+            } else {
+                problems.forEach { print("invalid: \($0)") }
+                throw ExitCode(1)
             }
         }
     }

@@ -1,12 +1,14 @@
 import ArgumentParser
+import Fleet
 import FleetProtocol
 import Foundation
+import SignatureCapture
 import Logging
 import ZeroMQ
 
-/// `signfleet node`: hosts simulated devices. For now each device keeps a
-/// connection (hello, heartbeats, reconnect with back-off) and logs liveness;
-/// signing and sync come with the device-node and fleet issues.
+/// `signfleet node`: hosts simulated devices. With `--envelopes N` each device
+/// logs in, signs N envelopes offline and syncs them; without it each device
+/// only keeps its connection (hello, heartbeats, reconnect with back-off).
 struct NodeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "node",
@@ -32,6 +34,24 @@ struct NodeCommand: AsyncParsableCommand {
     @Option(help: "Per-request reply timeout in milliseconds.")
     var requestTimeoutMs: Int = 2000
 
+    @Option(help: "Envelopes each device signs and syncs (0: only keep the connection alive).")
+    var envelopes: Int = 0
+
+    @Option(help: "Mean milliseconds between a device's envelopes (exponentially distributed).")
+    var intervalMs: Int = 500
+
+    @Option(help: "Directory of the devices' SQLite stores (a restarted node carries on from them).")
+    var dataDir: String = "runs/node-data"
+
+    @Option(help: "The user the devices log in as.")
+    var email: String = "user1@demo.example"
+
+    @Option(help: "That user's secret.")
+    var secret: String = "demo-secret"
+
+    @Option(help: "Seed of every random choice (default: random, printed).")
+    var seed: UInt64?
+
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -41,32 +61,53 @@ struct NodeCommand: AsyncParsableCommand {
         }
         if let duration, duration <= 0 { throw ValidationError("--duration must be positive") }
         guard requestTimeoutMs >= 10 else { throw ValidationError("--request-timeout-ms must be at least 10") }
+        guard envelopes >= 0 else { throw ValidationError("--envelopes must not be negative") }
+        guard intervalMs >= 0 else { throw ValidationError("--interval-ms must not be negative") }
     }
 
     func run() async throws {
         let logger = try logging.makeLogger(label: "node")
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "node-io")
-        let clients = (1...devices).map { index in
-            var deviceLogger = logger
-            deviceLogger[metadataKey: "device"] = "\(devicePrefix)-\(index)"
-            return FleetClient(
-                configuration: FleetClientConfiguration(
-                    endpoint: connect, deviceID: "\(devicePrefix)-\(index)",
-                    requestTimeout: .milliseconds(requestTimeoutMs)),
-                loop: loop, logger: deviceLogger)
-        }
-        announce("node started devices=\(devices) endpoint=\(connect)")
+        let seed = self.seed ?? UInt64.random(in: 1...999_999)
+        announce("node started devices=\(devices) endpoint=\(connect) seed=\(seed)")
         let duration = self.duration
+        let work: [@Sendable () async throws -> Void]
+        if envelopes > 0 {
+            try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+            work = (1...devices).map { index in
+                var deviceSeeds = SeededRandom(mixing: seed, UInt64(index))
+                let device = SimulatedDevice(
+                    configuration: SimulatedDeviceConfiguration(
+                        deviceID: "\(devicePrefix)-\(index)", endpoint: connect, storeDirectory: dataDir, email: email,
+                        secret: secret, seed: deviceSeeds.next(), envelopes: envelopes,
+                        meanInterval: .milliseconds(intervalMs), requestTimeout: .milliseconds(requestTimeoutMs)),
+                    loop: loop, logger: logger)
+                return { try await device.run() }
+            }
+        } else {
+            work = (1...devices).map { index in
+                var deviceLogger = logger
+                deviceLogger[metadataKey: "device"] = "\(devicePrefix)-\(index)"
+                let client = FleetClient(
+                    configuration: FleetClientConfiguration(
+                        endpoint: connect, deviceID: "\(devicePrefix)-\(index)",
+                        requestTimeout: .milliseconds(requestTimeoutMs)),
+                    loop: loop, logger: deviceLogger)
+                return { await client.run() }
+            }
+        }
         try await runUntilSignalled {
-            await withTaskGroup(of: Void.self) { group in
-                for client in clients {
-                    group.addTask { await client.run() }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for body in work {
+                    group.addTask { try await body() }
                 }
                 if let duration {
                     group.addTask { try? await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
-                    await group.next()
+                    try await group.next()
                     group.cancelAll()
+                } else {
+                    try await group.waitForAll()
                 }
             }
         }

@@ -1,0 +1,49 @@
+import Foundation
+import FleetTesting
+import Testing
+
+/// The whole path between real processes: devices sign offline and sync; the
+/// coordinator is killed with SIGKILL and restarted on the same store; at the end
+/// its store holds every envelope once, in each device's order.
+@Suite struct SignAndSyncProcessTests {
+    @Test func envelopesSurviveACoordinatorCrashExactlyOnce() async throws {
+        let binary = try signfleetBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sign-sync-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("coordinator.sqlite").path
+        func coordinator(_ bind: String) async throws -> (ChildProcess, String) {
+            let child = try ChildProcess.launch(
+                binary, ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--store", store, "--seed-demo"], name: "coordinator")
+            let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
+            return (child, String(line.dropFirst("listening ".count)))
+        }
+
+        let (first, endpoint) = try await coordinator("tcp://127.0.0.1:*")
+        defer { Task { await first.terminate() } }
+        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "\(UInt64.random(in: 1...999_999))"
+        print("sign-and-sync seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
+        let node = try ChildProcess.launch(
+            binary,
+            [
+                "node", "--connect", endpoint, "--devices", "3", "--envelopes", "6", "--interval-ms", "150",
+                "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", seed,
+            ], name: "node")
+        defer { Task { await node.terminate() } }
+
+        try await node.waitForLines(3, timeout: .seconds(60)) { $0.contains("] synced") }
+        first.signal(SIGKILL)
+        _ = try await first.waitForExit(timeout: .seconds(30))
+        try await node.waitForLines(2, timeout: .seconds(60)) { $0.contains("sync deferred") }
+
+        let (second, _) = try await coordinator(endpoint)
+        defer { Task { await second.terminate() } }
+        #expect(try await node.waitForExit(timeout: .seconds(120)) == 0, "\(node.output)")
+        #expect(node.count { $0.contains("] drained") } == 3, "\(node.output)")
+
+        let check = try ChildProcess.launch(
+            binary, ["admin", "envelopes", "--store", store, "--expect-per-device", "6", "--expect-devices", "3"], name: "admin")
+        #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.output)\n\(node.output)")
+        #expect(check.lines(.standardOutput).last?.hasPrefix("valid: 18 envelopes from 3 devices") == true, "\(check.output)")
+    }
+}
