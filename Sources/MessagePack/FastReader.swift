@@ -235,6 +235,12 @@ public struct MessagePackReader {
         return MessagePackKey(start: base + start, count: count)
     }
 
+    /// Names array element `index` as the value being read, for error paths
+    /// (``readKey()`` does this for map values; ``readArray(of:)`` for its elements).
+    public mutating func beginElement(_ index: Int) {
+        current = .index(index)
+    }
+
     /// Skips one whole value (of any type and depth) without recursion.
     public mutating func skipValue() throws {
         var pending = 1
