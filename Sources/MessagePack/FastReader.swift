@@ -3,9 +3,9 @@ import Foundation
 /// A type that reads itself from MessagePack, without Codable.
 ///
 /// ``MessagePackDecoder`` uses this instead of `init(from:)` when the type it
-/// decodes conforms. The input has already passed the structural pre-scan
-/// (lengths, depth, limits, trailing bytes), and the reader still checks every
-/// read against the end of the input. A conformance must accept everything its
+/// decodes conforms. The reader checks every header against the limits and the
+/// bytes left, as the Codable path's pre-scan does, and validates skipped values
+/// with the same scanner. A conformance must accept everything its
 /// `Decodable` conformance accepts: keys in any order, unknown keys (skip them
 /// with ``MessagePackReader/skipValue()``), optional fields absent or nil, and
 /// the first of duplicate keys.
@@ -62,7 +62,7 @@ public struct MessagePackKey: CustomStringConvertible {
     }
 }
 
-/// Reads MessagePack values in order from pre-scanned input.
+/// Reads MessagePack values in order, strictly and within ``MessagePackLimits``.
 ///
 /// Every method checks the type it finds and throws a ``MessagePackError`` with
 /// the same code and message the Codable decoder would, naming the path
@@ -70,10 +70,16 @@ public struct MessagePackKey: CustomStringConvertible {
 public struct MessagePackReader {
     private let base: UnsafePointer<UInt8>
     private let end: Int
+    private let limits: MessagePackLimits
+    private let maxDepth: Int
     /// Offset of the next value.
     public private(set) var offset: Int
     /// The key or index of the value being read, for error paths.
     private var current: Component = .none
+    /// Containers opened around the next value (restored when a nested
+    /// `read`/`readArray` returns; containers a conformance reads inline
+    /// count until then, which errs on the strict side).
+    private var depth = 0
 
     private enum Component {
         case none
@@ -81,10 +87,12 @@ public struct MessagePackReader {
         case index(Int)
     }
 
-    init(base: UnsafePointer<UInt8>, count: Int) {
+    init(base: UnsafePointer<UInt8>, count: Int, limits: MessagePackLimits) {
         self.base = base
         self.end = count
         self.offset = 0
+        self.limits = limits
+        self.maxDepth = min(limits.maxDepth, MessagePackLimits.depthCeiling)
     }
 
     // MARK: Errors
@@ -131,8 +139,7 @@ public struct MessagePackReader {
         error(.typeMismatch, at: position, "expected \(expected), found \(describe(at: position))")
     }
 
-    /// The inconsistent-input error; cannot happen after the pre-scan, but the
-    /// reader never trusts that.
+    /// The input ends inside a header or a fixed-size value.
     private func truncated(at position: Int) -> MessagePackError {
         error(.truncated, at: position, "input ends inside a value")
     }
@@ -186,10 +193,26 @@ public struct MessagePackReader {
         guard size >= 0, end - position >= size else { throw truncated(at: position) }
     }
 
+    /// The Scanner's checks for a declared str/bin/ext payload at `start`
+    /// (the marker), in its order: longer than the bytes left, then the size limit.
+    @inline(__always)
+    private func payload(_ count: Int, kind: Int, from position: Int, marker start: Int) throws {
+        if count > end - position {
+            let name = kind == 1 ? "str" : kind == 2 ? "bin" : "ext"
+            throw error(.lengthExceedsInput, at: start, "\(name) declares \(count) bytes but only \(end - position) remain")
+        }
+        let limit = kind == 1 ? limits.maxStringLength : limits.maxBinaryLength
+        if count > limit {
+            let name = kind == 1 ? "str" : kind == 2 ? "bin" : "ext"
+            throw error(.sizeLimitExceeded, at: start, "\(name) of \(count) bytes, limit is \(limit)")
+        }
+    }
+
     // MARK: Containers
 
     /// Reads a map header; the entries (key, value, key, value, …) follow.
     public mutating func readMapHeader() throws -> Int {
+        let start = offset
         let m = try peek()
         let count: Int
         switch m {
@@ -200,13 +223,28 @@ public struct MessagePackReader {
             count = Int(be(offset + 1, size)); offset += 1 + size
         default: throw mismatch("map", at: offset)
         }
-        // Every entry needs two bytes at least (the pre-scan checked this already).
-        guard count <= (end - offset) / 2 else { throw error(.lengthExceedsInput, at: offset, "map declares \(count) entries") }
+        try openContainer(count, isMap: true, at: start)
         return count
+    }
+
+    /// The Scanner's checks for a container header, in its order: entries
+    /// that cannot fit in the bytes left, the count limit, the depth limit.
+    @inline(__always)
+    private mutating func openContainer(_ count: Int, isMap: Bool, at start: Int) throws {
+        let needed = isMap ? count * 2 : count
+        guard needed <= end - offset else {
+            throw error(.lengthExceedsInput, at: start, "\(isMap ? "map" : "array") declares \(count) \(isMap ? "entries" : "elements") but only \(end - offset) bytes remain")
+        }
+        guard count <= limits.maxCollectionCount else {
+            throw error(.collectionLimitExceeded, at: start, "\(isMap ? "map" : "array") has \(count) elements, limit is \(limits.maxCollectionCount)")
+        }
+        guard depth < maxDepth else { throw error(.depthLimitExceeded, at: start, "nesting deeper than \(maxDepth)") }
+        depth += 1
     }
 
     /// Reads an array header; the elements follow.
     public mutating func readArrayHeader() throws -> Int {
+        let start = offset
         let m = try peek()
         let count: Int
         switch m {
@@ -217,7 +255,7 @@ public struct MessagePackReader {
             count = Int(be(offset + 1, size)); offset += 1 + size
         default: throw mismatch("array", at: offset)
         }
-        guard count <= end - offset else { throw error(.lengthExceedsInput, at: offset, "array declares \(count) elements") }
+        try openContainer(count, isMap: false, at: start)
         return count
     }
 
@@ -241,50 +279,22 @@ public struct MessagePackReader {
         current = .index(index)
     }
 
-    /// Skips one whole value (of any type and depth) without recursion.
+    /// Skips one whole value of any type and depth (keys and values the type
+    /// does not know). The Scanner walks it, so it is checked exactly as the
+    /// pre-scan checks a whole message: iteratively, against the limits (depth
+    /// counted from here) and the bytes left, rejecting 0xc1.
     public mutating func skipValue() throws {
-        var pending = 1
-        while pending > 0 {
-            pending -= 1
-            let m = try peek()
-            var header = 1
-            var payload = 0
-            switch m {
-            case 0x00...0x7f, 0xe0...0xff, 0xc0, 0xc2, 0xc3: break
-            case 0x80...0x8f: pending += 2 * Int(m & 0x0f)
-            case 0x90...0x9f: pending += Int(m & 0x0f)
-            case 0xa0...0xbf: payload = Int(m & 0x1f)
-            case 0xc4, 0xc5, 0xc6:
-                header += 1 << Int(m - 0xc4)
-                try need(offset, header)
-                payload = Int(be(offset + 1, header - 1))
-            case 0xc7, 0xc8, 0xc9:
-                let size = 1 << Int(m - 0xc7)
-                header += size + 1
-                try need(offset, header)
-                payload = Int(be(offset + 1, size))
-            case 0xca: payload = 4
-            case 0xcb: payload = 8
-            case 0xcc...0xcf: payload = 1 << Int(m - 0xcc)
-            case 0xd0...0xd3: payload = 1 << Int(m - 0xd0)
-            case 0xd4...0xd8: payload = 1 + (1 << Int(m - 0xd4))
-            case 0xd9, 0xda, 0xdb:
-                header += 1 << Int(m - 0xd9)
-                try need(offset, header)
-                payload = Int(be(offset + 1, header - 1))
-            case 0xdc, 0xdd, 0xde, 0xdf:
-                let size = m == 0xdc || m == 0xde ? 2 : 4
-                header += size
-                try need(offset, header)
-                let count = Int(be(offset + 1, size))
-                pending += m >= 0xde ? 2 * count : count
-            default:
-                throw error(.invalidInput, at: offset, "byte 0x\(String(m, radix: 16)) is never used in MessagePack")
-            }
-            try need(offset, header + payload)
-            offset += header + payload
-            // Each pending element needs a byte: a lying count cannot loop for long.
-            guard pending <= end - offset else { throw truncated(at: offset) }
+        let start = offset
+        var sub = limits
+        sub.maxDepth = maxDepth - depth
+        let rest = UnsafeRawBufferPointer(start: base + start, count: end - start)
+        do {
+            offset = start + (try Scanner.scan(rest, limits: sub, allowTrailing: true).end)
+        } catch {
+            var located = error
+            located.offset = located.offset.map { $0 + start }
+            if let name = render(current) { located.codingPath.insert(name, at: 0) }
+            throw located
         }
     }
 
@@ -292,10 +302,12 @@ public struct MessagePackReader {
     /// from inside it get the current key or index prefixed to their path.
     public mutating func read<T: MessagePackReadable>(_ type: T.Type = T.self) throws -> T {
         let saved = current
+        let savedDepth = depth
         current = .none
         do {
             let value = try T(from: &self)
             current = saved
+            depth = savedDepth
             return value
         } catch {
             throw prefixed(error, with: saved)
@@ -304,6 +316,7 @@ public struct MessagePackReader {
 
     /// Reads an array of values that read themselves.
     public mutating func readArray<T: MessagePackReadable>(of type: T.Type = T.self) throws -> [T] {
+        let savedDepth = depth
         let count = try readArrayHeader()
         let saved = current
         var values: [T] = []
@@ -318,6 +331,7 @@ public struct MessagePackReader {
             throw prefixed(error, with: saved)
         }
         current = saved
+        depth = savedDepth
         return values
     }
 
@@ -442,7 +456,7 @@ public struct MessagePackReader {
             count = Int(be(offset + 1, header - 1))
         default: throw mismatch("str", at: offset)
         }
-        try need(offset + header, count)
+        try payload(count, kind: 1, from: offset + header, marker: offset)
         let start = offset + header
         offset = start + count
         return (start, count)
@@ -468,7 +482,7 @@ public struct MessagePackReader {
         let header = 1 + (1 << Int(m - 0xc4))
         try need(offset, header)
         let count = Int(be(offset + 1, header - 1))
-        try need(offset + header, count)
+        try payload(count, kind: 2, from: offset + header, marker: offset)
         let start = offset + header
         offset = start + count
         return UnsafeRawBufferPointer(start: base + start, count: count)
@@ -477,6 +491,7 @@ public struct MessagePackReader {
     /// A `bin` as bytes; like the Codable decoder, also an array of integers 0…255.
     public mutating func readBinary() throws -> [UInt8] {
         if let m = try? peek(), (0x90...0x9f).contains(m) || m == 0xdc || m == 0xdd {
+            let savedDepth = depth
             let count = try readArrayHeader()
             let saved = current
             var bytes: [UInt8] = []
@@ -491,6 +506,7 @@ public struct MessagePackReader {
                 throw prefixed(error, with: saved)
             }
             current = saved
+            depth = savedDepth
             return bytes
         }
         return DecoderState.copy(try binaryPayload())
@@ -520,7 +536,11 @@ public struct MessagePackReader {
         default: throw mismatch(expected, at: offset)
         }
         try need(offset, header)
-        try need(offset + header, count)
+        if m >= 0xd4 {
+            guard end - offset - header >= count else { throw truncated(at: offset) }
+        } else {
+            try payload(count, kind: 3, from: offset + header, marker: offset)
+        }
         let type = Int8(bitPattern: base[offset + header - 1])
         let start = offset + header
         offset = start + count
@@ -551,13 +571,18 @@ public struct MessagePackReader {
 
 // MARK: - Decoding through the reader
 
-/// Pre-scans `buffer` exactly as the Codable path does, then lets `T` read it.
+/// Lets `T` read `buffer`. There is no separate pre-scan: the reader applies the
+/// Scanner's checks to every header it reads (limits, lengths against the bytes
+/// left, depth) and runs the Scanner itself over every value it skips, so the
+/// same inputs are accepted and nothing is allocated from a claimed length.
 func decodeReadable<T: MessagePackReadable>(_ type: T.Type, from buffer: UnsafeRawBufferPointer, limits: MessagePackLimits) throws -> T {
-    _ = try Scanner.scan(buffer, limits: limits, allowTrailing: false)
-    guard let base = buffer.baseAddress else {
+    guard buffer.count <= limits.maxInputSize else {
+        throw MessagePackError(code: .sizeLimitExceeded, offset: 0, message: "input is \(buffer.count) bytes, limit is \(limits.maxInputSize)")
+    }
+    guard let base = buffer.baseAddress, buffer.count > 0 else {
         throw MessagePackError(code: .truncated, offset: 0, message: "input is empty")
     }
-    var reader = MessagePackReader(base: base.assumingMemoryBound(to: UInt8.self), count: buffer.count)
+    var reader = MessagePackReader(base: base.assumingMemoryBound(to: UInt8.self), count: buffer.count, limits: limits)
     let value: T
     do {
         value = try T(from: &reader)
@@ -565,7 +590,8 @@ func decodeReadable<T: MessagePackReadable>(_ type: T.Type, from buffer: UnsafeR
         throw MessagePackError(error)
     }
     guard reader.isAtEnd else {
-        throw MessagePackError(code: .invalidInput, offset: reader.offset, message: "\(T.self) read only part of the value")
+        // (Or a conformance that did not read its whole value.)
+        throw MessagePackError(code: .trailingBytes, offset: reader.offset, message: "\(buffer.count - reader.offset) bytes after the end of the value")
     }
     return value
 }

@@ -300,6 +300,43 @@ struct FloatBox: Codable, Equatable, MessagePackReadable {
         same(Inner.self, bytes)
     }
 
+    @Test func limitsApplyAsOnTheCodablePath() throws {
+        var sample = Sample()
+        sample.s = String(repeating: "s", count: 40)
+        sample.b = [UInt8](repeating: 1, count: 40)
+        sample.list = (0..<20).map { Inner(n: $0) }
+        let bytes = try codableEncoder.encode(sample)
+        // An unknown key whose value nests 10 deep and holds a long str.
+        var deep: MessagePackValue = .string(String(repeating: "q", count: 50))
+        for _ in 0..<9 { deep = .array([deep]) }
+        let withUnknown = try MessagePackValue.map([MessagePackEntry(key: "zz", value: deep), MessagePackEntry(key: "n", value: 1)]).encoded()
+        let limitsList: [MessagePackLimits] = [
+            .init(maxDepth: 1), .init(maxDepth: 2), .init(maxDepth: 9), .init(maxDepth: 10), .init(maxDepth: 11),
+            .init(maxCollectionCount: 19), .init(maxCollectionCount: 20),
+            .init(maxStringLength: 39), .init(maxStringLength: 49), .init(maxStringLength: 50),
+            .init(maxBinaryLength: 39), .init(maxBinaryLength: 40),
+            .init(maxInputSize: bytes.count - 1), .init(maxInputSize: bytes.count),
+        ]
+        for limits in limitsList {
+            var fastDecoder = MessagePackDecoder(limits: limits)
+            var codable = MessagePackDecoder(limits: limits)
+            codable.usesFastPath = false
+            func compare<T: Decodable & MessagePackReadable & Equatable>(_ type: T.Type, _ input: [UInt8]) {
+                fastDecoder.usesFastPath = true
+                let a = Result { try fastDecoder.decode(T.self, from: input) }
+                let b = Result { try codable.decode(T.self, from: input) }
+                switch (a, b) {
+                case (.success(let x), .success(let y)): #expect(x == y)
+                case (.failure(let x as MessagePackError), .failure(let y as MessagePackError)):
+                    #expect(x.code == y.code, "\(limits): \(x) vs \(y)")
+                default: Issue.record("\(limits): fast \(a) vs Codable \(b)")
+                }
+            }
+            compare(Sample.self, bytes)
+            compare(Inner.self, withUnknown)
+        }
+    }
+
     @Test func fastPathErrorsCarryPathAndOffset() throws {
         let bytes = try MessagePackValue.map([
             MessagePackEntry(key: "list", value: .array([.map([MessagePackEntry(key: "n", value: 1)]), .map([MessagePackEntry(key: "n", value: "x")])])),

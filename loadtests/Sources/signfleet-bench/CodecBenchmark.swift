@@ -1,4 +1,4 @@
-// `signfleet-bench codec [--seconds S] [--only KIND] [--bytes-dir DIR]`
+// `signfleet-bench codec [--seconds S] [--only KIND] [--op OPERATION] [--bytes-dir DIR]`
 //
 // Encodes and decodes the reference messages — the real FleetProtocol types,
 // header frame and body frame as they go on the wire — with MessagePack and
@@ -65,6 +65,7 @@ func benchMessages() -> BenchMessages {
 func codecBenchmark(_ arguments: [String]) async throws {
     var seconds = 2.0
     var only = ""  // e.g. "push": run only the message kinds whose name contains this
+    var op = ""  // e.g. "decode": run only the operations with exactly this name (for profiling)
     var bytesDir = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-codec").path
     var index = 0
     while index < arguments.count {
@@ -72,6 +73,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
         switch arguments[index] {
         case "--seconds": seconds = Double(value) ?? seconds
         case "--only": only = value
+        case "--op": op = value
         case "--bytes-dir": bytesDir = value
         default: print("unknown option \(arguments[index])"); return
         }
@@ -120,7 +122,7 @@ func codecBenchmark(_ arguments: [String]) async throws {
             ("decode_dynamic", decodeDynamic),
         ]
         Report.emit("codec", "swift.\(name).bytes", size, "B")
-        for (operation, body) in rates {
+        for (operation, body) in rates where op.isEmpty || op == operation {
             let rate = try measureRate(seconds: seconds) { try body() }
             Report.emit("codec", "swift.\(operation).\(name).msg_per_s", rate, "msg/s")
             Report.emit("codec", "swift.\(operation).\(name).mb_per_s", rate * size / 1e6, "MB/s")
