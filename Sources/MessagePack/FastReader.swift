@@ -81,7 +81,7 @@ public struct MessagePackReader {
     /// count until then, which errs on the strict side).
     private var depth = 0
 
-    private enum Component {
+    fileprivate enum Component {
         case none
         case key(start: Int, count: Int)
         case index(Int)
@@ -300,39 +300,70 @@ public struct MessagePackReader {
 
     /// Reads a value through its own ``MessagePackReadable`` conformance; errors
     /// from inside it get the current key or index prefixed to their path.
+    @inlinable
     public mutating func read<T: MessagePackReadable>(_ type: T.Type = T.self) throws -> T {
-        let saved = current
-        let savedDepth = depth
-        current = .none
+        // Inlinable so that conformances in other modules get it specialized:
+        // unspecialized, every nested value costs generic metadata lookups.
+        let saved = enterNested()
         do {
             let value = try T(from: &self)
-            current = saved
-            depth = savedDepth
+            leaveNested(saved)
             return value
         } catch {
-            throw prefixed(error, with: saved)
+            throw nestedError(error, saved)
         }
     }
 
     /// Reads an array of values that read themselves.
+    @inlinable
     public mutating func readArray<T: MessagePackReadable>(of type: T.Type = T.self) throws -> [T] {
-        let savedDepth = depth
-        let count = try readArrayHeader()
-        let saved = current
+        let (count, saved) = try enterArray()
         var values: [T] = []
         // Capped: the count is the input's claim (checked only against the bytes left).
         values.reserveCapacity(min(count, 64))
         do {
             for i in 0..<count {
-                current = .index(i)
+                beginElement(i)
                 values.append(try read(T.self))
             }
         } catch {
-            throw prefixed(error, with: saved)
+            throw nestedError(error, saved)
         }
-        current = saved
-        depth = savedDepth
+        leaveNested(saved)
         return values
+    }
+
+    /// Where a nested read started: restored when it ends.
+    @usableFromInline
+    struct Saved {
+        fileprivate var current: Component
+        fileprivate var depth: Int
+    }
+
+    @usableFromInline
+    mutating func enterNested() -> Saved {
+        let saved = Saved(current: current, depth: depth)
+        current = .none
+        return saved
+    }
+
+    @usableFromInline
+    mutating func enterArray() throws -> (count: Int, saved: Saved) {
+        let depthBefore = depth
+        let count = try readArrayHeader()
+        return (count, Saved(current: current, depth: depthBefore))
+    }
+
+    @usableFromInline
+    mutating func leaveNested(_ saved: Saved) {
+        current = saved.current
+        depth = saved.depth
+    }
+
+    /// An error from inside a nested value, with the nested value's key or index prefixed.
+    @usableFromInline
+    func nestedError(_ error: any Error, _ saved: Saved) -> any Error {
+        prefixed(error, with: saved.current)
     }
 
     // MARK: Scalars

@@ -76,7 +76,12 @@ public struct MessagePackWriter {
     private mutating func append(_ bytes: UnsafeRawBufferPointer) {
         let n = bytes.count
         if n > 0, count + n <= capacity, let base, let source = bytes.baseAddress {
-            memcpy(base + count, source, n)
+            if n <= 16 {
+                // Keys and short strings: a call to memcpy costs more than the copy.
+                for i in 0..<n { base[count + i] = source.load(fromByteOffset: i, as: UInt8.self) }
+            } else {
+                memcpy(base + count, source, n)
+            }
         }
         count += n
     }
@@ -163,7 +168,11 @@ public struct MessagePackWriter {
 
     /// A map key written from a literal: the same bytes as `write(String)`, without bridging.
     public mutating func writeKey(_ key: StaticString) {
-        key.withUTF8Buffer { writeUTF8(UnsafeRawBufferPointer($0)) }
+        if key.hasPointerRepresentation {
+            writeUTF8(UnsafeRawBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        } else {
+            key.withUTF8Buffer { writeUTF8(UnsafeRawBufferPointer($0)) }
+        }
     }
 
     @inline(__always)
@@ -237,11 +246,13 @@ public struct MessagePackWriter {
     // MARK: Composite values
 
     /// Writes a value through its own ``MessagePackWritable`` conformance.
+    @inlinable
     public mutating func write<T: MessagePackWritable>(_ value: T) throws {
         try value.write(to: &self)
     }
 
-    /// Writes an array of values.
+    /// Writes an array of values (inlinable, so it is specialized for `T` in the caller's module).
+    @inlinable
     public mutating func write<T: MessagePackWritable>(_ values: [T]) throws {
         writeArrayHeader(values.count)
         for value in values { try value.write(to: &self) }
