@@ -255,7 +255,8 @@ public struct MessagePackWriter {
     @inlinable
     public mutating func write<T: MessagePackWritable>(_ values: [T]) throws {
         writeArrayHeader(values.count)
-        for value in values { try value.write(to: &self) }
+        // Indexing borrows each element; `for value in values` copies it (retaining its storage).
+        for i in values.indices { try values[i].write(to: &self) }
     }
 }
 
