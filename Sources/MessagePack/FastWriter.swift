@@ -255,8 +255,11 @@ public struct MessagePackWriter {
     @inlinable
     public mutating func write<T: MessagePackWritable>(_ values: [T]) throws {
         writeArrayHeader(values.count)
-        // Indexing borrows each element; `for value in values` copies it (retaining its storage).
-        for i in values.indices { try values[i].write(to: &self) }
+        // Through the buffer pointer each element is borrowed in place; iterating
+        // the array copies it (retaining and releasing everything it holds).
+        try values.withUnsafeBufferPointer { elements in
+            for i in elements.indices { try elements[i].write(to: &self) }
+        }
     }
 }
 
