@@ -78,7 +78,7 @@ public struct MessagePackDecoder: Sendable {
     /// - Throws: ``MessagePackError``.
     public func decode<T: Decodable>(_ type: T.Type, from buffer: UnsafeRawBufferPointer) throws -> T {
         // Generic callers (whose static type does not show the conformance) still get the fast path.
-        if usesFastPath, let readable = T.self as? any MessagePackReadable.Type {
+        if usesFastPath, let readable = asReadable(T.self) {
             return try decodeOpened(readable, from: buffer, as: T.self)
         }
         return try decodeCodable(type, from: buffer)

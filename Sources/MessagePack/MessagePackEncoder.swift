@@ -34,7 +34,7 @@ public struct MessagePackEncoder: Sendable {
     ///   or whatever the value's `encode(to:)` throws.
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
         // Generic callers (whose static type does not show the conformance) still get the fast path.
-        if usesFastPath, let writable = value as? any MessagePackWritable {
+        if usesFastPath, let writable = asWritable(value) {
             return try encodeWritable(writable)
         }
         let state = EncoderState(userInfo: userInfo, usesFastPath: usesFastPath)
@@ -56,7 +56,7 @@ public struct MessagePackEncoder: Sendable {
     /// Encodes `value` into `Data`.
     /// - Throws: See ``encode(_:)``.
     public func encodeData<T: Encodable>(_ value: T) throws -> Data {
-        if usesFastPath, let writable = value as? any MessagePackWritable {
+        if usesFastPath, let writable = asWritable(value) {
             return Data(try encodeWritable(writable))
         }
         let state = EncoderState(userInfo: userInfo, usesFastPath: usesFastPath)
@@ -220,7 +220,7 @@ final class EncoderState {
         if T.self == UInt32.self { return writeUInt(UInt64(identity(value, as: UInt32.self))) }
         if T.self == Float.self { return writeFloat(identity(value, as: Float.self)) }
         closeContainers(downTo: level)
-        if usesFastPath, let writable = value as? any MessagePackWritable {
+        if usesFastPath, let writable = asWritable(value) {
             return try writeWritable(writable)
         }
         let before = sink.count
