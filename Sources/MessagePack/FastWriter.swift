@@ -270,7 +270,9 @@ public struct MessagePackWriter {
 /// the buffer written into: no copy at the end.
 func encodeWritable<T: MessagePackWritable>(_ value: T) throws -> [UInt8] {
     var capacity = min(lastEncodedSizeHint() + 64, 256 << 10)
-    while true {
+    // Two attempts suffice for a conformance whose output depends only on the
+    // value; a few more tolerate one that does not, then it is an error.
+    for _ in 0..<4 {
         var needed = 0
         var failure: MessagePackError?
         let bytes = try [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
@@ -292,4 +294,5 @@ func encodeWritable<T: MessagePackWritable>(_ value: T) throws -> [UInt8] {
         }
         capacity = needed
     }
+    throw MessagePackError(code: .invalidEncoderUse, message: "\(T.self).write(to:) wrote a different size on every attempt")
 }

@@ -128,7 +128,8 @@ final class EncoderState {
     /// Writes a ``MessagePackWritable`` value straight into the free space of
     /// the output, growing it and writing again if the value did not fit.
     func writeWritable<W: MessagePackWritable>(_ value: W) throws {
-        while true {
+        // As in `encodeWritable`: a pure `write(to:)` needs two attempts at most.
+        for _ in 0..<4 {
             let (base, free) = sink.freeSpace
             var writer = MessagePackWriter(base: base, capacity: free)
             try value.write(to: &writer)
@@ -145,6 +146,7 @@ final class EncoderState {
                 throw error("cannot grow the output to \(sink.count + writer.count) bytes", code: .sizeLimitExceeded)
             }
         }
+        throw error("\(W.self).write(to:) wrote a different size on every attempt")
     }
 
     var packer: UnsafeMutablePointer<msgpack_packer> { sink.packer }

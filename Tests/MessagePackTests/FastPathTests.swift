@@ -212,6 +212,25 @@ struct FloatBox: Codable, Equatable, MessagePackReadable {
         expectError(.invalidTimestamp) { try MessagePackEncoder().encode(bad) }
     }
 
+    /// A conformance whose output grows on every call (a bug) cannot make the encoder loop.
+    final class Growing: Encodable, MessagePackWritable {
+        var calls = 0
+        func encode(to encoder: any Encoder) throws {}
+        func write(to writer: inout MessagePackWriter) throws {
+            calls += 1
+            writer.write([UInt8](repeating: 0, count: 300_000 * calls))
+        }
+    }
+
+    @Test func aConformanceThatNeverWritesTheSameSizeIsAnError() throws {
+        expectError(.invalidEncoderUse) { try MessagePackEncoder().encode(Growing()) }
+        // Nested, the output buffer grows by doubling, so a later attempt may fit:
+        // either way the encode ends.
+        struct Holder: Encodable { var inner: Growing }
+        let nested = try? MessagePackEncoder().encode(Holder(inner: Growing()))
+        #expect(nested == nil || nested?.isEmpty == false)
+    }
+
     @Test func theGuessedBufferSizeIsRightAfterBigAndSmallMessages() throws {
         var big = Sample()
         big.b = [UInt8](repeating: 1, count: 300_000)
