@@ -79,6 +79,28 @@ final class ByteSink {
         }
     }
 
+    /// Makes room for `extra` more bytes (the fast-path writer stores into the
+    /// free space directly).
+    func reserve(_ extra: Int) {
+        let needed = count + extra
+        guard needed > buffer.pointee.alloc else { return }
+        let size = max(needed, buffer.pointee.alloc * 2)
+        guard let memory = realloc(buffer.pointee.data, size) else { return }
+        buffer.pointee.data = memory.assumingMemoryBound(to: CChar.self)
+        buffer.pointee.alloc = size
+    }
+
+    /// Free space after the bytes written so far.
+    var freeSpace: (base: UnsafeMutablePointer<UInt8>?, count: Int) {
+        guard let storage else { return (nil, 0) }
+        return ((storage + count).assumingMemoryBound(to: UInt8.self), buffer.pointee.alloc - count)
+    }
+
+    /// Marks `n` more bytes of the free space as written.
+    func commit(_ n: Int) {
+        buffer.pointee.size += n
+    }
+
     var bytes: [UInt8] {
         DecoderState.copy(UnsafeRawBufferPointer(start: storage, count: count))
     }

@@ -19,6 +19,11 @@ public struct MessagePackEncoder: Sendable {
     /// Values handed to `encode(to:)` implementations through `Encoder.userInfo`.
     public var userInfo: [CodingUserInfoKey: any Sendable] = [:]
 
+    /// Whether values that conform to ``MessagePackWritable`` (at the top level
+    /// or nested in Codable values) write themselves instead of going through
+    /// `encode(to:)`. Both produce the same bytes; tests turn this off to compare.
+    public var usesFastPath = true
+
     /// Creates an encoder.
     public init() {}
 
@@ -28,15 +33,33 @@ public struct MessagePackEncoder: Sendable {
     /// - Throws: ``MessagePackError`` (for example `invalidTimestamp` for a non-finite `Date`),
     ///   or whatever the value's `encode(to:)` throws.
     public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let state = EncoderState(userInfo: userInfo)
+        // Generic callers (whose static type does not show the conformance) still get the fast path.
+        if usesFastPath, let writable = asWritable(value) {
+            return try encodeWritable(writable)
+        }
+        let state = EncoderState(userInfo: userInfo, usesFastPath: usesFastPath)
         try state.encodeTopLevel(value)
         return try state.finish()
+    }
+
+    /// Encodes `value` through its ``MessagePackWritable`` conformance
+    /// (the same bytes as its `Encodable` conformance, faster).
+    public func encode<T: Encodable & MessagePackWritable>(_ value: T) throws -> [UInt8] {
+        if !usesFastPath {
+            let state = EncoderState(userInfo: userInfo, usesFastPath: false)
+            try state.encodeTopLevel(value)
+            return try state.finish()
+        }
+        return try encodeWritable(value)
     }
 
     /// Encodes `value` into `Data`.
     /// - Throws: See ``encode(_:)``.
     public func encodeData<T: Encodable>(_ value: T) throws -> Data {
-        let state = EncoderState(userInfo: userInfo)
+        if usesFastPath, let writable = asWritable(value) {
+            return Data(try encodeWritable(writable))
+        }
+        let state = EncoderState(userInfo: userInfo, usesFastPath: usesFastPath)
         try state.encodeTopLevel(value)
         if let oversize = state.oversize { throw oversize }
         defer { recordEncodedSize(state.sink.count) }
@@ -73,6 +96,10 @@ func recordEncodedSize(_ size: Int) {
     lastEncodedSize.store(size, ordering: .relaxed)
 }
 
+func lastEncodedSizeHint() -> Int {
+    lastEncodedSize.load(ordering: .relaxed)
+}
+
 /// The state of one `encode` call: output, open containers and the key path.
 ///
 /// Values are written straight to the output as Codable hands them over; each
@@ -89,11 +116,37 @@ final class EncoderState {
     /// the writers cannot throw, so the whole encode fails at the end.
     var oversize: MessagePackError?
     let userInfo: [CodingUserInfoKey: Any]
+    let usesFastPath: Bool
 
-    init(userInfo: [CodingUserInfoKey: any Sendable]) {
+    init(userInfo: [CodingUserInfoKey: any Sendable], usesFastPath: Bool = true) {
         var info: [CodingUserInfoKey: Any] = [:]
         for (key, value) in userInfo { info[key] = value }
         self.userInfo = info
+        self.usesFastPath = usesFastPath
+    }
+
+    /// Writes a ``MessagePackWritable`` value straight into the free space of
+    /// the output, growing it and writing again if the value did not fit.
+    func writeWritable<W: MessagePackWritable>(_ value: W) throws {
+        // As in `encodeWritable`: a pure `write(to:)` needs two attempts at most.
+        for _ in 0..<4 {
+            let (base, free) = sink.freeSpace
+            var writer = MessagePackWriter(base: base, capacity: free)
+            try value.write(to: &writer)
+            if let failure = writer.failure {
+                if oversize == nil { oversize = failure }
+                return
+            }
+            if !writer.overflowed {
+                sink.commit(writer.count)
+                return
+            }
+            sink.reserve(writer.count)
+            guard sink.freeSpace.count >= writer.count else {
+                throw error("cannot grow the output to \(sink.count + writer.count) bytes", code: .sizeLimitExceeded)
+            }
+        }
+        throw error("\(W.self).write(to:) wrote a different size on every attempt")
     }
 
     var packer: UnsafeMutablePointer<msgpack_packer> { sink.packer }
@@ -169,6 +222,9 @@ final class EncoderState {
         if T.self == UInt32.self { return writeUInt(UInt64(identity(value, as: UInt32.self))) }
         if T.self == Float.self { return writeFloat(identity(value, as: Float.self)) }
         closeContainers(downTo: level)
+        if usesFastPath, let writable = asWritable(value) {
+            return try writeWritable(writable)
+        }
         let before = sink.count
         // Array elements pass a plain index; the key is built only here.
         let pushed = key ?? (index >= 0 ? IndexKey(index) : nil)

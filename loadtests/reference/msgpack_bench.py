@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """Reference for `signfleet-bench codec`: the same messages through python msgpack.
 
-Same field names, sizes and seeded content as loadtests/Sources/signfleet-bench/
-CodecBenchmark.swift; prints the same JSON lines with a "python." prefix.
+Builds the FleetProtocol messages that loadtests/Sources/signfleet-bench/
+CodecBenchmark.swift encodes (a header frame and a body frame each, same keys,
+values and key order) and prints the same JSON lines with a "python." prefix.
+Before measuring it checks that its bytes equal the frames the Swift bench
+wrote to $TMPDIR/signfleet-codec (or --bytes-dir DIR), and exits 1 if not.
 """
 import json
+import os
 import sys
+import tempfile
 import time
 
 import msgpack
@@ -33,23 +38,56 @@ def ts(seconds):
     return Timestamp(whole, int(round((seconds - whole) * 1e9)))
 
 
+def header(type_, id_, sent_at, reply_to=None, rate_limit=None):
+    """MessageHeader: keys v, t, id, re?, at, rl? in this order; nil fields omitted."""
+    h = {"v": [1, 0], "t": type_, "id": id_}
+    if reply_to is not None:
+        h["re"] = reply_to
+    h["at"] = sent_at
+    if rate_limit is not None:
+        h["rl"] = rate_limit
+    return h
+
+
 def messages():
     random = BenchBytes(42)
     base = 1700000000.0
     items = []
     for i in range(10):
         items.append({
-            "envelopeId": "env-%08d" % (1000 + i), "seq": 5000 + i, "status": "signed",
-            "signerName": "Signer Number %d" % i,
-            "createdAt": ts(base + i), "signedAt": ts(base + i + 0.5),
-            "documentHash": random.bytes(32), "biometricHash": random.bytes(32), "signature": random.bytes(6144),
-            "pageCount": 3 + i,
+            "seq": 5000 + i, "transactionID": "txn-%08d" % (1000 + i),
+            "payload": random.bytes(6144), "signature": random.bytes(64),
         })
-    push = {"type": "sync.push", "requestId": 123456789, "deviceId": "device-00042", "sentAt": ts(base + 20.25), "items": items}
-    heartbeat = {"type": "heartbeat", "requestId": 987654321, "sentAt": ts(base + 30.5)}
-    ack = {"type": "sync.ack", "requestId": 123456789, "lastApplied": 5009,
-           "results": [{"seq": 5000 + n, "status": "applied", "serverId": "srv-%08d" % (70000 + n)} for n in range(10)]}
+    push = (header("sync.push", 123456789, ts(base + 20.25)), {"deviceID": "device-00042", "items": items})
+    heartbeat = (header("heartbeat", 987654321, ts(base + 30.5)), {})
+    results = []
+    for i in range(10):
+        if i == 7:
+            results.append({"seq": 5000 + i, "outcome": "duplicate", "envelopeID": "srv-%08d" % (70000 + i)})
+        elif i == 9:
+            results.append({"seq": 5000 + i, "outcome": "rejected", "reason": "signature does not verify"})
+        else:
+            results.append({"seq": 5000 + i, "outcome": "applied", "envelopeID": "srv-%08d" % (70000 + i)})
+    ack = (header("sync.ack", 123456790, ts(base + 20.75), reply_to=123456789,
+                  rate_limit={"remaining": 99, "resetAt": ts(base + 60)}),
+           {"status": "ok", "lastApplied": 5009, "results": results})
     return {"push": push, "heartbeat": heartbeat, "ack": ack}
+
+
+def check_bytes(directory, name, frames):
+    """Compares our frames with the Swift bench's; True when identical or absent."""
+    for part, data in zip(("header", "body"), frames):
+        path = os.path.join(directory, "%s.%s.msgpack" % (name, part))
+        if not os.path.exists(path):
+            print("note: %s missing (run signfleet-bench codec first); bytes not compared" % path, file=sys.stderr)
+            return True
+        with open(path, "rb") as f:
+            swift = f.read()
+        if swift != data:
+            print("error: %s %s frame differs from the Swift bench's (%d vs %d bytes)\n python %s\n swift  %s"
+                  % (name, part, len(data), len(swift), data[:96].hex(), swift[:96].hex()), file=sys.stderr)
+            return False
+    return True
 
 
 def measure_rate(seconds, body):
@@ -89,19 +127,38 @@ def main():
     seconds = 2.0
     if "--seconds" in sys.argv:
         seconds = float(sys.argv[sys.argv.index("--seconds") + 1])
+    directory = os.path.join(tempfile.gettempdir(), "signfleet-codec")
+    if "--bytes-dir" in sys.argv:
+        directory = sys.argv[sys.argv.index("--bytes-dir") + 1]
     packb, unpackb = msgpack.packb, msgpack.unpackb
-    for name, message in messages().items():
-        data = packb(message)
-        size = len(data)
-        encode = measure_rate(seconds, lambda: packb(message))
-        decode = measure_rate(seconds, lambda: unpackb(data))
+    all_messages = messages()
+    ok = True
+    for name, (head, body) in all_messages.items():
+        ok = check_bytes(directory, name, (packb(head), packb(body))) and ok
+    if not ok:
+        sys.exit(1)
+    for name, (head, body) in all_messages.items():
+        head_bytes, body_bytes = packb(head), packb(body)
+        size = len(head_bytes) + len(body_bytes)
+
+        # One message is two frames, as on the wire (and in the Swift bench).
+        def encode():
+            packb(head)
+            packb(body)
+
+        def decode():
+            unpackb(head_bytes)
+            unpackb(body_bytes)
+
+        encode_rate = measure_rate(seconds, encode)
+        decode_rate = measure_rate(seconds, decode)
         emit("python.%s.bytes" % name, size, "B")
-        emit("python.encode.%s.msg_per_s" % name, encode, "msg/s")
-        emit("python.encode.%s.mb_per_s" % name, encode * size / 1e6, "MB/s")
-        emit("python.decode.%s.msg_per_s" % name, decode, "msg/s")
-        emit("python.decode.%s.mb_per_s" % name, decode * size / 1e6, "MB/s")
-        emit("python.encode.%s.cpu_msg_per_s" % name, measure_cpu_rate(seconds, lambda: packb(message)), "msg/cpu-s")
-        emit("python.decode.%s.cpu_msg_per_s" % name, measure_cpu_rate(seconds, lambda: unpackb(data)), "msg/cpu-s")
+        emit("python.encode.%s.msg_per_s" % name, encode_rate, "msg/s")
+        emit("python.encode.%s.mb_per_s" % name, encode_rate * size / 1e6, "MB/s")
+        emit("python.decode.%s.msg_per_s" % name, decode_rate, "msg/s")
+        emit("python.decode.%s.mb_per_s" % name, decode_rate * size / 1e6, "MB/s")
+        emit("python.encode.%s.cpu_msg_per_s" % name, measure_cpu_rate(seconds, encode), "msg/cpu-s")
+        emit("python.decode.%s.cpu_msg_per_s" % name, measure_cpu_rate(seconds, decode), "msg/cpu-s")
 
 
 if __name__ == "__main__":

@@ -1,58 +1,26 @@
-// `signfleet-bench codec [--seconds S] [--python PATH] [--reference FILE] [--only KIND]`
+// `signfleet-bench codec [--seconds S] [--only KIND] [--op OPERATION] [--bytes-dir DIR]`
 //
-// Encodes and decodes the reference message set with MessagePack and prints
-// msg/s and MB/s per message kind. Then runs loadtests/reference/msgpack_bench.py
-// (python msgpack, C extension, identical messages) and prints Swift/Python ratios.
+// Encodes and decodes the reference messages — the real FleetProtocol types,
+// header frame and body frame as they go on the wire — with MessagePack and
+// prints msg/s and MB/s per message kind, for the fast path (what WireCodec
+// uses) and, as extras, for the plain Codable path.
+//
+// The Python reference (loadtests/reference/msgpack_bench.py, python msgpack's
+// C extension) builds byte-identical messages; loadtests/run runs it after
+// this and report.py pairs the figures. This bench writes its encoded frames to
+// DIR (default $TMPDIR/signfleet-codec) and the Python script checks that its
+// own bytes are identical before measuring.
 import Foundation
+import FleetProtocol
 import MessagePack
 
-// MARK: Reference messages (identical field names, sizes and content in msgpack_bench.py)
-
-struct BenchHeartbeat: Codable {
-    var type: String
-    var requestId: UInt64
-    var sentAt: Date
-}
-
-struct BenchEnvelope: Codable {
-    var envelopeId: String
-    var seq: UInt64
-    var status: String
-    var signerName: String
-    var createdAt: Date
-    var signedAt: Date
-    var documentHash: Data
-    var biometricHash: Data
-    var signature: Data
-    var pageCount: Int
-}
-
-struct BenchPush: Codable {
-    var type: String
-    var requestId: UInt64
-    var deviceId: String
-    var sentAt: Date
-    var items: [BenchEnvelope]
-}
-
-struct BenchItemResult: Codable {
-    var seq: UInt64
-    var status: String
-    var serverId: String
-}
-
-struct BenchAck: Codable {
-    var type: String
-    var requestId: UInt64
-    var lastApplied: UInt64
-    var results: [BenchItemResult]
-}
+// MARK: Reference messages (identical keys, values and bytes in msgpack_bench.py)
 
 /// 64-bit LCG (Knuth's MMIX constants); the Python reference uses the same one.
 struct BenchBytes {
     var state: UInt64
-    mutating func bytes(_ count: Int) -> Data {
-        var out = Data(count: count)
+    mutating func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
         for i in 0..<count {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             out[i] = UInt8(truncatingIfNeeded: state >> 56)
@@ -61,114 +29,111 @@ struct BenchBytes {
     }
 }
 
-func benchMessages() -> (push: BenchPush, heartbeat: BenchHeartbeat, ack: BenchAck) {
+struct BenchMessages {
+    var push: (header: MessageHeader, body: SyncPush)
+    var heartbeat: (header: MessageHeader, body: Heartbeat)
+    var ack: (header: MessageHeader, body: SyncAck)
+}
+
+func benchMessages() -> BenchMessages {
     var random = BenchBytes(state: 42)
     let base = 1_700_000_000.0
     let items = (0..<10).map { i in
-        BenchEnvelope(
-            envelopeId: "env-\(String(format: "%08d", 1000 + i))", seq: UInt64(5000 + i), status: "signed",
-            signerName: "Signer Number \(i)",
-            createdAt: Date(timeIntervalSince1970: base + Double(i)),
-            signedAt: Date(timeIntervalSince1970: base + Double(i) + 0.5),
-            documentHash: random.bytes(32), biometricHash: random.bytes(32), signature: random.bytes(6144),
-            pageCount: 3 + i)
+        SyncItem(
+            sequence: UInt64(5000 + i), transactionID: "txn-\(String(format: "%08d", 1000 + i))",
+            payload: random.bytes(6144), signature: random.bytes(64))
     }
-    let push = BenchPush(type: "sync.push", requestId: 123_456_789, deviceId: "device-00042", sentAt: Date(timeIntervalSince1970: base + 20.25), items: items)
-    let heartbeat = BenchHeartbeat(type: "heartbeat", requestId: 987_654_321, sentAt: Date(timeIntervalSince1970: base + 30.5))
-    let ack = BenchAck(
-        type: "sync.ack", requestId: 123_456_789, lastApplied: 5009,
-        results: (0..<10).map { BenchItemResult(seq: UInt64(5000 + $0), status: "applied", serverId: "srv-\(String(format: "%08d", 70000 + $0))") })
-    return (push, heartbeat, ack)
+    let push = SyncPush(deviceID: "device-00042", items: items)
+    let pushHeader = MessageHeader(type: SyncPush.messageType, id: 123_456_789, sentAt: Date(timeIntervalSince1970: base + 20.25))
+    let heartbeatHeader = MessageHeader(type: Heartbeat.messageType, id: 987_654_321, sentAt: Date(timeIntervalSince1970: base + 30.5))
+    let results = (0..<10).map { i -> SyncItemResult in
+        switch i {
+        case 7: SyncItemResult(sequence: UInt64(5000 + i), outcome: .duplicate, envelopeID: "srv-\(String(format: "%08d", 70000 + i))")
+        case 9: SyncItemResult(sequence: UInt64(5000 + i), outcome: .rejected, reason: "signature does not verify")
+        default: SyncItemResult(sequence: UInt64(5000 + i), outcome: .applied, envelopeID: "srv-\(String(format: "%08d", 70000 + i))")
+        }
+    }
+    let ack = SyncAck(status: .ok, lastApplied: 5009, results: results)
+    let ackHeader = MessageHeader(
+        type: SyncAck.messageType, id: 123_456_790, replyTo: 123_456_789, sentAt: Date(timeIntervalSince1970: base + 20.75),
+        rateLimit: RateLimitStatus(remaining: 99, resetAt: Date(timeIntervalSince1970: base + 60)))
+    return BenchMessages(push: (pushHeader, push), heartbeat: (heartbeatHeader, Heartbeat()), ack: (ackHeader, ack))
 }
 
 // MARK: Benchmark
 
 func codecBenchmark(_ arguments: [String]) async throws {
     var seconds = 2.0
-    var python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
-    var reference = "reference/msgpack_bench.py"
     var only = ""  // e.g. "push": run only the message kinds whose name contains this
+    var op = ""  // e.g. "decode": run only the operations with exactly this name (for profiling)
+    var bytesDir = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-codec").path
     var index = 0
     while index < arguments.count {
         let value = index + 1 < arguments.count ? arguments[index + 1] : ""
         switch arguments[index] {
         case "--seconds": seconds = Double(value) ?? seconds
-        case "--python": python = value
-        case "--reference": reference = value
         case "--only": only = value
+        case "--op": op = value
+        case "--bytes-dir": bytesDir = value
         default: print("unknown option \(arguments[index])"); return
         }
         index += 2
     }
 
-    let (push, heartbeat, ack) = benchMessages()
+    let messages = benchMessages()
     let encoder = MessagePackEncoder()
     let decoder = MessagePackDecoder()
-    var swift: [String: Double] = [:]
+    var codableEncoder = MessagePackEncoder()
+    codableEncoder.usesFastPath = false
+    var codableDecoder = MessagePackDecoder()
+    codableDecoder.usesFastPath = false
+    try FileManager.default.createDirectory(atPath: bytesDir, withIntermediateDirectories: true)
 
-    func run<T: Codable>(_ name: String, _ message: T) throws {
+    // Generic over FleetMessageBody, as WireCodec is: the fast path is found at run time.
+    func run<Body: FleetMessageBody>(_ name: String, _ header: MessageHeader, _ body: Body) throws {
         guard only.isEmpty || name.contains(only) else { return }
-        let bytes = try encoder.encode(message)
-        let size = Double(bytes.count)
-        let encodeRate = try measureRate(seconds: seconds) { blackHole(try encoder.encode(message)) }
-        let decodeRate = try measureRate(seconds: seconds) { blackHole(try decoder.decode(T.self, from: bytes)) }
-        // Python's unpackb builds dicts: the like-for-like Swift figure is the dynamic value.
-        let dynamicRate = try measureRate(seconds: seconds) { blackHole(try MessagePackValue.decode(bytes)) }
-        // CPU-time rates: the machine is shared, and wall-clock rates swing with other load.
-        let cpu = [
-            ("encode", try measureCPURate(seconds: seconds) { blackHole(try encoder.encode(message)) }),
-            ("decode", try measureCPURate(seconds: seconds) { blackHole(try decoder.decode(T.self, from: bytes)) }),
-            ("decode_dynamic", try measureCPURate(seconds: seconds) { blackHole(try MessagePackValue.decode(bytes)) }),
+        let headerBytes = try encoder.encode(header)
+        let bodyBytes = try encoder.encode(body)
+        guard try codableEncoder.encode(header) == headerBytes, try codableEncoder.encode(body) == bodyBytes else {
+            throw MessagePackError(code: .invalidInput, message: "\(name): fast path and Codable bytes differ")
+        }
+        try Data(headerBytes).write(to: URL(fileURLWithPath: "\(bytesDir)/\(name).header.msgpack"))
+        try Data(bodyBytes).write(to: URL(fileURLWithPath: "\(bytesDir)/\(name).body.msgpack"))
+        let size = Double(headerBytes.count + bodyBytes.count)
+
+        func encode(_ encoder: MessagePackEncoder) throws {
+            blackHole(try encoder.encode(header))
+            blackHole(try encoder.encode(body))
+        }
+        func decode(_ decoder: MessagePackDecoder) throws {
+            blackHole(try decoder.decode(MessageHeader.self, from: headerBytes))
+            blackHole(try decoder.decode(Body.self, from: bodyBytes))
+        }
+        // Python's unpackb builds dicts: the like-for-like dynamic figure.
+        func decodeDynamic() throws {
+            blackHole(try MessagePackValue.decode(headerBytes))
+            blackHole(try MessagePackValue.decode(bodyBytes))
+        }
+        let rates: [(String, () throws -> Void)] = [
+            ("encode", { try encode(encoder) }),
+            ("decode", { try decode(decoder) }),
+            ("encode_codable", { try encode(codableEncoder) }),
+            ("decode_codable", { try decode(codableDecoder) }),
+            ("decode_dynamic", decodeDynamic),
         ]
-        for (operation, rate) in cpu {
-            swift["cpu.\(operation).\(name)"] = rate
-            Report.emit("codec", "swift.\(operation).\(name).cpu_msg_per_s", rate, "msg/cpu-s")
-        }
-        swift["encode.\(name)"] = encodeRate
-        swift["decode.\(name)"] = decodeRate
-        swift["decode_dynamic.\(name)"] = dynamicRate
-        Report.emit("codec", "swift.decode_dynamic.\(name).msg_per_s", dynamicRate, "msg/s")
         Report.emit("codec", "swift.\(name).bytes", size, "B")
-        Report.emit("codec", "swift.encode.\(name).msg_per_s", encodeRate, "msg/s")
-        Report.emit("codec", "swift.encode.\(name).mb_per_s", encodeRate * size / 1e6, "MB/s")
-        Report.emit("codec", "swift.decode.\(name).msg_per_s", decodeRate, "msg/s")
-        Report.emit("codec", "swift.decode.\(name).mb_per_s", decodeRate * size / 1e6, "MB/s")
-    }
-    try run("push", push)
-    try run("heartbeat", heartbeat)
-    try run("ack", ack)
-
-    // The reference: the same messages through Python's msgpack C extension.
-    guard let output = try await runReference(python: python, script: reference, seconds: seconds) else { return }
-    print(output, terminator: "")
-    for line in output.split(separator: "\n") {
-        guard let figure = try? JSONDecoder().decode(ReferenceFigure.self, from: Data(line.utf8)),
-              figure.metric.hasPrefix("python.") else { continue }
-        if figure.metric.hasSuffix(".cpu_msg_per_s") {
-            let key = String(figure.metric.dropFirst("python.".count).dropLast(".cpu_msg_per_s".count))
-            if let mine = swift["cpu." + key], figure.value > 0 {
-                Report.emit("codec", "ratio.cpu.\(key).swift_over_python", mine / figure.value, "x")
-            }
-            if key.hasPrefix("decode."), let mine = swift["cpu.decode_dynamic." + key.dropFirst("decode.".count)], figure.value > 0 {
-                Report.emit("codec", "ratio.cpu.decode_dynamic.\(key.dropFirst("decode.".count)).swift_over_python", mine / figure.value, "x")
-            }
-            continue
-        }
-        guard figure.metric.hasSuffix(".msg_per_s") else { continue }
-        let key = String(figure.metric.dropFirst("python.".count).dropLast(".msg_per_s".count))
-        if let mine = swift[key], figure.value > 0 {
-            Report.emit("codec", "ratio.\(key).swift_over_python", mine / figure.value, "x")
-        }
-        if key.hasPrefix("decode."), let mine = swift["decode_dynamic." + key.dropFirst("decode.".count)], figure.value > 0 {
-            Report.emit("codec", "ratio.decode_dynamic.\(key.dropFirst("decode.".count)).swift_over_python", mine / figure.value, "x")
+        for (operation, body) in rates where op.isEmpty || op == operation {
+            let rate = try measureRate(seconds: seconds) { try body() }
+            Report.emit("codec", "swift.\(operation).\(name).msg_per_s", rate, "msg/s")
+            Report.emit("codec", "swift.\(operation).\(name).mb_per_s", rate * size / 1e6, "MB/s")
+            // CPU-time rates: the machine is shared, and wall-clock rates swing with other load.
+            let cpuRate = try measureCPURate(seconds: seconds) { try body() }
+            Report.emit("codec", "swift.\(operation).\(name).cpu_msg_per_s", cpuRate, "msg/cpu-s")
         }
     }
-}
-
-/// A line printed by the reference script.
-private struct ReferenceFigure: Decodable {
-    var metric: String
-    var value: Double
+    try run("push", messages.push.header, messages.push.body)
+    try run("heartbeat", messages.heartbeat.header, messages.heartbeat.body)
+    try run("ack", messages.ack.header, messages.ack.body)
 }
 
 /// Like `measureRate`, but divides by the thread's CPU time rather than wall time.
@@ -187,31 +152,4 @@ func measureCPURate(seconds: Double, _ body: () throws -> Void) rethrows -> Doub
         calls += 16
     }
     return Double(calls) / (cpuNow() - start)
-}
-
-/// Runs the Python reference, output to a file (no pipe to fill), waiting without blocking a thread.
-func runReference(python: String, script: String, seconds: Double) async throws -> String? {
-    guard FileManager.default.fileExists(atPath: script) else {
-        print("reference script \(script) not found; run from loadtests/ or pass --reference")
-        return nil
-    }
-    let outURL = FileManager.default.temporaryDirectory.appendingPathComponent("codec-ref-\(UUID().uuidString).txt")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    defer { try? FileManager.default.removeItem(at: outURL) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [python, script, "--seconds", "\(seconds)"]
-    process.standardOutput = try FileHandle(forWritingTo: outURL)
-    let status: Int32 = await withCheckedContinuation { continuation in
-        process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-        do { try process.run() } catch {
-            process.terminationHandler = nil
-            continuation.resume(returning: -1)
-        }
-    }
-    guard status == 0 else {
-        print("reference run failed (status \(status)); is python msgpack installed? scripts/install-deps.sh")
-        return nil
-    }
-    return try String(contentsOf: outURL, encoding: .utf8)
 }
