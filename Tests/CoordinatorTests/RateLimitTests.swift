@@ -281,3 +281,31 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         await rig.tearDown()
     }
 }
+
+@Suite struct RateLimitedSyncPassTests {
+    @Test func aPassThatGaveUpOnARateLimitMakesTheNextPassWait() async throws {
+        // One attempt per pass: the first pass gives up on the refusal; the next pass must
+        // wait out the retry-after (a real one-second window) instead of pushing at once.
+        let rig = try await RateLimitRig(limits: RateLimits(hourly: 100, burst: 1, burstWindowSeconds: 1), now: { Date() })
+        let (node, _) = try await signedItems(count: 2, directory: rig.temporary.directory, deviceID: "tablet-p")
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let client = FleetClient(
+            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: node.deviceId, maxAttempts: 1), loop: rig.loop, logger: logger)
+        let connection = Task { await client.run() }
+        let engine = SyncEngine(
+            node: node, client: client, accessToken: rig.token, configuration: SyncEngineConfiguration(batchSize: 10, maxAttempts: 1),
+            logger: logger)
+
+        await expectFleetError(.rateLimited) { _ = try await engine.syncAll() }
+        #expect(try await rig.envelopeCount() == 0)
+        let summary = try await engine.syncAll()
+        #expect(summary.succeeded == 2 && summary.remaining == 0)
+        #expect(try await rig.envelopeCount() == 2)
+
+        connection.cancel()
+        await connection.value
+        try? await node.close()
+        await rig.tearDown()
+    }
+}
