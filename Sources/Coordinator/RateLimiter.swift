@@ -41,7 +41,7 @@ public struct RateWindow: Sendable, Hashable {
     /// When the current window ends; a window not yet open would end `length` after `now`.
     func resetAt(now: Date) -> Date { (openedAt ?? now).addingTimeInterval(length) }
 
-    mutating func count(at now: Date) {
+    mutating func record(at now: Date) {
         if openedAt == nil { openedAt = now }
         count += 1
     }
@@ -112,8 +112,8 @@ public struct AccountRateState: Sendable, Hashable {
                 message: "rate limit\(account) exceeded: \(named); retry after \(retryAfterMs) ms")
         }
 
-        burst.count(at: now)
-        hourly.count(at: now)
+        burst.record(at: now)
+        hourly.record(at: now)
         return RateLimitDecision(allowed: true, status: status(now: now), retryAfterMs: nil, exceeded: [], message: nil)
     }
 

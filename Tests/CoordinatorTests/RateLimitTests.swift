@@ -114,7 +114,10 @@ final class RateLimitRig: Sendable {
     let endpoint: String
     let serving: Task<Void, Never>
 
-    init(limits: RateLimits, clock: TestClock = TestClock(), now: (@Sendable () -> Date)? = nil) async throws {
+    init(
+        limits: RateLimits, clock: TestClock = TestClock(), now: (@Sendable () -> Date)? = nil,
+        customize: (inout RequestRouter, CoordinatorServices) -> Void = { _, _ in }
+    ) async throws {
         temporary = try TemporaryStore()
         self.clock = clock
         services = CoordinatorServices(store: temporary.store, now: now ?? clock.now)
@@ -123,6 +126,7 @@ final class RateLimitRig: Sendable {
         token = try await services.auth.issueToken(email: "ann@acme.example", secret: "secret-123").accessToken
         var router = RequestRouter()
         services.register(in: &router)
+        customize(&router, services)
         var logger = Logger(label: "rate-limit-rig")
         logger.logLevel = .critical
         context = try ZMQContext()
@@ -142,6 +146,37 @@ final class RateLimitRig: Sendable {
         await loop.shutdown()
         context.shutdown()
         temporary.remove()
+    }
+}
+
+/// Frozen until the coordinator first refuses a request for the rate limit, then runs in
+/// real time. The window then starts exactly at the refusal however slow the machine is, and
+/// a device that ignored `retryAfterMs` would be refused again.
+final class StartOnDenialClock: Sendable {
+    private let state = Mutex<(base: Date, startedAt: ContinuousClock.Instant?)>((Date(timeIntervalSince1970: 1_800_000_000), nil))
+
+    func now() -> Date {
+        state.withLock { state in
+            guard let startedAt = state.startedAt else { return state.base }
+            let elapsed = ContinuousClock.now - startedAt
+            return state.base.addingTimeInterval(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18)
+        }
+    }
+
+    func start() { state.withLock { if $0.startedAt == nil { $0.startedAt = .now } } }
+
+    /// Serves `sync.push` as the coordinator does, starting the clock at the first refusal.
+    func startingOnDenial(_ router: inout RequestRouter, _ services: CoordinatorServices) {
+        router.on(SyncPush.self) { push, context throws(FleetError) in
+            do throws(FleetError) {
+                return try await CoordinatorServices.typed {
+                    try await services.ingest.apply(push, routingID: context.peerName, meter: services.meter(context))
+                }
+            } catch {
+                if error.code == .rateLimited { self.start() }
+                throw error
+            }
+        }
     }
 }
 
@@ -243,10 +278,13 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
     }
 
     @Test func syncEngineWaitsOutTheRetryAfterAndFinishes() async throws {
-        // A real one-second window: the engine's own wait is real, the test never sleeps.
-        // Its back-off (10 ms doubling, 5 attempts: 150 ms in all) is far shorter than the
-        // window, so the pass can only finish if the engine honours `retryAfterMs`.
-        let rig = try await RateLimitRig(limits: RateLimits(hourly: 100, burst: 1, burstWindowSeconds: 1), now: { Date() })
+        // A one-second window on a clock that starts at the refusal: the engine's own wait is
+        // real, the test never sleeps. Its back-off (10 ms doubling, 5 attempts: 150 ms in all)
+        // is far shorter than the window, so the pass can only finish if the engine honours
+        // `retryAfterMs` (exactly 1000 ms here).
+        let clock = StartOnDenialClock()
+        let rig = try await RateLimitRig(
+            limits: RateLimits(hourly: 100, burst: 1, burstWindowSeconds: 1), now: clock.now, customize: clock.startingOnDenial)
         let (node, _) = try await signedItems(count: 3, directory: rig.temporary.directory, deviceID: "tablet-e")
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -286,7 +324,9 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
     @Test func aPassThatGaveUpOnARateLimitMakesTheNextPassWait() async throws {
         // One attempt per pass: the first pass gives up on the refusal; the next pass must
         // wait out the retry-after (a real one-second window) instead of pushing at once.
-        let rig = try await RateLimitRig(limits: RateLimits(hourly: 100, burst: 1, burstWindowSeconds: 1), now: { Date() })
+        let clock = StartOnDenialClock()
+        let rig = try await RateLimitRig(
+            limits: RateLimits(hourly: 100, burst: 1, burstWindowSeconds: 1), now: clock.now, customize: clock.startingOnDenial)
         let (node, _) = try await signedItems(count: 2, directory: rig.temporary.directory, deviceID: "tablet-p")
         var logger = Logger(label: "test")
         logger.logLevel = .critical
