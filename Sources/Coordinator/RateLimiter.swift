@@ -103,7 +103,7 @@ public struct AccountRateState: Sendable, Hashable {
             let retryAt = full.map { $0.1.resetAt(now: now) }.max() ?? now
             let retryAfterMs = max(1, UInt64((retryAt.timeIntervalSince(now) * 1000).rounded(.up)))
             let named = full.map { window, state in
-                "\(state.limit) requests per \(Self.describe(state.length)) (\(window.rawValue))"
+                "\(state.limit) request\(state.limit == 1 ? "" : "s") per \(Self.describe(state.length)) (\(window.rawValue))"
             }.joined(separator: " and ")
             let account = accountID.isEmpty ? "" : " of account \"\(accountID)\""
             return RateLimitDecision(
