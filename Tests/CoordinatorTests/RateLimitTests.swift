@@ -295,7 +295,7 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
             node: node, client: client, accessToken: rig.token,
             configuration: SyncEngineConfiguration(batchSize: 10, maxAttempts: 5, retryBackoff: Backoff(initial: .milliseconds(10), maximum: .milliseconds(100))),
             logger: logger)
-        let events = await node.events()
+        let events = node.events()
 
         // Enrollment takes the window's one request, so the first push is refused.
         let summary = try await engine.syncAll()
