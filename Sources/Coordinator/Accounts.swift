@@ -3,7 +3,9 @@ import FleetProtocol
 import Foundation
 import GRDB
 
-/// Rate limits of an account (enforced by the sync issue's limiter; stored now).
+/// Rate limits of an account, enforced by ``RateLimiter`` on every request that
+/// authenticates to the account: at most `burst` requests per `burstWindowSeconds`
+/// and `hourly` per hour.
 public struct RateLimits: Sendable, Hashable, Codable {
     public var hourly: Int
     public var burst: Int
@@ -100,15 +102,18 @@ public struct AccountDirectory: Sendable {
     }
 
     /// Seeds a demo account with offline signing and one user per device
-    /// group name, all with the secret `demo-secret`; safe to call again.
+    /// group name, all with the secret `demo-secret`; safe to call again (an
+    /// existing demo account keeps its limits).
     @discardableResult
-    public func seedDemo(accountName: String = "Demo Co", userCount: Int = 1) async throws -> (Account, [User]) {
+    public func seedDemo(
+        accountName: String = "Demo Co", userCount: Int = 1, rateLimits: RateLimits = DemoData.rateLimits
+    ) async throws -> (Account, [User]) {
         let accountID = "demo"
         let account: Account
         if let existing = try await self.account(id: accountID) {
             account = existing
         } else {
-            account = try await createAccount(id: accountID, name: accountName)
+            account = try await createAccount(id: accountID, name: accountName, rateLimits: rateLimits)
         }
         var users = try await self.users(accountID: accountID)
         for index in users.count..<max(users.count, userCount) {
@@ -136,6 +141,9 @@ public struct AccountDirectory: Sendable {
 /// The well-known credentials of seeded demo users.
 public enum DemoData {
     public static let secret = "demo-secret"
+    /// Limits of the seeded demo account: far above what a demo fleet sends (its
+    /// devices all share the one account), so a demo is never throttled.
+    public static let rateLimits = RateLimits(hourly: 10_000_000, burst: 1_000_000, burstWindowSeconds: 30)
 }
 
 /// Salted SHA-256 of a user's secret. A simulator's credential store; a real

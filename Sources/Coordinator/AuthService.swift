@@ -70,7 +70,13 @@ public struct AuthService: Sendable {
 
     /// What a device's login needs.
     public func userInfo(token: String) async throws -> UserInfoReply {
+        try await userInfo(token: token, meter: { _ in })
+    }
+
+    /// `userInfo(token:)`, with `meter` called once the account is known (rate limits).
+    func userInfo(token: String, meter: (Account) throws -> Void) async throws -> UserInfoReply {
         let (user, account) = try await authenticate(token)
+        try meter(account)
         return UserInfoReply(
             accountID: account.id, accountName: account.name, userID: user.id, userName: user.name, email: user.email,
             host: host, offlineSigningEnabled: account.offlineSigning)

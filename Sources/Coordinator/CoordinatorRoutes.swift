@@ -7,6 +7,8 @@ public struct CoordinatorServices: Sendable {
     public var auth: AuthService
     public var devices: DeviceRegistry
     public var ingest: SyncIngest
+    /// Per-account limits on account-bound requests (docs/protocol.md, "Rate limits").
+    public var rateLimiter: RateLimiter
 
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
                 now: @escaping @Sendable () -> Date = Date.init) {
@@ -14,21 +16,34 @@ public struct CoordinatorServices: Sendable {
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
         ingest = SyncIngest(store: store, devices: devices, now: now)
+        rateLimiter = RateLimiter(now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.
+    /// Every request that authenticates to an account is metered (``meter(_:)``); `auth.token` is not.
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
             try await Self.typed { try await auth.issueToken(email: request.email, secret: request.secret) }
         }
-        router.on(UserInfoRequest.self) { request, _ throws(FleetError) in
-            try await Self.typed { try await auth.userInfo(token: request.accessToken) }
+        router.on(UserInfoRequest.self) { request, context throws(FleetError) in
+            try await Self.typed { try await auth.userInfo(token: request.accessToken, meter: meter(context)) }
         }
         router.on(EnrollDevice.self) { [devices] request, context throws(FleetError) in
-            try await Self.typed { try await devices.enroll(request, routingID: context.peerName) }
+            try await Self.typed { try await devices.enroll(request, routingID: context.peerName, meter: meter(context)) }
         }
         router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
-            try await Self.typed { try await ingest.apply(request, routingID: context.peerName) }
+            try await Self.typed { try await ingest.apply(request, routingID: context.peerName, meter: meter(context)) }
+        }
+    }
+
+    /// Counts a request against its account's limits once the handler knows the account:
+    /// puts the status in the reply's header (`rl`, success or error) and throws
+    /// `rate_limited` when a window is full, before anything is applied.
+    public func meter(_ context: RequestContext) -> @Sendable (Account) throws -> Void {
+        { [rateLimiter] account in
+            let decision = rateLimiter.admit(accountID: account.id, limits: account.rateLimits)
+            context.replyMetadata.rateLimit = decision.status
+            if let error = decision.error { throw error }
         }
     }
 

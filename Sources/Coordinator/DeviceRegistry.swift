@@ -31,7 +31,13 @@ public struct DeviceRegistry: Sendable {
     ///   32-byte Ed25519 public key or a device id that is not the sender's routing id;
     ///   `forbidden` when the id is enrolled with another key or under another account.
     public func enroll(_ request: EnrollDevice, routingID: String) async throws -> EnrollDeviceReply {
+        try await enroll(request, routingID: routingID, meter: { _ in })
+    }
+
+    /// `enroll(_:routingID:)`, with `meter` called once the account is known (rate limits).
+    func enroll(_ request: EnrollDevice, routingID: String, meter: (Account) throws -> Void) async throws -> EnrollDeviceReply {
         let (user, account) = try await auth.authenticate(request.accessToken)
+        try meter(account)
         guard request.deviceID == routingID else {
             throw FleetError(
                 .invalidRequest, "device id \"\(request.deviceID)\" is not the socket's routing id \"\(routingID)\"")

@@ -37,13 +37,20 @@ public struct SyncIngest: Sendable {
     ///   enrolled device it names; `feature_disabled` when its account has no offline signing;
     ///   `invalid_request` for an over-long push; `internal` (retryable) for a store failure.
     public func apply(_ push: SyncPush, routingID: String) async throws -> SyncAck {
+        try await apply(push, routingID: routingID, meter: { _ in })
+    }
+
+    /// `apply(_:routingID:)`, with `meter` called once the account is known and before
+    /// anything is applied (rate limits: a refused push changes nothing).
+    func apply(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
         let device = try await devices.authenticate(deviceID: push.deviceID, routingID: routingID)
-        guard push.items.count <= maxItemsPerPush else {
-            throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
-        }
         let accountID = device.accountID
         guard let account = try await store.database.read({ db in try AccountRecord.fetchOne(db, key: accountID) }) else {
             throw FleetError(.unauthenticated, "the device's account no longer exists")
+        }
+        try meter(AccountDirectory.account(account))
+        guard push.items.count <= maxItemsPerPush else {
+            throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
         }
         guard account.offlineSigning else {
             throw FleetError(

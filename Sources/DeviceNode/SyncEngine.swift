@@ -38,6 +38,8 @@ public actor SyncEngine {
     private let accessToken: String
     private let logger: Logger
     private var enrolled = false
+    /// Set when a pass gave up on a `rate_limited` error: no push is sent before then.
+    private var rateLimitedUntil: ContinuousClock.Instant?
     private var running: Task<SyncSummary, any Error>?
 
     public init(
@@ -52,6 +54,9 @@ public actor SyncEngine {
     }
 
     /// Pushes every pending item.
+    ///
+    /// A `rate_limited` refusal is honoured: the engine waits its `retryAfterMs` before
+    /// pushing again, within the pass or, when the pass gave up on it, at the start of the next.
     /// - Throws: ``FleetError`` when the server refuses the device for good (not enrolled,
     ///   offline signing disabled) or every attempt of a batch failed; `CancellationError`
     ///   after ``cancel()``. Items not acknowledged stay queued either way.
@@ -97,6 +102,11 @@ public actor SyncEngine {
     }
 
     private func push(upTo limit: UInt64?, summary: inout SyncSummary) async throws {
+        if let until = rateLimitedUntil {
+            // The server said when it would take requests again; a pass started earlier waits.
+            try await Task.sleep(until: until, clock: .continuous)
+            rateLimitedUntil = nil
+        }
         try await enrollIfNeeded()
         var backoff = configuration.retryBackoff
         var failures = 0
@@ -115,11 +125,13 @@ public actor SyncEngine {
             } catch let error as FleetError where error.retryable {
                 try await node.recordSyncFailure(sequences: sequences, error: error.description)
                 failures += 1
+                let retryAfter = error.retryAfterMs.map { Duration.milliseconds(Int64(clamping: $0)) }
                 guard failures < configuration.maxAttempts else {
                     summary.failed += batch.count
+                    if let retryAfter { rateLimitedUntil = .now + retryAfter }
                     throw error
                 }
-                let delay = error.retryAfterMs.map { Duration.milliseconds(Int64($0)) } ?? backoff.next()
+                let delay = retryAfter ?? backoff.next()
                 logger.notice("push failed; retrying", metadata: ["error": "\(error)", "after": "\(delay)"])
                 try await Task.sleep(for: delay)
                 continue

@@ -72,6 +72,9 @@ public actor FleetClient {
     public let configuration: FleetClientConfiguration
     /// Connection changes, for logs and tests.
     public nonisolated let events: AsyncStream<ConnectionEvent>
+    /// The account rate-limit status from the latest reply that carried one
+    /// (header `rl`), so a device can slow down before it is refused.
+    public private(set) var lastRateLimit: RateLimitStatus?
 
     private enum ReplySlot {
         case waiting(CheckedContinuation<InboundMessage, any Error>?)
@@ -222,6 +225,7 @@ public actor FleetClient {
             logger.warning("dropped unreadable message from server", metadata: ["error": "\(error.error)"])
             return
         }
+        if let rateLimit = message.header.rateLimit { lastRateLimit = rateLimit }
         guard let replyTo = message.header.replyTo else {
             logger.debug("dropped unsolicited message", metadata: ["type": "\(message.header.type)"])
             return

@@ -163,7 +163,7 @@ public actor FleetServer {
             result = encoded(HeartbeatReply(serverInstance: instance))
         default: result = await router.route(request, context: context)
         }
-        await reply(result, to: peer, replyTo: request.header.id, on: socket)
+        await reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
 
     private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
@@ -197,7 +197,8 @@ public actor FleetServer {
     }
 
     private func reply(
-        _ result: Result<EncodedReply, FleetError>, to peer: [UInt8], replyTo: UInt64?, on socket: AsyncSocket
+        _ result: Result<EncodedReply, FleetError>, to peer: [UInt8], replyTo: UInt64?, rateLimit: RateLimitStatus? = nil,
+        on socket: AsyncSocket
     ) async {
         let encodedReply: EncodedReply
         switch result {
@@ -206,7 +207,7 @@ public actor FleetServer {
             guard case .success(let value) = encoded(error) else { return }
             encodedReply = value
         }
-        let header = MessageHeader(type: encodedReply.type, id: nextID, replyTo: replyTo)
+        let header = MessageHeader(type: encodedReply.type, id: nextID, replyTo: replyTo, rateLimit: rateLimit)
         nextID &+= 1
         do {
             let headerFrame = try codec.encodeHeader(header)

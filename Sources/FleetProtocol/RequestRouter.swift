@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Who sent a request, as the server sees it.
 public struct RequestContext: Sendable {
@@ -7,8 +8,24 @@ public struct RequestContext: Sendable {
     public var header: MessageHeader
     /// When the server received the message.
     public var receivedAt: ContinuousClock.Instant
+    /// What the handler adds to its reply's header (shared by copies of this context).
+    public let replyMetadata = ReplyMetadata()
 
     public var peerName: String { String(decoding: peer, as: UTF8.self) }
+}
+
+/// Header fields a handler sets for its reply, success or error; the server
+/// copies them into the reply's header after the handler returns.
+public final class ReplyMetadata: Sendable {
+    private let state = Mutex<RateLimitStatus?>(nil)
+
+    public init() {}
+
+    /// The caller's account rate-limit status, sent as the header's `rl`.
+    public var rateLimit: RateLimitStatus? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
 }
 
 /// A reply ready to be framed: its type and its encoded body.
