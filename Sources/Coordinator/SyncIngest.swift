@@ -24,6 +24,8 @@ public struct SyncIngest: Sendable {
     let now: @Sendable () -> Date
     /// The most items one push may carry.
     public var maxItemsPerPush: Int
+    /// Test failpoints (inert unless armed; see ``Failpoints``).
+    public var failpoints = Failpoints.fromEnvironment()
 
     public init(store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
@@ -59,7 +61,7 @@ public struct SyncIngest: Sendable {
         }
         let verdicts = push.items.map { Self.verify($0, device: device) }
         let recordedAt = now()
-        return try await store.database.write { db in
+        let ack = try await store.database.write { db in
             guard var row = try DeviceRecord.fetchOne(db, key: device.id) else {
                 throw FleetError(.unauthenticated, "device \"\(device.id)\" is not enrolled")
             }
@@ -91,6 +93,8 @@ public struct SyncIngest: Sendable {
             }
             return SyncAck(status: .ok, lastApplied: last, results: results)
         }
+        failpoints.hit(Failpoints.syncAfterCommit)
+        return ack
     }
 
     /// The answer recorded for an already-handled sequence.
