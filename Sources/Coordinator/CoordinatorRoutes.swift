@@ -7,6 +7,8 @@ public struct CoordinatorServices: Sendable {
     public var auth: AuthService
     public var devices: DeviceRegistry
     public var ingest: SyncIngest
+    /// Per-account templates: `templates.list`, `templates.fetch` and the admin edits.
+    public var templates: TemplateCatalog
 
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
                 now: @escaping @Sendable () -> Date = Date.init) {
@@ -14,6 +16,7 @@ public struct CoordinatorServices: Sendable {
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
         ingest = SyncIngest(store: store, devices: devices, now: now)
+        templates = TemplateCatalog(store: store, auth: auth, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.
@@ -29,6 +32,12 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
             try await Self.typed { try await ingest.apply(request, routingID: context.peerName) }
+        }
+        router.on(TemplateListRequest.self) { [templates] request, _ throws(FleetError) in
+            try await Self.typed { try await templates.list(request) }
+        }
+        router.on(TemplateFetchRequest.self) { [templates] request, _ throws(FleetError) in
+            try await Self.typed { try await templates.fetch(request) }
         }
     }
 
