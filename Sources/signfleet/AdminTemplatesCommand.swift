@@ -31,12 +31,13 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
         return "template \(summary.templateID) \"\(summary.name)\" folder=\(summary.folder ?? "-") lastModified=\(stamp)"
     }
 
-    /// Runs a catalog call, printing a `FleetError`'s message instead of a stack of types.
+    /// Runs a catalog call; a `FleetError` is printed to standard error and exits with status 1.
     static func run<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
         } catch let error as FleetError {
-            throw ValidationError("\(error.code): \(error.message)")
+            FileHandle.standardError.write(Data("error: \(error.code): \(error.message)\n".utf8))
+            throw ExitCode.failure
         }
     }
 
