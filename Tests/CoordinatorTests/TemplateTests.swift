@@ -397,3 +397,24 @@ final class TemplateWireRig: Sendable {
         await rig.tearDown()
     }
 }
+
+extension TemplateWireTests {
+    @Test func anEditIsReCachedEvenWhenTheDeviceClockRunsAheadOfTheServers() async throws {
+        let rig = try await TemplateWireRig()
+        let catalog = rig.fixture.catalog
+        try await catalog.create(accountID: "acme", template: TemplateCatalog.sampleTemplate(id: "t-skew", name: "Skew"))
+        try await rig.node.login(accessToken: rig.fixture.annToken)
+        // The device caches at server time + 30 min: its clock is half an hour ahead.
+        rig.fixture.clock.advance(1800)
+        let first = try await rig.node.cacheTemplate(id: "t-skew")
+        rig.fixture.clock.advance(-1790)
+        // The edit happens at server time + 10 s, long "before" the device's cached time.
+        try await catalog.editTab(accountID: "acme", templateID: "t-skew", tab: .tabId("company"), change: TabChange(value: "Edited"))
+        #expect(!DeviceNode.shouldRecache(cachedAt: first.cachedAt, server: try await rig.node.listTemplates()[0]), "the SDK's rule alone misses it")
+        let decisions = try await rig.node.autoUpdateCachedTemplates()
+        #expect(decisions.map(\.action) == [.recached])
+        #expect(try await rig.node.cachedTemplates().first?.template.tabs.first { $0.tabId == "company" }?.value == "Edited")
+        #expect(try await rig.node.autoUpdateCachedTemplates().map(\.action) == [.upToDate], "then it is current")
+        await rig.tearDown()
+    }
+}
