@@ -20,6 +20,7 @@ public struct CoordinatorServices: Sendable {
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.
+    /// Also `templates.list` and `templates.fetch` (``TemplateCatalog``).
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
             try await Self.typed { try await auth.issueToken(email: request.email, secret: request.secret) }
