@@ -122,6 +122,7 @@ public struct AccountDirectory: Sendable {
                     id: "demo-user-\(index + 1)", accountID: accountID, name: "Demo User \(index + 1)",
                     email: "user\(index + 1)@demo.example", secret: DemoData.secret))
         }
+        try await TemplateCatalog(store: store, auth: AuthService(store: store, now: now), now: now).seedDemo(accountID: accountID)
         return (account, users)
     }
 

@@ -9,6 +9,8 @@ public struct CoordinatorServices: Sendable {
     public var ingest: SyncIngest
     /// Per-account limits on account-bound requests (docs/protocol.md, "Rate limits").
     public var rateLimiter: RateLimiter
+    /// Per-account templates: `templates.list`, `templates.fetch` and the admin edits.
+    public var templates: TemplateCatalog
 
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
                 now: @escaping @Sendable () -> Date = Date.init) {
@@ -17,9 +19,11 @@ public struct CoordinatorServices: Sendable {
         devices = DeviceRegistry(store: store, auth: auth, now: now)
         ingest = SyncIngest(store: store, devices: devices, now: now)
         rateLimiter = RateLimiter(now: now)
+        templates = TemplateCatalog(store: store, auth: auth, now: now)
     }
 
-    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.
+    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`,
+    /// `templates.list` and `templates.fetch` (``TemplateCatalog``).
     /// Every request that authenticates to an account is metered (``meter(_:)``); `auth.token` is not.
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
@@ -33,6 +37,12 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
             try await Self.typed { try await ingest.apply(request, routingID: context.peerName, meter: meter(context)) }
+        }
+        router.on(TemplateListRequest.self) { [templates] request, context throws(FleetError) in
+            try await Self.typed { try await templates.list(request, meter: meter(context)) }
+        }
+        router.on(TemplateFetchRequest.self) { [templates] request, context throws(FleetError) in
+            try await Self.typed { try await templates.fetch(request, meter: meter(context)) }
         }
     }
 

@@ -84,6 +84,16 @@ public final class CoordinatorStore: Sendable {
                 t.primaryKey(["deviceID", "sequence"])
             }
         }
+        migrator.registerMigration("v3-templates") { db in
+            try db.create(table: "template") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("name", .text).notNull()
+                t.column("folder", .text)
+                t.column("lastModified", .integer).notNull()  // milliseconds since 1970
+                t.column("definition", .blob).notNull()  // MessagePack of Envelopes.EnvelopeTemplate
+            }
+        }
         return migrator
     }
 }

@@ -105,7 +105,9 @@ extension DeviceNode {
             var decision = TemplateUpdateDecision(templateId: id, action: .upToDate, previousCachedAt: cached.cachedAt,
                                                   serverLastModified: server[id]?.lastModified)
             if let summary = server[id] {
-                if Self.shouldRecache(cachedAt: cached.cachedAt, server: summary) {
+                // Also by version: the server's lastModified moved past the copy's own, which
+                // catches edits that a device clock running ahead of the server's would hide.
+                if Self.shouldRecache(cachedAt: cached.cachedAt, server: summary) || cached.template.lastModified < summary.lastModified {
                     do {
                         try await cacheTemplate(id: id)
                         decision.action = .recached

@@ -7,7 +7,7 @@ struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
-        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self]
+        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, AdminTemplatesCommand.self]
     )
 
     struct StoreOption: ParsableArguments {

@@ -1,0 +1,40 @@
+import Foundation
+import FleetTesting
+import Testing
+
+@Suite struct AdminTemplatesCLITests {
+    func run(_ arguments: [String]) async throws -> (Int32, ChildProcess) {
+        let child = try ChildProcess.launch(try signfleetBinary(), arguments)
+        return (try await child.waitForExit(timeout: .seconds(30)), child)
+    }
+
+    @Test func createListReplaceAndSetTabThroughTheAdminCommand() async throws {
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("admin-templates-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) } }
+        var (status, child) = try await run(["admin", "seed-demo", "--store", store])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "create-sample", "--store", store, "--name", "Lease", "--folder", "Housing", "--id", "lease", "--pages", "3"])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "list", "--store", store])
+        #expect(status == 0)
+        let listed = child.lines(.standardOutput)
+        #expect(listed.contains { $0.hasPrefix("template lease \"Lease\" folder=Housing") }, "\(listed)")
+        #expect(listed.contains { $0.hasPrefix("template demo-nda \"Mutual NDA\" folder=Legal") }, "seed-demo adds demo templates: \(listed)")
+        #expect(listed.last == "3 of 3 templates")
+
+        // Fewer pages than the tabs use: refused unless a rule is given.
+        (status, child) = try await run(["admin", "templates", "replace-document", "--store", store, "--id", "lease", "--sample-pages", "1"])
+        #expect(status != 0)
+        #expect(child.output.contains("move-to-last-page"), "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "replace-document", "--store", store, "--id", "lease", "--sample-pages", "1", "--tabs", "remove"])
+        #expect(status == 0, "\(child.output)")
+        #expect(child.output.contains("removed tabs [1, 2]"), "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "set-tab", "--store", store, "--id", "lease", "--tab-id", "company", "--value", "Acme"])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "set-tab", "--store", store, "--id", "lease", "--tab-id", "nope", "--value", "x"])
+        #expect(status != 0)
+        #expect(child.output.contains("not_found"), "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "list", "--store", store, "--search", "lea", "--match", "prefix"])
+        #expect(child.lines(.standardOutput).count == 2, "\(child.output)")
+    }
+}
