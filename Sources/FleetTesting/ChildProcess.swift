@@ -30,7 +30,11 @@ public final class ChildProcess: Sendable {
     private struct State {
         var lines: [Stream: [String]] = [.standardOutput: [], .standardError: []]
         var partial: [Stream: [UInt8]] = [.standardOutput: [], .standardError: []]
+        /// Set once the process has exited AND both output streams reached end of file,
+        /// so a test that saw the exit also sees every line the child wrote.
         var exitStatus: Int32?
+        var terminationStatus: Int32?
+        var closedStreams = 0
         var lineWaiters: [UUID: LineWaiter] = [:]
         var exitWaiters: [UUID: CheckedContinuation<Int32?, Never>] = [:]
     }
@@ -63,10 +67,17 @@ public final class ChildProcess: Sendable {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         let child = ChildProcess(name: name ?? arguments.first ?? executable, process: process)
-        out.fileHandleForReading.readabilityHandler = { child.consume($0.availableData, from: .standardOutput) }
-        err.fileHandleForReading.readabilityHandler = { child.consume($0.availableData, from: .standardError) }
         process.terminationHandler = { child.exited($0.terminationStatus) }
         try process.run()
+        // Blocking reads on a thread per stream, not `readabilityHandler`: tearing down
+        // the dispatch read sources that handler installs races on Linux and can crash the
+        // whole test process in libdispatch (swift-corelibs-libdispatch issue 949).
+        for (pipe, stream) in [(out, Stream.standardOutput), (err, Stream.standardError)] {
+            let descriptor = pipe.fileHandleForReading.fileDescriptor
+            let thread = Thread { child.drain(descriptor, from: stream, keepingAlive: pipe) }
+            thread.name = "child-output"
+            thread.start()
+        }
         return child
     }
 
@@ -137,7 +148,7 @@ public final class ChildProcess: Sendable {
         if isRunning { kill(processIdentifier, number) }
     }
 
-    public var isRunning: Bool { state.withLock { $0.exitStatus == nil } }
+    public var isRunning: Bool { state.withLock { $0.terminationStatus == nil } }
 
     /// Waits for the process to exit and returns its status.
     /// - Throws: ``TimeoutError`` when it is still running after `timeout`.
@@ -180,6 +191,24 @@ public final class ChildProcess: Sendable {
         if process.isRunning { kill(processIdentifier, SIGKILL) }
     }
 
+    /// Reads `descriptor` until end of file (the child closed it, normally by exiting).
+    /// `pipe` is held so its file handle, and so the descriptor, stays open meanwhile.
+    private func drain(_ descriptor: Int32, from stream: Stream, keepingAlive pipe: Pipe) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                consume(Data(buffer[0..<count]), from: stream)
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        withExtendedLifetime(pipe) {}
+        streamClosed()
+    }
+
     private func consume(_ data: Data, from stream: Stream) {
         guard !data.isEmpty else { return }
         var ready: [CheckedContinuation<String?, Never>] = []
@@ -208,9 +237,20 @@ public final class ChildProcess: Sendable {
     }
 
     private func exited(_ status: Int32) {
-        let (lineWaiters, exitWaiters) = state.withLock { state in
+        finish { $0.terminationStatus = status }
+    }
+
+    private func streamClosed() {
+        finish { $0.closedStreams += 1 }
+    }
+
+    /// Applies `change`, then ends every wait once the exit and both ends of file are in.
+    private func finish(_ change: (inout State) -> Void) {
+        let (lineWaiters, exitWaiters, status): ([LineWaiter], [CheckedContinuation<Int32?, Never>], Int32?) = state.withLock { state in
+            change(&state)
+            guard state.exitStatus == nil, let status = state.terminationStatus, state.closedStreams >= 2 else { return ([], [], nil) }
             state.exitStatus = status
-            let waiters = (Array(state.lineWaiters.values), Array(state.exitWaiters.values))
+            let waiters = (Array(state.lineWaiters.values), Array(state.exitWaiters.values), status)
             state.lineWaiters = [:]
             state.exitWaiters = [:]
             return waiters
