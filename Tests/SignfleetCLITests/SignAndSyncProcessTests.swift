@@ -46,4 +46,48 @@ import Testing
         #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.output)\n\(node.output)")
         #expect(check.lines(.standardOutput).last?.hasPrefix("valid: 18 envelopes from 3 devices") == true, "\(check.output)")
     }
+
+    /// The SDK users' trap, with a real process: the coordinator commits a push and is
+    /// killed (SIGKILL, by an armed failpoint) before it can reply. The device's retry
+    /// reaches the restarted coordinator, which answers from its stored results.
+    @Test func aCoordinatorKilledBetweenCommitAndReplyStillEndsExactlyOnce() async throws {
+        let binary = try signfleetBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("failpoint-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("coordinator.sqlite").path
+        func coordinator(_ bind: String, failpoint: Bool) async throws -> (ChildProcess, String) {
+            let child = try ChildProcess.launch(
+                binary, ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--store", store, "--seed-demo"], name: "coordinator",
+                environment: failpoint ? ["SIGNFLEET_FAILPOINTS": "sync.after-commit=kill"] : [:])
+            let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
+            return (child, String(line.dropFirst("listening ".count)))
+        }
+
+        let (first, endpoint) = try await coordinator("tcp://127.0.0.1:*", failpoint: true)
+        defer { Task { await first.terminate() } }
+        let node = try ChildProcess.launch(
+            binary,
+            [
+                "node", "--connect", endpoint, "--devices", "1", "--envelopes", "3", "--interval-ms", "50",
+                "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "11",
+            ], name: "node")
+        defer { Task { await node.terminate() } }
+
+        // The first push commits, then the coordinator dies before replying.
+        let status = try await first.waitForExit(timeout: .seconds(60))
+        #expect(status == SIGKILL, "the failpoint kills the coordinator: \(first.output)")
+        let committed = try ChildProcess.launch(binary, ["admin", "envelopes", "--store", store], name: "admin")
+        _ = try await committed.waitForExit(timeout: .seconds(30))
+        #expect(committed.lines(.standardOutput).contains("device device-1: 1 envelopes, 0 rejected, last applied 1"), "\(committed.output)")
+        try await node.waitForLine(timeout: .seconds(60)) { $0.contains("sync deferred") }
+
+        let (second, _) = try await coordinator(endpoint, failpoint: false)
+        defer { Task { await second.terminate() } }
+        #expect(try await node.waitForExit(timeout: .seconds(120)) == 0, "\(node.output)")
+        let check = try ChildProcess.launch(
+            binary, ["admin", "envelopes", "--store", store, "--expect-per-device", "3", "--expect-devices", "1"], name: "admin")
+        #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.output)\n\(node.output)")
+        #expect(check.lines(.standardOutput).last?.hasPrefix("valid: 3 envelopes from 1 devices") == true, "\(check.output)")
+    }
 }
