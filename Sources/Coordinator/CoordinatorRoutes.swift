@@ -1,5 +1,6 @@
 import Foundation
 import FleetProtocol
+import Metrics
 
 /// The coordinator's request handlers, registered on a ``RequestRouter``.
 public struct CoordinatorServices: Sendable {
@@ -8,12 +9,15 @@ public struct CoordinatorServices: Sendable {
     public var devices: DeviceRegistry
     public var ingest: SyncIngest
 
+    /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
+    ///   the process-wide `MetricsSystem.factory` unless given.
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
+                metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 now: @escaping @Sendable () -> Date = Date.init) {
         accounts = AccountDirectory(store: store, now: now)
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
-        ingest = SyncIngest(store: store, devices: devices, now: now)
+        ingest = SyncIngest(store: store, devices: devices, metricsFactory: metricsFactory, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`.

@@ -3,6 +3,7 @@ import DeviceNode
 import FleetProtocol
 import Foundation
 import GRDB
+import Metrics
 import SignatureCapture
 
 /// Applies devices' sync pushes exactly once and in order (shared/DESIGN.md, "Sync";
@@ -24,8 +25,15 @@ public struct SyncIngest: Sendable {
     let now: @Sendable () -> Date
     /// The most items one push may carry.
     public var maxItemsPerPush: Int
+    let metrics: SyncIngestMetrics
 
-    public init(store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500, now: @escaping @Sendable () -> Date = Date.init) {
+    /// - Parameter metricsFactory: where ``SyncIngestMetrics`` are reported; the process-wide
+    ///   `MetricsSystem.factory` unless given.
+    public init(
+        store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.metrics = SyncIngestMetrics(factory: metricsFactory)
         self.store = store
         self.devices = devices
         self.maxItemsPerPush = maxItemsPerPush
@@ -37,6 +45,14 @@ public struct SyncIngest: Sendable {
     ///   enrolled device it names; `feature_disabled` when its account has no offline signing;
     ///   `invalid_request` for an over-long push; `internal` (retryable) for a store failure.
     public func apply(_ push: SyncPush, routingID: String) async throws -> SyncAck {
+        let started = ContinuousClock.now
+        defer { metrics.duration.record(duration: started.duration(to: .now)) }
+        let ack = try await applyUnmeasured(push, routingID: routingID)
+        metrics.record(ack, pushed: push.items.count)
+        return ack
+    }
+
+    private func applyUnmeasured(_ push: SyncPush, routingID: String) async throws -> SyncAck {
         let device = try await devices.authenticate(deviceID: push.deviceID, routingID: routingID)
         guard push.items.count <= maxItemsPerPush else {
             throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
