@@ -133,7 +133,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
 
     static func describe(_ type: Any.Type) -> String {
         switch type {
-        case is Int.Type: "an integer"
+        case is Int.Type, is Double.Type: "an integer"
         case is Bool.Type: "true or false"
         default: "a string"
         }
@@ -178,7 +178,13 @@ private struct ConfigurationFile: Decodable {
             case "bind", "http", "store", "log-level":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
             case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size":
-                values.append((key.stringValue, .integer(try container.decode(Int.self, forKey: key))))
+                // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
+                let number = try container.decode(Double.self, forKey: key)
+                guard number.rounded() == number, let integer = Int(exactly: number) else {
+                    throw CoordinatorConfigurationError(
+                        key: key.stringValue, "\"\(key.stringValue)\" must be an integer; got \(number)")
+                }
+                values.append((key.stringValue, .integer(integer)))
             case "seed-demo":
                 values.append((key.stringValue, .bool(try container.decode(Bool.self, forKey: key))))
             default:
