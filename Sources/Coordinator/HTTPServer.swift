@@ -37,7 +37,7 @@ public struct CoordinatorHTTPServer: Service {
     }
 
     /// The `GET /health` body.
-    public struct Health: Sendable, Hashable, Codable, ResponseEncodable {
+    public struct Health: Sendable, Hashable, Codable {
         public var status: String
         public var instance: String
         /// Seconds since the server was created.
@@ -111,11 +111,12 @@ public struct CoordinatorHTTPServer: Service {
         let registry = self.registry
         let status = self.status
         let logger = self.logger
-        router.get("health") { _, _ -> Health in
+        router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
-            return Health(
-                status: "ok", instance: instance,
-                uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18)
+            return try Self.json(
+                Health(
+                    status: "ok", instance: instance,
+                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18))
         }
         router.get("metrics") { _, _ -> Response in
             var buffer = ByteBuffer()
@@ -124,19 +125,29 @@ public struct CoordinatorHTTPServer: Service {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(byteBuffer: buffer))
         }
-        router.get("status") { _, _ -> CoordinatorStatus in
+        router.get("status") { _, _ -> Response in
+            let snapshot: CoordinatorStatus
             do {
-                return try await status()
+                snapshot = try await status()
             } catch {
                 logger.error("status unavailable", metadata: ["error": "\(error)"])
                 throw HTTPError(.serviceUnavailable, message: "the coordinator's store cannot be read: \(error)")
             }
+            return try Self.json(snapshot)
         }
         return router
     }
-}
 
-extension CoordinatorStatus: ResponseEncodable {}
+    /// A `200` JSON response with sorted keys and unescaped slashes (paths stay readable).
+    static func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var buffer = ByteBuffer()
+        buffer.writeBytes(try encoder.encode(value))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: buffer))
+    }
+}
 
 /// The HTTP listener could not start (typically: the address is in use).
 public struct HTTPListenerError: Error, Sendable, CustomStringConvertible {

@@ -153,6 +153,8 @@ struct PrometheusText: CustomStringConvertible {
         var status = try await rig.status()
         #expect(status.devicesEnrolled == 0 && status.devicesAlive == 0 && status.envelopes == 0 && status.syncOutcomes.isEmpty)
         #expect(status.storePath == rig.temporary.store.path)
+        let raw = String(decoding: try await rig.get("/status").body, as: UTF8.self)
+        #expect(raw.contains("\"storePath\":\"\(rig.temporary.store.path)\""), "paths are not escaped: \(raw)")
         #expect(status.version == FleetProtocolInfo.softwareVersion)
         #expect(status.instance == rig.server.instance)
         var metrics = try await rig.metrics()
@@ -235,6 +237,29 @@ struct PrometheusText: CustomStringConvertible {
         #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "applied"]) == 0, "\(metrics)")
         #expect(metrics.value(SyncIngestMetrics.durationLabel + "_count") == 1, "\(metrics)")
         try await node.close()
+    }
+
+    @Test func statusIsUnavailableWhenTheStoreCannotBeRead() async throws {
+        struct StoreDown: Error, CustomStringConvertible { var description: String { "disk I/O error" } }
+        var logger = Logger(label: "status-503")
+        logger.logLevel = .critical
+        let (addresses, announced) = AsyncStream<String>.makeStream()
+        let server = CoordinatorHTTPServer(
+            configuration: .init(host: "127.0.0.1", port: 0), registry: PrometheusCollectorRegistry(), instance: "down",
+            status: { throw StoreDown() }, logger: logger, onListening: { announced.yield($0) })
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        let address = try await firstElement(of: addresses, "the HTTP listener's address")
+        let url = try #require(URL(string: "http://\(address)/status"))
+        let session = URLSession(configuration: .ephemeral)
+        let (body, response) = try await session.data(from: url)
+        session.finishTasksAndInvalidate()
+        #expect((response as? HTTPURLResponse)?.statusCode == 503)
+        struct Failure: Decodable { struct Detail: Decodable { var message: String }; var error: Detail }
+        let failure = try JSONDecoder().decode(Failure.self, from: body)
+        #expect(failure.error.message.contains("store cannot be read: disk I/O error"), "\(failure.error.message)")
+        await group.triggerGracefulShutdown()
+        try await running.value
     }
 
     @Test func aBusyPortIsReportedWithWhatToDo() async throws {
