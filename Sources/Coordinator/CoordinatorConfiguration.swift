@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 /// Everything `signfleet coordinator` can be told, from flags and an optional JSON file.
 ///
@@ -109,6 +110,9 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check(tokenLifetime >= 1, "token-lifetime", "must be at least 1")
         try check(!bind.isEmpty, "bind", "must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555")
         try check(!store.isEmpty, "store", "must be a file path")
+        try check(
+            Logger.Level(rawValue: logLevel) != nil, "log-level",
+            "must be one of trace, debug, info, notice, warning, error, critical; got \"\(logLevel)\"")
         if http != nil {
             _ = try httpAddress()
         }

@@ -108,6 +108,7 @@ import FoundationNetworking
         (#"{"liveness": "many"}"#, "liveness"),
         (#"{"heartbeat-ms": 2}"#, "heartbeat-ms"),
         (#"{"http": "nowhere"}"#, "http"),
+        (#"{"log-level": "loud"}"#, "log-level"),
     ])
     func aBadConfigFileIsRefusedNamingTheKey(json: String, key: String) async throws {
         let config = temporaryPath("bad-config") + ".json"
