@@ -24,6 +24,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -38,7 +42,11 @@ let package = Package(
         ),
         .target(
             name: "FleetProtocol",
-            dependencies: ["MessagePack", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "MessagePack", "ZeroMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
         ),
         .target(
             name: "SignatureCapture",
@@ -62,6 +70,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .target(
@@ -79,6 +91,9 @@ let package = Package(
                 "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -89,7 +104,13 @@ let package = Package(
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
         .testTarget(
             name: "CoordinatorTests",
-            dependencies: ["Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture", "Envelopes"]),
+            dependencies: [
+                "Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture", "Envelopes",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),

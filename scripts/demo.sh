@@ -61,6 +61,9 @@ echo "==> restarting the coordinator on $endpoint with the same store"
 : >"$RUN_DIR/coordinator.out"
 start_coordinator "$endpoint"
 wait_for "$RUN_DIR/coordinator.out" "^listening" 1 60
+wait_for "$RUN_DIR/coordinator.out" "^http " 1 60
+http=$(grep -m1 '^http ' "$RUN_DIR/coordinator.out" | awk '{print $2}')
+echo "    http on $http (GET /health, /metrics, /status)"
 wait_for "$RUN_DIR/node.log" "\] drained" "$DEVICES" 120
 wait "$node"
 echo "    every device synced its outbox and stopped"
@@ -68,6 +71,11 @@ echo "    every device synced its outbox and stopped"
 echo "==> checking the coordinator's store"
 "$BIN" admin envelopes --store "$RUN_DIR/coordinator.sqlite" --expect-per-device "$ENVELOPES" --expect-devices "$DEVICES" \
     | tee "$RUN_DIR/verdict.txt" | sed 's/^/    /'
+if command -v curl >/dev/null; then
+    echo "==> the coordinator's status: curl http://$http/status"
+    curl -fsS "http://$http/status" | tee "$RUN_DIR/status.json" | sed 's/^/    /'
+    echo
+fi
 echo
 echo "logs and stores: $RUN_DIR/"
 echo "(the fleet launcher with scenarios, fault schedules and an HTML report comes with the fleet issue)"

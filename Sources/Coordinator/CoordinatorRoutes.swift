@@ -1,5 +1,6 @@
 import Foundation
 import FleetProtocol
+import Metrics
 
 /// The coordinator's request handlers, registered on a ``RequestRouter``.
 public struct CoordinatorServices: Sendable {
@@ -12,12 +13,15 @@ public struct CoordinatorServices: Sendable {
     /// Per-account templates: `templates.list`, `templates.fetch` and the admin edits.
     public var templates: TemplateCatalog
 
+    /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
+    ///   the process-wide `MetricsSystem.factory` unless given.
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
+                metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 now: @escaping @Sendable () -> Date = Date.init) {
         accounts = AccountDirectory(store: store, now: now)
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
-        ingest = SyncIngest(store: store, devices: devices, now: now)
+        ingest = SyncIngest(store: store, devices: devices, metricsFactory: metricsFactory, now: now)
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(store: store, auth: auth, now: now)
     }

@@ -3,6 +3,7 @@ import DeviceNode
 import FleetProtocol
 import Foundation
 import GRDB
+import Metrics
 import SignatureCapture
 
 /// Applies devices' sync pushes exactly once and in order (shared/DESIGN.md, "Sync";
@@ -26,8 +27,15 @@ public struct SyncIngest: Sendable {
     public var maxItemsPerPush: Int
     /// Test failpoints (inert unless armed; see ``Failpoints``).
     public var failpoints = Failpoints.fromEnvironment()
+    let metrics: SyncIngestMetrics
 
-    public init(store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500, now: @escaping @Sendable () -> Date = Date.init) {
+    /// - Parameter metricsFactory: where ``SyncIngestMetrics`` are reported; the process-wide
+    ///   `MetricsSystem.factory` unless given.
+    public init(
+        store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.metrics = SyncIngestMetrics(factory: metricsFactory)
         self.store = store
         self.devices = devices
         self.maxItemsPerPush = maxItemsPerPush
@@ -43,8 +51,16 @@ public struct SyncIngest: Sendable {
     }
 
     /// `apply(_:routingID:)`, with `meter` called once the account is known and before
-    /// anything is applied (rate limits: a refused push changes nothing).
+    /// anything is applied (rate limits: a refused push changes nothing). Measured for metrics.
     func apply(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
+        let started = ContinuousClock.now
+        defer { metrics.duration.record(duration: started.duration(to: .now)) }
+        let ack = try await applyUnmeasured(push, routingID: routingID, meter: meter)
+        metrics.record(ack, pushed: push.items.count)
+        return ack
+    }
+
+    private func applyUnmeasured(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
         let device = try await devices.authenticate(deviceID: push.deviceID, routingID: routingID)
         let accountID = device.accountID
         guard let account = try await store.database.read({ db in try AccountRecord.fetchOne(db, key: accountID) }) else {

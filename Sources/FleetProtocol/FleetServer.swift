@@ -1,3 +1,4 @@
+import Metrics
 import Foundation
 import Logging
 import ZeroMQ
@@ -62,14 +63,22 @@ public actor FleetServer {
     private let codec: WireCodec
     private let loop: ZMQIOLoop
     private let logger: Logger
-    private let instance = UUID().uuidString
+    /// Identifies this server run (sent in ``HelloReply`` and ``HeartbeatReply``; fresh on every start).
+    public nonisolated let instance = UUID().uuidString
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private var socket: AsyncSocket?
     private var boundEndpoint: String?
     private var liveness: LivenessTable<[UInt8]>
     private var nextID: UInt64 = 1
+    private let metrics: FleetServerMetrics
 
-    public init(configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger) {
+    /// - Parameter metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
+    ///   `MetricsSystem.factory` unless given.
+    public init(
+        configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        self.metrics = FleetServerMetrics(factory: metricsFactory)
         self.configuration = configuration
         self.router = router
         self.codec = WireCodec(limits: configuration.limits)
@@ -138,6 +147,7 @@ public actor FleetServer {
             let name = String(decoding: peer, as: UTF8.self)
             logger.info("device alive", metadata: ["device": "\(name)"])
             peerEventsContinuation.yield(.alive(name))
+            metrics.connectedDevices.record(liveness.alivePeers.count)
         }
         let request: InboundMessage
         do {
@@ -145,6 +155,7 @@ public actor FleetServer {
         } catch {
             logger.notice(
                 "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
+            metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
             await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
             return
         }
@@ -163,8 +174,20 @@ public actor FleetServer {
             result = encoded(HeartbeatReply(serverInstance: instance))
         default: result = await router.route(request, context: context)
         }
+        metrics.countRequest(type: request.header.type, outcome: Self.outcome(of: result))
         await reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
+
+    /// The reply type of a success, the error code of a failure (the `outcome` dimension).
+    static func outcome(of result: Result<EncodedReply, FleetError>) -> String {
+        switch result {
+        case .success(let reply): reply.type.rawValue
+        case .failure(let error): error.code.rawValue
+        }
+    }
+
+    /// How many devices are alive now (heard from within the liveness timeout).
+    public var aliveDeviceCount: Int { liveness.alivePeers.count }
 
     private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
         do {
@@ -233,6 +256,7 @@ public actor FleetServer {
                 logger.warning("device lost", metadata: ["device": "\(name)"])
                 peerEventsContinuation.yield(.lost(name))
             }
+            metrics.connectedDevices.record(liveness.alivePeers.count)
         }
     }
 }

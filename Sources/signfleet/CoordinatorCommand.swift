@@ -2,68 +2,109 @@ import ArgumentParser
 import Coordinator
 import FleetProtocol
 import Foundation
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
 import ZeroMQ
 
-/// `signfleet coordinator`: the server side. It answers hello and heartbeats,
-/// logs device liveness, and serves access tokens, user info and device
-/// enrollment from its SQLite store; sync ingest and templates come with the
-/// rest of the coordinator issue.
+/// `signfleet coordinator`: the server side. A ZeroMQ ROUTER for devices (hello, heartbeats,
+/// access tokens, enrollment, sync ingest) and an HTTP listener for health, Prometheus
+/// metrics and a JSON status, both run as services of one `ServiceGroup` that shuts down
+/// gracefully on SIGTERM and SIGINT. See docs/coordinator.md.
 struct CoordinatorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "coordinator",
         abstract: "Run the coordinator (the e-signature server devices sync with).",
         discussion: """
-            Binds a ZeroMQ ROUTER and prints `listening <endpoint>` on standard output once bound. \
-            Use `tcp://127.0.0.1:*` to let the system pick a free port. Stops cleanly on SIGINT or SIGTERM.
+            Binds a ZeroMQ ROUTER and prints `listening <endpoint>` on standard output once bound, then \
+            `http <host:port>` once the HTTP listener (GET /health, /metrics, /status) is up. \
+            Use `tcp://127.0.0.1:*` and `--http 127.0.0.1:0` to let the system pick free ports. \
+            Settings come from flags, then the optional --config JSON file (same keys as the flags, \
+            without dashes), then defaults. Stops gracefully on SIGINT or SIGTERM (exit code 0).
             """
     )
 
-    @Option(help: "ZeroMQ endpoint to bind.")
-    var bind: String = "tcp://127.0.0.1:5555"
+    @Option(help: "JSON configuration file with the flags' names as keys; flags override it.")
+    var config: String?
 
-    @Option(help: "Devices send a heartbeat after this many idle milliseconds.")
-    var heartbeatMs: Int = 1000
+    @Option(help: "ZeroMQ endpoint to bind (default tcp://127.0.0.1:5555).")
+    var bind: String?
 
-    @Option(help: "A device silent for this many heartbeat intervals is reported lost.")
-    var liveness: Int = 3
+    @Option(help: "HTTP listener host:port; port 0 picks a free port, `off` disables it (default 127.0.0.1:0).")
+    var http: String?
 
-    @Option(help: "Path of the coordinator's SQLite store (created if missing).")
-    var store: String = "signfleet-coordinator.sqlite"
+    @Option(help: "Devices send a heartbeat after this many idle milliseconds (default 1000).")
+    var heartbeatMs: Int?
 
-    @Flag(help: "Create the demo account and user (user1@demo.example, secret demo-secret) if missing.")
-    var seedDemo = false
+    @Option(help: "A device silent for this many heartbeat intervals is reported lost (default 3).")
+    var liveness: Int?
 
-    @Option(help: "Access tokens expire after this many seconds.")
-    var tokenLifetime: Int = 3600
+    @Option(help: "Path of the coordinator's SQLite store, created if missing (default signfleet-coordinator.sqlite).")
+    var store: String?
 
-    @Option(help: "Largest accepted frame, in bytes.")
-    var maxMessageSize: Int = 16 << 20
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Create the demo account and user (user1@demo.example, secret demo-secret) if missing (default off).")
+    var seedDemo: Bool?
 
-    @OptionGroup var logging: LoggingOptions
+    @Option(help: "Access tokens expire after this many seconds (default 3600).")
+    var tokenLifetime: Int?
+
+    @Option(help: "Largest accepted frame, in bytes (default 16777216).")
+    var maxMessageSize: Int?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
+    var logLevel: String?
+
+    /// Defaults, then the file, then the flags.
+    func settings() throws -> CoordinatorConfiguration {
+        var settings = CoordinatorConfiguration()
+        if let config { try settings.apply(fileAt: config) }
+        if let bind { settings.bind = bind }
+        if let http { settings.http = http }
+        if let heartbeatMs { settings.heartbeatMs = heartbeatMs }
+        if let liveness { settings.liveness = liveness }
+        if let store { settings.store = store }
+        if let seedDemo { settings.seedDemo = seedDemo }
+        if let tokenLifetime { settings.tokenLifetime = tokenLifetime }
+        if let maxMessageSize { settings.maxMessageSize = maxMessageSize }
+        if let logLevel { settings.logLevel = logLevel }
+        try settings.validate()
+        return settings
+    }
 
     func validate() throws {
-        guard heartbeatMs >= 10 else { throw ValidationError("--heartbeat-ms must be at least 10") }
-        guard liveness >= 1 else { throw ValidationError("--liveness must be at least 1") }
-        guard maxMessageSize >= 1024 else { throw ValidationError("--max-message-size must be at least 1024") }
-        guard tokenLifetime >= 1 else { throw ValidationError("--token-lifetime must be at least 1") }
+        do {
+            _ = try settings()
+        } catch let error as CoordinatorConfigurationError {
+            throw ValidationError(error.message)
+        }
     }
 
     func run() async throws {
-        let logger = try logging.makeLogger(label: "coordinator")
+        let settings = try settings()
+        var loggingOptions = try LoggingOptions.parse([])
+        loggingOptions.logLevel = settings.logLevel
+        let logger = try loggingOptions.makeLogger(label: "coordinator")
+        // The one place metrics are bootstrapped: libraries report to MetricsSystem.factory.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+
         let configuration = FleetServerConfiguration(
-            endpoint: bind,
-            heartbeatInterval: .milliseconds(heartbeatMs),
-            heartbeatLiveness: liveness,
-            limits: WireLimits(maxMessageSize: maxMessageSize)
+            endpoint: settings.bind,
+            heartbeatInterval: .milliseconds(settings.heartbeatMs),
+            heartbeatLiveness: settings.liveness,
+            limits: WireLimits(maxMessageSize: settings.maxMessageSize)
         )
         let coordinatorStore: CoordinatorStore
         do {
-            coordinatorStore = try CoordinatorStore(path: store)
+            coordinatorStore = try CoordinatorStore(path: settings.store)
         } catch {
-            throw ValidationError("cannot open the store at \(store): \(error)")
+            throw ValidationError("cannot open the store at \(settings.store): \(error)")
         }
-        let services = CoordinatorServices(store: coordinatorStore, tokenLifetime: .seconds(tokenLifetime))
-        if seedDemo {
+        let services = CoordinatorServices(store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime))
+        if settings.seedDemo {
             let (account, users) = try await services.accounts.seedDemo()
             logger.info("demo data ready", metadata: ["account": "\(account.id)", "users": "\(users.map(\.email))"])
         }
@@ -75,7 +116,20 @@ struct CoordinatorCommand: AsyncParsableCommand {
         do {
             let endpoint = try await server.bind()
             announce("listening \(endpoint)")
-            try await runUntilSignalled { try await server.run() }
+            var members: [any Service] = [CoordinatorService(server: server)]
+            if let address = try settings.httpAddress() {
+                members.append(
+                    CoordinatorHTTPServer(
+                        configuration: .init(host: address.host, port: address.port), registry: registry,
+                        instance: server.instance,
+                        status: { try await CoordinatorStatus.current(store: coordinatorStore, server: server) },
+                        logger: logger,
+                        onListening: { address in announce("http \(address)") }))
+            }
+            let group = ServiceGroup(
+                configuration: ServiceGroupConfiguration(
+                    services: members, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            try await group.run()
         } catch {
             await loop.shutdown()
             context.shutdown()
@@ -83,5 +137,6 @@ struct CoordinatorCommand: AsyncParsableCommand {
         }
         await loop.shutdown()
         context.shutdown()
+        logger.info("coordinator stopped")
     }
 }

@@ -1,0 +1,201 @@
+import Foundation
+import Logging
+
+/// Everything `signfleet coordinator` can be told, from flags and an optional JSON file.
+///
+/// A file uses the flags' names as keys (without the dashes) and JSON types:
+///
+/// ```json
+/// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
+///  "heartbeat-ms": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
+///  "seed-demo": false, "log-level": "info"}
+/// ```
+///
+/// Flags override the file, which overrides the defaults below. Unknown keys and values of
+/// the wrong type are refused with an error naming the key.
+public struct CoordinatorConfiguration: Sendable, Hashable {
+    /// ZeroMQ endpoint of the ROUTER devices connect to.
+    public var bind = "tcp://127.0.0.1:5555"
+    /// `host:port` of the HTTP listener (port 0 picks a free one); `nil` turns it off.
+    public var http: String? = "127.0.0.1:0"
+    /// Devices send a heartbeat after this many idle milliseconds.
+    public var heartbeatMs = 1000
+    /// A device silent for this many heartbeat intervals is lost.
+    public var liveness = 3
+    /// Path of the SQLite store.
+    public var store = "signfleet-coordinator.sqlite"
+    /// Create the demo account and user if missing.
+    public var seedDemo = false
+    /// Access-token lifetime in seconds.
+    public var tokenLifetime = 3600
+    /// Largest accepted frame in bytes.
+    public var maxMessageSize = 16 << 20
+    /// swift-log level name.
+    public var logLevel = "info"
+
+    /// The keys a configuration file may hold (the long flag names without `--`).
+    public static let keys = [
+        "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "token-lifetime", "max-message-size", "log-level",
+    ]
+
+    public init() {}
+
+    /// Applies the JSON configuration file at `path` over the current values.
+    /// - Throws: ``CoordinatorConfigurationError`` when the file cannot be read, is not a
+    ///   JSON object, or holds an unknown key or a value of the wrong type.
+    public mutating func apply(fileAt path: String) throws {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw CoordinatorConfigurationError(key: nil, "cannot read the configuration file \(path): \(error.localizedDescription)")
+        }
+        try apply(json: data, source: path)
+    }
+
+    /// Applies a JSON configuration object over the current values.
+    /// - Parameter source: names the file in errors.
+    /// - Throws: ``CoordinatorConfigurationError`` naming the offending key.
+    public mutating func apply(json data: Data, source: String = "the configuration") throws {
+        let file: ConfigurationFile
+        do {
+            file = try JSONDecoder().decode(ConfigurationFile.self, from: data)
+        } catch let error as CoordinatorConfigurationError {
+            throw CoordinatorConfigurationError(key: error.key, "\(source): \(error.message)")
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            throw CoordinatorConfigurationError(key: nil, "\(source): expected a JSON object of settings")
+        } catch let DecodingError.typeMismatch(type, context), let DecodingError.valueNotFound(type, context) {
+            let key = context.codingPath.first?.stringValue
+            throw CoordinatorConfigurationError(
+                key: key, "\(source): \"\(key ?? "?")\" must be \(Self.describe(type)); fix or remove it")
+        } catch DecodingError.dataCorrupted(let context) where !context.codingPath.isEmpty {
+            let key = context.codingPath[0].stringValue
+            throw CoordinatorConfigurationError(
+                key: key, "\(source): \"\(key)\" has an unusable value (\(context.debugDescription)); fix or remove it")
+        } catch {
+            throw CoordinatorConfigurationError(key: nil, "\(source) is not valid JSON: \(error)")
+        }
+        for (key, value) in file.values {
+            switch value {
+            case .string(let text):
+                switch key {
+                case "bind": bind = text
+                case "http": http = text
+                case "store": store = text
+                default: logLevel = text
+                }
+            case .integer(let number):
+                switch key {
+                case "heartbeat-ms": heartbeatMs = number
+                case "liveness": liveness = number
+                case "token-lifetime": tokenLifetime = number
+                default: maxMessageSize = number
+                }
+            case .bool(let flag): seedDemo = flag
+            }
+        }
+    }
+
+    /// Checks the values' ranges.
+    /// - Throws: ``CoordinatorConfigurationError`` naming the flag / key that is out of range.
+    public func validate() throws {
+        func check(_ ok: Bool, _ key: String, _ rule: String) throws {
+            if !ok {
+                throw CoordinatorConfigurationError(key: key, "--\(key) (file key \"\(key)\") \(rule)")
+            }
+        }
+        try check(heartbeatMs >= 10, "heartbeat-ms", "must be at least 10")
+        try check(liveness >= 1, "liveness", "must be at least 1")
+        try check(maxMessageSize >= 1024, "max-message-size", "must be at least 1024")
+        try check(tokenLifetime >= 1, "token-lifetime", "must be at least 1")
+        try check(!bind.isEmpty, "bind", "must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555")
+        try check(!store.isEmpty, "store", "must be a file path")
+        try check(
+            Logger.Level(rawValue: logLevel) != nil, "log-level",
+            "must be one of trace, debug, info, notice, warning, error, critical; got \"\(logLevel)\"")
+        if http != nil {
+            _ = try httpAddress()
+        }
+    }
+
+    /// The HTTP listener's host and port, or `nil` when it is off (`http` is `off`).
+    /// - Throws: ``CoordinatorConfigurationError`` when `http` is not `host:port`.
+    public func httpAddress() throws -> (host: String, port: Int)? {
+        guard let http, http != "off" else { return nil }
+        guard let colon = http.lastIndex(of: ":"), let port = Int(http[http.index(after: colon)...]), (0...65535).contains(port)
+        else {
+            throw CoordinatorConfigurationError(
+                key: "http", "--http (file key \"http\") must be host:port such as 127.0.0.1:8080 (port 0 picks a free port) or off; got \"\(http)\"")
+        }
+        var host = String(http[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else {
+            throw CoordinatorConfigurationError(key: "http", "--http (file key \"http\") needs a host, such as 127.0.0.1:\(port)")
+        }
+        return (host, port)
+    }
+
+    static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is Int.Type, is Double.Type: "an integer"
+        case is Bool.Type: "true or false"
+        default: "a string"
+        }
+    }
+}
+
+/// A configuration value that is refused; `key` names the setting when there is one.
+public struct CoordinatorConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The offending key (file key / flag name without `--`), when the error is about one.
+    public var key: String?
+    public var message: String
+
+    public init(key: String?, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// The decoded file: only known keys, each with its type checked.
+private struct ConfigurationFile: Decodable {
+    enum Value {
+        case string(String)
+        case integer(Int)
+        case bool(Bool)
+    }
+
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    var values: [(String, Value)] = []
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: Key.self)
+        for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
+            switch key.stringValue {
+            case "bind", "http", "store", "log-level":
+                values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
+            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size":
+                // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
+                let number = try container.decode(Double.self, forKey: key)
+                guard number.rounded() == number, let integer = Int(exactly: number) else {
+                    throw CoordinatorConfigurationError(
+                        key: key.stringValue, "\"\(key.stringValue)\" must be an integer; got \(number)")
+                }
+                values.append((key.stringValue, .integer(integer)))
+            case "seed-demo":
+                values.append((key.stringValue, .bool(try container.decode(Bool.self, forKey: key))))
+            default:
+                throw CoordinatorConfigurationError(
+                    key: key.stringValue,
+                    "unknown key \"\(key.stringValue)\"; known keys are \(CoordinatorConfiguration.keys.joined(separator: ", "))")
+            }
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import FleetProtocol
+import Foundation
+import GRDB
+
+/// A snapshot of the coordinator for `GET /status`: what the store holds and who is
+/// connected now.
+public struct CoordinatorStatus: Sendable, Hashable, Codable {
+    /// The coordinator software version.
+    public var version: String
+    /// Identifies this run of the coordinator (fresh on every start).
+    public var instance: String
+    /// Path of the SQLite store.
+    public var storePath: String
+    /// Devices enrolled in the store.
+    public var devicesEnrolled: Int
+    /// Devices heard from within the liveness timeout.
+    public var devicesAlive: Int
+    /// Envelopes created by sync ingest.
+    public var envelopes: Int
+    /// Sync items recorded, by the outcome stored the first time (`applied`, `rejected`).
+    public var syncOutcomes: [String: Int]
+
+    public init(
+        version: String, instance: String, storePath: String, devicesEnrolled: Int, devicesAlive: Int, envelopes: Int,
+        syncOutcomes: [String: Int]
+    ) {
+        self.version = version
+        self.instance = instance
+        self.storePath = storePath
+        self.devicesEnrolled = devicesEnrolled
+        self.devicesAlive = devicesAlive
+        self.envelopes = envelopes
+        self.syncOutcomes = syncOutcomes
+    }
+}
+
+/// Counts kept by the store, for ``CoordinatorStatus``.
+public struct StoreCounts: Sendable, Hashable {
+    public var devicesEnrolled: Int
+    public var envelopes: Int
+    public var syncOutcomes: [String: Int]
+}
+
+extension CoordinatorStore {
+    /// Counts enrolled devices, envelopes and stored sync results by outcome (one read).
+    /// - Throws: GRDB's `DatabaseError` when the store cannot be read.
+    public func counts() async throws -> StoreCounts {
+        try await database.read { db in
+            var outcomes: [String: Int] = [:]
+            let rows = try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM syncResult GROUP BY outcome")
+            for row in rows {
+                outcomes[row["outcome"]] = row["n"]
+            }
+            return StoreCounts(
+                devicesEnrolled: try DeviceRecord.fetchCount(db),
+                envelopes: try EnvelopeRecord.fetchCount(db),
+                syncOutcomes: outcomes)
+        }
+    }
+}
+
+extension CoordinatorStatus {
+    /// The status of a coordinator serving `server` from `store`.
+    /// - Throws: GRDB's `DatabaseError` when the store cannot be read.
+    public static func current(store: CoordinatorStore, server: FleetServer) async throws -> CoordinatorStatus {
+        let counts = try await store.counts()
+        return CoordinatorStatus(
+            version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.path,
+            devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
+            envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes)
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import Hummingbird
+import Logging
+import Prometheus
+import ServiceLifecycle
+import Synchronization
+
+/// The coordinator's HTTP listener (hummingbird): health, Prometheus metrics and a JSON status.
+///
+/// | route | answer |
+/// |---|---|
+/// | `GET /health` | `200` and `{"status": "ok", "instance": …, "uptime": seconds}` |
+/// | `GET /metrics` | the Prometheus text exposition of `registry` |
+/// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
+///
+/// It is a swift-service-lifecycle `Service`: run it in the coordinator's `ServiceGroup`
+/// and it stops accepting connections on graceful shutdown.
+///
+/// ```swift
+/// let http = CoordinatorHTTPServer(
+///     configuration: .init(host: "127.0.0.1", port: 0), registry: registry,
+///     instance: instance, status: { try await makeStatus() }, logger: logger,
+///     onListening: { address in print("http \(address)") })
+/// ```
+public struct CoordinatorHTTPServer: Service {
+    /// Where the listener binds.
+    public struct Configuration: Sendable, Hashable {
+        public var host: String
+        /// `0` lets the system pick a free port; ``CoordinatorHTTPServer/init(configuration:registry:instance:status:logger:onListening:)``'s
+        /// `onListening` reports the real one.
+        public var port: Int
+
+        public init(host: String = "127.0.0.1", port: Int = 8080) {
+            self.host = host
+            self.port = port
+        }
+    }
+
+    /// The `GET /health` body.
+    public struct Health: Sendable, Hashable, Codable {
+        public var status: String
+        public var instance: String
+        /// Seconds since the server was created.
+        public var uptime: Double
+    }
+
+    public let configuration: Configuration
+    let registry: PrometheusCollectorRegistry
+    let instance: String
+    let status: @Sendable () async throws -> CoordinatorStatus
+    let logger: Logger
+    let onListening: @Sendable (String) async -> Void
+    let started = ContinuousClock.now
+
+    /// - Parameters:
+    ///   - configuration: the bind address.
+    ///   - registry: the Prometheus registry `GET /metrics` exposes (the one the process's
+    ///     metrics factory writes to).
+    ///   - instance: identifies this coordinator run in `GET /health`.
+    ///   - status: makes the `GET /status` snapshot.
+    ///   - logger: for the HTTP server's own logs.
+    ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
+    public init(
+        configuration: Configuration, registry: PrometheusCollectorRegistry, instance: String,
+        status: @escaping @Sendable () async throws -> CoordinatorStatus, logger: Logger,
+        onListening: @escaping @Sendable (String) async -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.registry = registry
+        self.instance = instance
+        self.status = status
+        self.logger = logger
+        self.onListening = onListening
+    }
+
+    /// Serves until graceful shutdown or cancellation.
+    /// - Throws: when the address cannot be bound (in use, or not an address of this host).
+    public func run() async throws {
+        let host = configuration.host
+        let onListening = self.onListening
+        let logger = self.logger
+        let listening = Mutex(false)
+        let application = Application(
+            router: makeRouter(),
+            configuration: ApplicationConfiguration(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in
+                let address = "\(host):\(channel.localAddress?.port ?? 0)"
+                logger.info("http listening", metadata: ["address": "\(address)"])
+                listening.withLock { $0 = true }
+                await onListening(address)
+            },
+            logger: logger)
+        do {
+            try await application.run()
+        } catch {
+            guard listening.withLock({ $0 }) else {
+                throw HTTPListenerError(
+                    description:
+                        "cannot listen for HTTP on \(configuration.host):\(configuration.port): \(error); choose another --http address (port 0 picks a free one) or --http off")
+            }
+            throw error
+        }
+    }
+
+    /// The routes, for tests that drive them without a socket.
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        let instance = self.instance
+        let started = self.started
+        let registry = self.registry
+        let status = self.status
+        let logger = self.logger
+        router.get("health") { _, _ -> Response in
+            let uptime = started.duration(to: .now)
+            return try Self.json(
+                Health(
+                    status: "ok", instance: instance,
+                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18))
+        }
+        router.get("metrics") { _, _ -> Response in
+            var buffer = ByteBuffer()
+            buffer.writeBytes(registry.emitToBuffer())
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: buffer))
+        }
+        router.get("status") { _, _ -> Response in
+            let snapshot: CoordinatorStatus
+            do {
+                snapshot = try await status()
+            } catch {
+                logger.error("status unavailable", metadata: ["error": "\(error)"])
+                throw HTTPError(.serviceUnavailable, message: "the coordinator's store cannot be read: \(error)")
+            }
+            return try Self.json(snapshot)
+        }
+        return router
+    }
+
+    /// A `200` JSON response with sorted keys and unescaped slashes (paths stay readable).
+    static func json(_ value: some Encodable) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var buffer = ByteBuffer()
+        buffer.writeBytes(try encoder.encode(value))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: buffer))
+    }
+}
+
+/// The HTTP listener could not start (typically: the address is in use).
+public struct HTTPListenerError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}

@@ -1,0 +1,40 @@
+import Metrics
+
+/// The metrics a ``FleetServer`` reports through swift-metrics.
+///
+/// The server never bootstraps a metrics backend: it uses the factory it is given
+/// (by default the process-wide `MetricsSystem.factory`, which the executable
+/// bootstraps). Tests pass their own factory to read the values back.
+///
+/// | name | kind | dimensions |
+/// |---|---|---|
+/// | `signfleet_requests_total` | counter | `type` (request type, `other` for unknown types), `outcome` (reply type or error code) |
+/// | `signfleet_connected_devices` | gauge | — (devices alive in the liveness table) |
+public struct FleetServerMetrics: Sendable {
+    /// Label of the request counter.
+    public static let requestsLabel = "signfleet_requests_total"
+    /// Label of the connected-devices gauge.
+    public static let connectedDevicesLabel = "signfleet_connected_devices"
+
+    let factory: any MetricsFactory
+    let connectedDevices: Gauge
+
+    /// Creates the server's metrics on `factory`.
+    public init(factory: any MetricsFactory) {
+        self.factory = factory
+        connectedDevices = Gauge(label: Self.connectedDevicesLabel, factory: factory)
+        connectedDevices.record(0)
+    }
+
+    /// Counts one answered request. Types outside the protocol's catalog are counted as
+    /// `other`, so a misbehaving peer cannot create unbounded label values.
+    func countRequest(type: MessageType?, outcome: String) {
+        let typeLabel: String
+        if let type, FleetMessageCatalog.requestTypes.contains(type) {
+            typeLabel = type.description
+        } else {
+            typeLabel = "other"
+        }
+        Counter(label: Self.requestsLabel, dimensions: [("type", typeLabel), ("outcome", outcome)], factory: factory).increment()
+    }
+}

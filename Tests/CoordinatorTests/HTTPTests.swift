@@ -1,0 +1,325 @@
+import Coordinator
+import DeviceNode
+import FleetProtocol
+import FleetTesting
+import Foundation
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import Testing
+import ZeroMQ
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A coordinator as `signfleet coordinator` runs it — ROUTER + HTTP in one `ServiceGroup` —
+/// on free ports, with its own Prometheus registry, and one device that can sync to it.
+final class ServiceRig: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    let temporary: TemporaryStore
+    let services: CoordinatorServices
+    let token: String
+    let context: ZMQContext
+    let loop: ZMQIOLoop
+    let server: FleetServer
+    let endpoint: String
+    let group: ServiceGroup
+    let running: Task<Void, any Error>
+    /// `host:port` of the HTTP listener.
+    let http: String
+    let logger: Logger
+
+    init() async throws {
+        var logger = Logger(label: "service-rig")
+        logger.logLevel = .critical
+        self.logger = logger
+        let factory = PrometheusMetricsFactory(registry: registry)
+        temporary = try TemporaryStore()
+        services = CoordinatorServices(store: temporary.store, metricsFactory: factory)
+        _ = try await services.accounts.createAccount(id: "acme", name: "Acme", offlineSigning: true)
+        _ = try await services.accounts.createUser(accountID: "acme", name: "Ann", email: "ann@acme.example", secret: "secret-123")
+        token = try await services.auth.issueToken(email: "ann@acme.example", secret: "secret-123").accessToken
+        var router = RequestRouter()
+        services.register(in: &router)
+        context = try ZMQContext()
+        loop = try ZMQIOLoop(context: context, label: "service-rig")
+        let server = FleetServer(
+            configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger,
+            metricsFactory: factory)
+        self.server = server
+        endpoint = try await server.bind()
+        let store = temporary.store
+        let (addresses, announced) = AsyncStream<String>.makeStream()
+        let httpServer = CoordinatorHTTPServer(
+            configuration: .init(host: "127.0.0.1", port: 0), registry: registry, instance: server.instance,
+            status: { try await CoordinatorStatus.current(store: store, server: server) }, logger: logger,
+            onListening: { announced.yield($0) })
+        let group = ServiceGroup(services: [CoordinatorService(server: server), httpServer], logger: logger)
+        self.group = group
+        running = Task { try await group.run() }
+        http = try await firstElement(of: addresses, "the HTTP listener's address")
+    }
+
+    /// Stops the group gracefully; throws what the group threw.
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await running.value
+        await loop.shutdown()
+        context.shutdown()
+        temporary.remove()
+    }
+
+    /// A connected device client (its node signs `envelopes` envelopes, ready to sync).
+    func device(envelopes: Int) async throws -> (DeviceNode, [SyncItem], FleetClient, Task<Void, Never>, SyncEngine) {
+        let (node, items) = try await signedItems(
+            count: envelopes, directory: temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
+        let client = FleetClient(
+            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(5), maxAttempts: 1),
+            loop: loop, logger: logger)
+        let connection = Task { await client.run() }
+        let engine = SyncEngine(
+            node: node, client: client, accessToken: token,
+            configuration: SyncEngineConfiguration(batchSize: 10, maxAttempts: 3, retryBackoff: Backoff(initial: .milliseconds(10), maximum: .milliseconds(100))),
+            logger: logger)
+        return (node, items, client, connection, engine)
+    }
+
+    /// GETs `path` over real loopback HTTP.
+    func get(_ path: String) async throws -> (status: Int, body: Data, contentType: String?) {
+        let url = try #require(URL(string: "http://\(http)\(path)"))
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, response) = try await session.data(from: url)
+        let reply = try #require(response as? HTTPURLResponse)
+        return (reply.statusCode, data, reply.value(forHTTPHeaderField: "Content-Type"))
+    }
+
+    func metrics() async throws -> PrometheusText {
+        let (status, body, contentType) = try await get("/metrics")
+        #expect(status == 200)
+        #expect(contentType?.hasPrefix("text/plain") == true, "\(contentType ?? "no content type")")
+        return PrometheusText(String(decoding: body, as: UTF8.self))
+    }
+
+    func status() async throws -> CoordinatorStatus {
+        let (code, body, _) = try await get("/status")
+        #expect(code == 200)
+        return try JSONDecoder().decode(CoordinatorStatus.self, from: body)
+    }
+}
+
+/// The Prometheus text exposition, read back by sample.
+struct PrometheusText: CustomStringConvertible {
+    let text: String
+    init(_ text: String) { self.text = text }
+    var description: String { text }
+
+    /// The value of the sample `name` whose labels include `labels` (0 when absent).
+    func value(_ name: String, _ labels: [String: String] = [:]) -> Double {
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " ") else { continue }
+            let series = line[..<space]
+            let seriesName = series.prefix { $0 != "{" }
+            guard seriesName == name, labels.allSatisfy({ series.contains("\($0.key)=\"\($0.value)\"") }) else { continue }
+            return Double(line[line.index(after: space)...]) ?? .nan
+        }
+        return 0
+    }
+
+    func has(_ name: String) -> Bool {
+        text.split(separator: "\n").contains { $0.hasPrefix("# TYPE \(name) ") }
+    }
+}
+
+@Suite struct HTTPTests {
+    @Test func healthAnswersWithTheInstanceAndUptime() async throws {
+        let rig = try await ServiceRig()
+        let (status, body, contentType) = try await rig.get("/health")
+        #expect(status == 200)
+        #expect(contentType?.contains("application/json") == true)
+        let health = try JSONDecoder().decode(CoordinatorHTTPServer.Health.self, from: body)
+        #expect(health.status == "ok")
+        #expect(health.instance == rig.server.instance)
+        #expect(health.uptime >= 0)
+        let missing = try await rig.get("/nothing-here")
+        #expect(missing.status == 404)
+        try await rig.stop()
+    }
+
+    @Test func statusAndMetricsFollowAHeartbeatAndASyncOverZeroMQ() async throws {
+        let rig = try await ServiceRig()
+        var status = try await rig.status()
+        #expect(status.devicesEnrolled == 0 && status.devicesAlive == 0 && status.envelopes == 0 && status.syncOutcomes.isEmpty)
+        #expect(status.storePath == rig.temporary.store.path)
+        let raw = String(decoding: try await rig.get("/status").body, as: UTF8.self)
+        #expect(raw.contains("\"storePath\":\"\(rig.temporary.store.path)\""), "paths are not escaped: \(raw)")
+        #expect(status.version == FleetProtocolInfo.softwareVersion)
+        #expect(status.instance == rig.server.instance)
+        var metrics = try await rig.metrics()
+        // Request counters appear with their first request (below).
+        for name in [FleetServerMetrics.connectedDevicesLabel, SyncIngestMetrics.itemsLabel, SyncIngestMetrics.durationLabel] {
+            #expect(metrics.has(name), "no \(name) in\n\(metrics)")
+        }
+        #expect(metrics.value(FleetServerMetrics.connectedDevicesLabel) == 0)
+
+        let (node, items, client, connection, engine) = try await rig.device(envelopes: 3)
+        let heartbeat = ["type": Heartbeat.messageType.rawValue, "outcome": HeartbeatReply.messageType.rawValue]
+        let before = try await rig.metrics().value(FleetServerMetrics.requestsLabel, heartbeat)
+        _ = try await client.request(Heartbeat())
+        metrics = try await rig.metrics()
+        #expect(metrics.has(FleetServerMetrics.requestsLabel), "\(metrics)")
+        #expect(metrics.value(FleetServerMetrics.requestsLabel, heartbeat) >= before + 1, "\(metrics)")
+        #expect(metrics.value(FleetServerMetrics.requestsLabel, ["type": "hello", "outcome": "hello.reply"]) >= 1, "\(metrics)")
+        #expect(metrics.value(FleetServerMetrics.connectedDevicesLabel) == 1, "\(metrics)")
+
+        let summary = try await engine.syncAll()
+        #expect(summary.succeeded == 3)
+        // The same items again: answered as duplicates from the stored results.
+        let again = try await client.request(SyncPush(deviceID: node.deviceId, items: items))
+        #expect(again.results.map(\.outcome) == [.duplicate, .duplicate, .duplicate])
+
+        metrics = try await rig.metrics()
+        #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "applied"]) == 3, "\(metrics)")
+        #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "duplicate"]) == 3, "\(metrics)")
+        #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "rejected"]) == 0, "\(metrics)")
+        #expect(metrics.value(SyncIngestMetrics.durationLabel + "_count") >= 2, "\(metrics)")
+        #expect(
+            metrics.value(FleetServerMetrics.requestsLabel, ["type": SyncPush.messageType.rawValue, "outcome": SyncAck.messageType.rawValue]) >= 2,
+            "\(metrics)")
+        #expect(metrics.value(FleetServerMetrics.requestsLabel, ["type": EnrollDevice.messageType.rawValue]) >= 1, "\(metrics)")
+
+        status = try await rig.status()
+        #expect(status.devicesEnrolled == 1)
+        #expect(status.devicesAlive == 1)
+        #expect(status.envelopes == 3)
+        #expect(status.syncOutcomes == ["applied": 3])
+
+        try await node.close()
+        connection.cancel()
+        await connection.value
+        try await rig.stop()
+    }
+
+    @Test func aRefusedRequestIsCountedByItsErrorCode() async throws {
+        let rig = try await ServiceRig()
+        let (node, items, client, connection, _) = try await rig.device(envelopes: 1)
+        // Not enrolled: the push is refused, and counted under the error's code.
+        await #expect(throws: FleetError.self) { _ = try await client.request(SyncPush(deviceID: node.deviceId, items: items)) }
+        let metrics = try await rig.metrics()
+        let refused = metrics.text.split(separator: "\n").filter {
+            $0.hasPrefix(FleetServerMetrics.requestsLabel + "{") && $0.contains("type=\"sync.push\"") && !$0.contains("outcome=\"sync.ack\"")
+        }
+        #expect(refused.count == 1, "\(metrics)")
+        try await node.close()
+        connection.cancel()
+        await connection.value
+        try await rig.stop()
+    }
+
+    @Test func itemsBehindAGapAreCounted() async throws {
+        let registry = PrometheusCollectorRegistry()
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let services = CoordinatorServices(store: temporary.store, metricsFactory: PrometheusMetricsFactory(registry: registry))
+        _ = try await services.accounts.createAccount(id: "acme", name: "Acme", offlineSigning: true)
+        _ = try await services.accounts.createUser(accountID: "acme", name: "Ann", email: "ann@acme.example", secret: "secret-123")
+        let token = try await services.auth.issueToken(email: "ann@acme.example", secret: "secret-123").accessToken
+        let (node, base) = try await signedItems(count: 1, directory: temporary.directory)
+        let forger = Forger(id: "forged-gap")
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let items = try (1...3).map { try forger.item(from: base[0], sequence: UInt64($0), transaction: "g\($0)") }
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: [items[1], items[2]]), routingID: forger.id)
+        #expect(ack.status == .gap)
+        let metrics = PrometheusText(registry.emitToString())
+        #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "gap"]) == 2, "\(metrics)")
+        #expect(metrics.value(SyncIngestMetrics.itemsLabel, ["outcome": "applied"]) == 0, "\(metrics)")
+        #expect(metrics.value(SyncIngestMetrics.durationLabel + "_count") == 1, "\(metrics)")
+        try await node.close()
+    }
+
+    @Test func statusIsUnavailableWhenTheStoreCannotBeRead() async throws {
+        struct StoreDown: Error, CustomStringConvertible { var description: String { "disk I/O error" } }
+        var logger = Logger(label: "status-503")
+        logger.logLevel = .critical
+        let (addresses, announced) = AsyncStream<String>.makeStream()
+        let server = CoordinatorHTTPServer(
+            configuration: .init(host: "127.0.0.1", port: 0), registry: PrometheusCollectorRegistry(), instance: "down",
+            status: { throw StoreDown() }, logger: logger, onListening: { announced.yield($0) })
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        let address = try await firstElement(of: addresses, "the HTTP listener's address")
+        let url = try #require(URL(string: "http://\(address)/status"))
+        let session = URLSession(configuration: .ephemeral)
+        let (body, response) = try await session.data(from: url)
+        session.finishTasksAndInvalidate()
+        #expect((response as? HTTPURLResponse)?.statusCode == 503)
+        struct Failure: Decodable { struct Detail: Decodable { var message: String }; var error: Detail }
+        let failure = try JSONDecoder().decode(Failure.self, from: body)
+        #expect(failure.error.message.contains("store cannot be read: disk I/O error"), "\(failure.error.message)")
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+
+    @Test func aBusyPortIsReportedWithWhatToDo() async throws {
+        let rig = try await ServiceRig()
+        let port = try #require(rig.http.split(separator: ":").last.flatMap { Int($0) })
+        let clash = CoordinatorHTTPServer(
+            configuration: .init(host: "127.0.0.1", port: port), registry: rig.registry, instance: "clash",
+            status: { throw CancellationError() }, logger: rig.logger)
+        await #expect {
+            try await clash.run()
+        } throws: { error in
+            "\(error)".contains("cannot listen for HTTP on 127.0.0.1:\(port)") && "\(error)".contains("--http")
+        }
+        try await rig.stop()
+    }
+}
+
+@Suite struct CoordinatorConfigurationTests {
+    @Test func aFileSetsEveryKeyAndFlagsAreAppliedOnTop() throws {
+        var configuration = CoordinatorConfiguration()
+        try configuration.apply(
+            json: Data(
+                #"{"bind": "tcp://127.0.0.1:7000", "http": "127.0.0.1:9000", "heartbeat-ms": 250, "liveness": 5, "store": "/tmp/x.sqlite", "seed-demo": true, "token-lifetime": 60, "max-message-size": 4096, "log-level": "debug"}"#
+                    .utf8))
+        #expect(configuration.bind == "tcp://127.0.0.1:7000")
+        #expect(configuration.http == "127.0.0.1:9000")
+        #expect(configuration.heartbeatMs == 250 && configuration.liveness == 5 && configuration.tokenLifetime == 60)
+        #expect(configuration.store == "/tmp/x.sqlite" && configuration.seedDemo && configuration.maxMessageSize == 4096)
+        #expect(configuration.logLevel == "debug")
+        #expect(try configuration.httpAddress()?.port == 9000)
+        try configuration.validate()
+    }
+
+    @Test(arguments: [
+        (#"{"heartbeat": 5}"#, "heartbeat"),
+        (#"{"liveness": "three"}"#, "liveness"),
+        (#"{"seed-demo": 1}"#, "seed-demo"),
+        (#"{"token-lifetime": 1.5}"#, "token-lifetime"),
+    ])
+    func aBadKeyOrValueIsNamed(json: String, key: String) throws {
+        var configuration = CoordinatorConfiguration()
+        #expect {
+            try configuration.apply(json: Data(json.utf8))
+        } throws: { error in
+            (error as? CoordinatorConfigurationError)?.key == key && "\(error)".contains("\"\(key)\"")
+        }
+    }
+
+    @Test func outOfRangeValuesAndBadAddressesAreNamed() throws {
+        var configuration = CoordinatorConfiguration()
+        configuration.heartbeatMs = 1
+        #expect(throws: CoordinatorConfigurationError(key: "heartbeat-ms", "--heartbeat-ms (file key \"heartbeat-ms\") must be at least 10")) {
+            try configuration.validate()
+        }
+        configuration = CoordinatorConfiguration()
+        configuration.http = "localhost"
+        #expect { try configuration.validate() } throws: { ($0 as? CoordinatorConfigurationError)?.key == "http" }
+        configuration.http = "off"
+        #expect(try configuration.httpAddress() == nil)
+        configuration.http = "[::1]:0"
+        #expect(try configuration.httpAddress()?.host == "::1")
+    }
+}
