@@ -52,8 +52,7 @@ wait_for "$RUN_DIR/node.log" "\] synced" "$DEVICES" 60
 echo "    signing and syncing: $(count "$RUN_DIR/node.log" "\] signed") signed, $(count "$RUN_DIR/node.log" "\] synced") syncs"
 
 echo "==> killing the coordinator with SIGKILL"
-kill -9 "$coordinator"
-wait "$coordinator" 2>/dev/null || true
+{ kill -9 "$coordinator"; wait "$coordinator"; } 2>/dev/null || true
 wait_for "$RUN_DIR/node.log" "sync deferred" 3 60
 echo "    devices keep signing offline: $(count "$RUN_DIR/node.log" "sync deferred") syncs deferred"
 
