@@ -130,7 +130,7 @@ public struct EnvelopeService: Sendable {
 
     static func load(_ db: Database, id: String, accountID: String?) throws -> (EnvelopeRecord, [EnvelopeRecipientRecord]) {
         guard let record = try EnvelopeRecord.fetchOne(db, key: id), accountID == nil || record.accountID == accountID else {
-            throw FleetError(.notFound, "no envelope \"\(id)\" in this account")
+            throw FleetError(.notFound, accountID == nil ? "no envelope \"\(id)\"" : "no envelope \"\(id)\" in this account")
         }
         let recipients = try EnvelopeRecipientRecord.filter(Column("envelopeID") == id)
             .order(Column("routingOrder"), Column("recipientID")).fetchAll(db)
