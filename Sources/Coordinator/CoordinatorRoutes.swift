@@ -12,6 +12,8 @@ public struct CoordinatorServices: Sendable {
     public var rateLimiter: RateLimiter
     /// Per-account templates: `templates.list`, `templates.fetch` and the admin edits.
     public var templates: TemplateCatalog
+    /// The envelope lifecycle after sync: `envelope.get`, `envelope.void`, `envelope.recipient.action`.
+    public var envelopes: EnvelopeService
 
     /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
     ///   the process-wide `MetricsSystem.factory` unless given.
@@ -24,10 +26,12 @@ public struct CoordinatorServices: Sendable {
         ingest = SyncIngest(store: store, devices: devices, metricsFactory: metricsFactory, now: now)
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(store: store, auth: auth, now: now)
+        envelopes = EnvelopeService(store: store, auth: auth, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`,
     /// `templates.list` and `templates.fetch` (``TemplateCatalog``).
+    /// Also `envelope.get`, `envelope.void` and `envelope.recipient.action` (``EnvelopeService``).
     /// Every request that authenticates to an account is metered (``meter(_:)``); `auth.token` is not.
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
@@ -47,6 +51,15 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(TemplateFetchRequest.self) { [templates] request, context throws(FleetError) in
             try await Self.typed { try await templates.fetch(request, meter: meter(context)) }
+        }
+        router.on(EnvelopeQuery.self) { [envelopes] request, context throws(FleetError) in
+            try await Self.typed { try await envelopes.query(request, meter: meter(context)) }
+        }
+        router.on(EnvelopeVoid.self) { [envelopes] request, context throws(FleetError) in
+            try await Self.typed { try await envelopes.void(request, meter: meter(context)) }
+        }
+        router.on(RecipientAction.self) { [envelopes] request, context throws(FleetError) in
+            try await Self.typed { try await envelopes.act(request, meter: meter(context)) }
         }
     }
 

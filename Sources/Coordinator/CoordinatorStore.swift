@@ -94,6 +94,22 @@ public final class CoordinatorStore: Sendable {
                 t.column("definition", .blob).notNull()  // MessagePack of Envelopes.EnvelopeTemplate
             }
         }
+        migrator.registerMigration("v4-lifecycle") { db in
+            try db.alter(table: "envelope") { t in
+                t.add(column: "voidReason", .text)
+            }
+            try db.create(table: "envelopeRecipient") { t in
+                t.column("envelopeID", .text).notNull().references("envelope", onDelete: .cascade)
+                t.column("recipientID", .text).notNull()
+                t.column("type", .text).notNull()
+                t.column("name", .text).notNull()
+                t.column("routingOrder", .integer).notNull()
+                t.column("status", .text).notNull()
+                t.column("statusChangedAt", .datetime)
+                t.column("declineReason", .text)
+                t.primaryKey(["envelopeID", "recipientID"])
+            }
+        }
         return migrator
     }
 }
@@ -151,6 +167,21 @@ struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var payload: Data
     var deviceSignature: Data
     var createdAt: Date
+    /// Set once the envelope is voided (migration v4-lifecycle).
+    var voidReason: String? = nil
+}
+
+/// One recipient of a synced envelope and its server-side status (migration v4-lifecycle).
+struct EnvelopeRecipientRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "envelopeRecipient"
+    var envelopeID: String
+    var recipientID: String
+    var type: String
+    var name: String
+    var routingOrder: Int
+    var status: String
+    var statusChangedAt: Date?
+    var declineReason: String?
 }
 
 struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {

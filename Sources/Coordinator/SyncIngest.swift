@@ -144,12 +144,20 @@ public struct SyncIngest: Sendable {
                 sequence: item.sequence, outcome: .duplicate, envelopeID: existing.id,
                 reason: "transaction \(payload.transactionId) was already applied as item \(existing.sequence) of device \(existing.deviceID)")
         }
+        var lifecycle = EnvelopeLifecycle(payload: payload)
+        let routed: [String]
+        do {
+            routed = try lifecycle.apply(.synced)
+        } catch {
+            return SyncItemResult(sequence: item.sequence, outcome: .rejected, reason: "the envelope cannot start its lifecycle: \(error.message)")
+        }
         try EnvelopeRecord(
             id: envelopeID, accountID: device.accountID, deviceID: device.id, sequence: Int64(item.sequence),
             transactionID: payload.transactionId, localEnvelopeID: payload.envelopeId, name: payload.name,
-            status: initialStatus(payload), payload: Data(item.payload), deviceSignature: Data(item.signature),
+            status: lifecycle.status.rawValue, payload: Data(item.payload), deviceSignature: Data(item.signature),
             createdAt: recordedAt
         ).insert(db)
+        try EnvelopeService.insertRecipients(db, envelopeID: envelopeID, payload: payload, lifecycle: lifecycle, routed: routed, at: recordedAt)
         return SyncItemResult(sequence: item.sequence, outcome: .applied, envelopeID: envelopeID)
     }
 
@@ -161,14 +169,13 @@ public struct SyncIngest: Sendable {
         return "env-" + hex
     }
 
-    /// Where a synced envelope starts on the server (the full lifecycle comes with routing to
-    /// remote recipients): declined when a recipient declined, completed when every recipient
-    /// who must act has signed, otherwise sent to the remaining recipients.
+    /// Where a synced envelope starts on the server (``EnvelopeLifecycle``, event `synced`):
+    /// declined when a recipient declined, completed when every recipient who must act is
+    /// done, otherwise sent to the recipients of the lowest open routing order.
     static func initialStatus(_ payload: SyncPayload) -> String {
-        if payload.recipients.contains(where: { $0.status == "declined" }) { return "declined" }
-        let mustAct = payload.recipients.filter { $0.type != "carbonCopy" }
-        if mustAct.allSatisfy({ $0.status == "signed" || $0.status == "completed" }) { return "completed" }
-        return "sent"
+        var lifecycle = EnvelopeLifecycle(payload: payload)
+        _ = try? lifecycle.apply(.synced)
+        return lifecycle.status.rawValue
     }
 
     struct Rejection: Error {

@@ -23,6 +23,9 @@ public enum FleetMessageCatalog {
         (TemplateListRequest.messageType, TemplateListReply.messageType),
         (TemplateFetchRequest.messageType, TemplateFetchReply.messageType),
         (RecipientViewRequest.messageType, RecipientViewReply.messageType),
+        (EnvelopeQuery.messageType, EnvelopeQueryReply.messageType),
+        (EnvelopeVoid.messageType, EnvelopeQueryReply.messageType),
+        (RecipientAction.messageType, EnvelopeQueryReply.messageType),
     ]
 
     public static let requestTypes: Set<MessageType> = Set(requests.map(\.request))

@@ -7,7 +7,7 @@ struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
-        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, AdminTemplatesCommand.self]
+        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, AdminTemplatesCommand.self, AdminEnvelopeCommand.self]
     )
 
     struct StoreOption: ParsableArguments {

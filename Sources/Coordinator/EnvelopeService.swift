@@ -1,0 +1,189 @@
+import DeviceNode
+import FleetProtocol
+import Foundation
+import GRDB
+
+/// Serves the envelope lifecycle after sync (docs/sync.md, "After sync"): `envelope.get`,
+/// `envelope.void` and the `envelope.recipient.action` simulation hook, scoped to the
+/// token's account; and the same operations for administrators, across accounts.
+///
+/// Every change is one write transaction: load the envelope and its recipients, apply one
+/// ``EnvelopeLifecycle`` event, store what changed.
+public struct EnvelopeService: Sendable {
+    let store: CoordinatorStore
+    let auth: AuthService
+    let now: @Sendable () -> Date
+
+    /// The longest void or decline reason, in characters (after trimming).
+    public static let maxReasonLength = 500
+
+    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+        self.store = store
+        self.auth = auth
+        self.now = now
+    }
+
+    // MARK: Device requests
+
+    /// Serves `envelope.get`.
+    /// - Throws: ``FleetError`` `unauthenticated` / `token_expired`; `not_found` when the
+    ///   account has no such envelope (also for another account's envelope).
+    public func query(_ request: EnvelopeQuery, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
+        let (_, account) = try await auth.authenticate(request.accessToken)
+        try meter(account)
+        return try await envelope(id: request.envelopeID, accountID: account.id)
+    }
+
+    /// Serves `envelope.void`.
+    /// - Throws: ``FleetError`` as ``query(_:meter:)``; `invalid_request` when the envelope is
+    ///   not `sent` or `delivered`, or the reason is empty or too long.
+    public func void(_ request: EnvelopeVoid, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
+        let (_, account) = try await auth.authenticate(request.accessToken)
+        try meter(account)
+        return try await void(envelopeID: request.envelopeID, reason: request.reason, accountID: account.id)
+    }
+
+    /// Serves `envelope.recipient.action`.
+    /// - Throws: ``FleetError`` as ``query(_:meter:)``; `not_found` for an unknown recipient;
+    ///   `invalid_request` when the recipient is not current, the envelope is not `sent` or
+    ///   `delivered`, or a decline has no reason.
+    public func act(_ request: RecipientAction, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
+        let (_, account) = try await auth.authenticate(request.accessToken)
+        try meter(account)
+        return try await act(
+            envelopeID: request.envelopeID, recipientID: request.recipientID, action: request.action, reason: request.reason,
+            accountID: account.id)
+    }
+
+    // MARK: Operations (accountID nil: any account, for administrators)
+
+    /// An envelope and its recipients.
+    /// - Throws: ``FleetError`` `not_found` when there is no such envelope (in `accountID`, when given).
+    public func envelope(id: String, accountID: String? = nil) async throws -> EnvelopeQueryReply {
+        try await store.database.read { db in
+            let (record, recipients) = try Self.load(db, id: id, accountID: accountID)
+            return Self.reply(record, recipients)
+        }
+    }
+
+    /// Voids a `sent` or `delivered` envelope.
+    /// - Throws: ``FleetError`` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
+    public func void(envelopeID: String, reason: String, accountID: String? = nil) async throws -> EnvelopeQueryReply {
+        try Self.checkReason(reason)
+        return try await change(envelopeID: envelopeID, accountID: accountID, event: .void(reason: reason))
+    }
+
+    /// Acts for a current recipient: delivers, signs, or declines (with a reason).
+    /// - Throws: ``FleetError`` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
+    public func act(
+        envelopeID: String, recipientID: String, action: RecipientAction.Action, reason: String? = nil, accountID: String? = nil
+    ) async throws -> EnvelopeQueryReply {
+        let event: EnvelopeLifecycle.Event
+        switch action {
+        case .deliver: event = .recipientDelivered(recipientID)
+        case .sign: event = .recipientSigned(recipientID)
+        case .decline:
+            try Self.checkReason(reason ?? "")
+            event = .recipientDeclined(recipientID, reason: reason ?? "")
+        }
+        return try await change(envelopeID: envelopeID, accountID: accountID, event: event)
+    }
+
+    private func change(envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event) async throws -> EnvelopeQueryReply {
+        let at = now()
+        return try await store.database.write { db in
+            var (record, recipients) = try Self.load(db, id: envelopeID, accountID: accountID)
+            var lifecycle = try Self.lifecycle(record, recipients)
+            let changed = try lifecycle.apply(event)
+            record.status = lifecycle.status.rawValue
+            record.voidReason = lifecycle.voidReason
+            try record.update(db)
+            let states = Dictionary(lifecycle.recipients.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            for index in recipients.indices where changed.contains(recipients[index].recipientID) {
+                guard let state = states[recipients[index].recipientID] else { continue }
+                recipients[index].status = state.status.rawValue
+                recipients[index].declineReason = state.declineReason
+                recipients[index].statusChangedAt = at
+                try recipients[index].update(db)
+            }
+            return Self.reply(record, recipients)
+        }
+    }
+
+    // MARK: Store helpers
+
+    /// Inserts a just-synced envelope's recipients with their statuses after `synced`
+    /// (called by ``SyncIngest`` in its transaction). Recipients the event changed get `at`
+    /// as their change time; the others keep the device's.
+    static func insertRecipients(
+        _ db: Database, envelopeID: String, payload: SyncPayload, lifecycle: EnvelopeLifecycle, routed: [String], at: Date
+    ) throws {
+        for (recipient, state) in zip(payload.recipients, lifecycle.recipients) {
+            let deviceTime = recipient.statusChangedAtNanos.map { Date(timeIntervalSince1970: Double($0) / 1_000_000_000) }
+            try EnvelopeRecipientRecord(
+                envelopeID: envelopeID, recipientID: recipient.recipientId, type: recipient.type, name: recipient.name,
+                routingOrder: recipient.routingOrder, status: state.status.rawValue,
+                statusChangedAt: routed.contains(recipient.recipientId) ? at : deviceTime, declineReason: state.declineReason
+            ).insert(db)
+        }
+    }
+
+    static func load(_ db: Database, id: String, accountID: String?) throws -> (EnvelopeRecord, [EnvelopeRecipientRecord]) {
+        guard let record = try EnvelopeRecord.fetchOne(db, key: id), accountID == nil || record.accountID == accountID else {
+            throw FleetError(.notFound, accountID == nil ? "no envelope \"\(id)\"" : "no envelope \"\(id)\" in this account")
+        }
+        let recipients = try EnvelopeRecipientRecord.filter(Column("envelopeID") == id)
+            .order(Column("routingOrder"), Column("recipientID")).fetchAll(db)
+        return (record, recipients)
+    }
+
+    static func lifecycle(_ record: EnvelopeRecord, _ recipients: [EnvelopeRecipientRecord]) throws(FleetError) -> EnvelopeLifecycle {
+        guard let status = EnvelopeLifecycle.Status(rawValue: record.status) else {
+            throw FleetError(.internal, "envelope \(record.id) has unknown status \"\(record.status)\"")
+        }
+        var states: [EnvelopeLifecycle.Recipient] = []
+        for recipient in recipients {
+            guard let recipientStatus = EnvelopeLifecycle.RecipientStatus(rawValue: recipient.status) else {
+                throw FleetError(.internal, "recipient \(recipient.recipientID) of envelope \(record.id) has unknown status \"\(recipient.status)\"")
+            }
+            states.append(
+                EnvelopeLifecycle.Recipient(
+                    id: recipient.recipientID, type: recipient.type, routingOrder: recipient.routingOrder, status: recipientStatus,
+                    declineReason: recipient.declineReason))
+        }
+        return EnvelopeLifecycle(status: status, recipients: states, voidReason: record.voidReason)
+    }
+
+    static func reply(_ record: EnvelopeRecord, _ recipients: [EnvelopeRecipientRecord]) -> EnvelopeQueryReply {
+        EnvelopeQueryReply(
+            envelopeID: record.id, status: record.status, transactionID: record.transactionID, deviceID: record.deviceID,
+            createdAt: record.createdAt, voidReason: record.voidReason,
+            recipients: recipients.map {
+                EnvelopeQueryReply.Recipient(
+                    recipientID: $0.recipientID, type: $0.type, name: $0.name, routingOrder: $0.routingOrder, status: $0.status,
+                    statusChangedAt: $0.statusChangedAt, declineReason: $0.declineReason)
+            })
+    }
+
+    static func checkReason(_ reason: String) throws(FleetError) {
+        let trimmed = reason.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !trimmed.isEmpty else { throw FleetError(.invalidRequest, "a reason is required and must not be empty") }
+        guard trimmed.count <= maxReasonLength else {
+            throw FleetError(.invalidRequest, "a reason has at most \(maxReasonLength) characters; this one has \(trimmed.count)")
+        }
+    }
+}
+
+extension EnvelopeLifecycle {
+    /// An envelope about to be synced (`created`), with the payload's recipients and the
+    /// statuses the device gave them (an unknown status counts as `created`).
+    public init(payload: SyncPayload) {
+        self.init(
+            status: .created,
+            recipients: payload.recipients.map {
+                Recipient(
+                    id: $0.recipientId, type: $0.type, routingOrder: $0.routingOrder,
+                    status: RecipientStatus(rawValue: $0.status) ?? .created, declineReason: $0.declineReason)
+            })
+    }
+}
