@@ -6,7 +6,11 @@ import PackageDescription
 let package = Package(
     name: "SignFleetBenchmarks",
     platforms: [.macOS(.v15)],
-    dependencies: [.package(name: "SignFleet", path: "..")],
+    dependencies: [
+        .package(name: "SignFleet", path: ".."),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    ],
     targets: [
         .executableTarget(
             name: "signfleet-bench",
@@ -17,6 +21,9 @@ let package = Package(
                 .product(name: "SignatureCapture", package: "SignFleet"),
                 .product(name: "DeviceNode", package: "SignFleet"),
                 .product(name: "Envelopes", package: "SignFleet"),
+                .product(name: "Coordinator", package: "SignFleet"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         )
     ],

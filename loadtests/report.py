@@ -25,6 +25,10 @@ COMPARISONS = [
     ("transport", "request/reply round trip, 6 KB", "swift.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
     ("transport", "round trip 64 B, client task on the I/O thread", "swift.loop-executor.rtt.64B.per_s", "c.rtt.64B.per_s", True, "within 1.3x (ratio >= 0.77)"),
     ("transport", "round trip 6 KB, client task on the I/O thread", "swift.loop-executor.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
+    ("ingest", "sync ingest (verify + commit), 1 device vs raw SQLite inserts of the same rows", "ingest.devices1.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
+    ("ingest", "sync ingest, 10 devices vs raw SQLite inserts", "ingest.devices10.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
+    ("ingest", "sync ingest, 100 devices vs raw SQLite inserts", "ingest.devices100.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
+    ("ingest", "sync ingest, 100 devices vs raw Ed25519 verification (one core)", "ingest.devices100.envelopes_per_s", "ref.ed25519_verify_per_s", True, "(reference: one verification per core)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).
@@ -32,6 +36,13 @@ TARGETS = [
     ("capture", "full capture of a 3 s signature at 240 Hz, per core (CPU time)", "full_capture_rate_per_core_cpu", ">= 5,000 captures/s", lambda v: v >= 5000),
     ("device", "compose + sign + outbox commit, one device, fsync per commit (powerLoss)", "one_device_powerLoss_envelopes_per_second", "(no target yet)", None),
     ("device", "compose + sign + outbox commit, 100 devices in one process", "100_devices_envelopes_per_second", "(no target yet)", None),
+    ("ingest", "sustained ingest, signed envelopes verified + committed, 1 device", "ingest.devices1.envelopes_per_s", ">= 10,000 envelopes/s", lambda v: v >= 10000),
+    ("ingest", "sustained ingest, 10 devices", "ingest.devices10.envelopes_per_s", ">= 10,000 envelopes/s", lambda v: v >= 10000),
+    ("ingest", "sustained ingest, 100 devices", "ingest.devices100.envelopes_per_s", ">= 10,000 envelopes/s", lambda v: v >= 10000),
+    ("ingest", "ack latency p50 at 50% of the max rate", "ingest.p50_ms_at50pct", "(no target yet)", None),
+    ("ingest", "ack latency p99 at 50% of the max rate", "ingest.p99_ms_at50pct", "(no target yet)", None),
+    ("ingest", "ack latency p50 at 90% of the max rate", "ingest.p50_ms_at90pct", "(no target yet)", None),
+    ("ingest", "ack latency p99 at 90% of the max rate", "ingest.p99_ms_at90pct", "(no target yet)", None),
 ]
 
 

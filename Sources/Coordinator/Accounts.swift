@@ -34,8 +34,13 @@ public struct User: Sendable, Hashable, Codable {
     public var email: String
 }
 
-/// Creates accounts and users: the admin path behind `signfleet admin` (and
-/// the HTTP admin endpoints once the HTTP listener lands).
+extension FleetErrorCode {
+    /// The object to create exists already (an account id, a user's email).
+    public static let alreadyExists = FleetErrorCode("already_exists")
+}
+
+/// Creates accounts and users: the admin path behind `signfleet admin` and the
+/// HTTP admin endpoints (``CoordinatorAdminRoutes``).
 public struct AccountDirectory: Sendable {
     let store: CoordinatorStore
     let now: @Sendable () -> Date
@@ -46,7 +51,8 @@ public struct AccountDirectory: Sendable {
     }
 
     /// Creates an account.
-    /// - Throws: ``FleetError`` `invalid_request` for an empty or over-long name or bad limits.
+    /// - Throws: ``FleetError`` `invalid_request` for an empty or over-long name or bad limits,
+    ///   `already_exists` when an account with `id` exists.
     public func createAccount(
         id: String = UUID().uuidString, name: String, offlineSigning: Bool = true, rateLimits: RateLimits = RateLimits()
     ) async throws -> Account {
@@ -57,13 +63,18 @@ public struct AccountDirectory: Sendable {
         let record = AccountRecord(
             id: id, name: name, offlineSigning: offlineSigning, hourlyLimit: rateLimits.hourly,
             burstLimit: rateLimits.burst, burstWindowSeconds: rateLimits.burstWindowSeconds, createdAt: now())
-        try await store.database.write { db in try record.insert(db) }
+        try await store.database.write { db in
+            guard try AccountRecord.fetchOne(db, key: id) == nil else {
+                throw FleetError(.alreadyExists, "an account with id \"\(id)\" already exists")
+            }
+            try record.insert(db)
+        }
         return Account(id: id, name: name, offlineSigning: offlineSigning, rateLimits: rateLimits)
     }
 
     /// Creates a user of an account who logs in with `email` and `secret`.
-    /// - Throws: ``FleetError`` `not_found` for an unknown account, `invalid_request` for a
-    ///   duplicate email or bad fields.
+    /// - Throws: ``FleetError`` `not_found` for an unknown account, `already_exists` for a
+    ///   duplicate email, `invalid_request` for bad fields.
     public func createUser(
         id: String = UUID().uuidString, accountID: String, name: String, email: String, secret: String
     ) async throws -> User {
@@ -80,21 +91,24 @@ public struct AccountDirectory: Sendable {
                 throw FleetError(.notFound, "no account \"\(accountID)\"")
             }
             if try UserRecord.filter(Column("email") == email).fetchCount(db) > 0 {
-                throw FleetError(.invalidRequest, "a user with email \"\(email)\" already exists")
+                throw FleetError(.alreadyExists, "a user with email \"\(email)\" already exists")
             }
             try record.insert(db)
         }
         return User(id: id, accountID: accountID, name: name, email: email)
     }
 
+    /// The account `id`, or `nil`.
     public func account(id: String) async throws -> Account? {
         try await store.database.read { db in try AccountRecord.fetchOne(db, key: id) }.map(Self.account)
     }
 
+    /// All accounts, by name.
     public func accounts() async throws -> [Account] {
         try await store.database.read { db in try AccountRecord.order(Column("name")).fetchAll(db) }.map(Self.account)
     }
 
+    /// The users of an account, by email.
     public func users(accountID: String) async throws -> [User] {
         try await store.database.read { db in
             try UserRecord.filter(Column("accountID") == accountID).order(Column("email")).fetchAll(db)

@@ -8,7 +8,7 @@ import Logging
 /// ```json
 /// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
 ///  "heartbeat-ms": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
-///  "seed-demo": false, "log-level": "info"}
+///  "seed-demo": false, "log-level": "info", "admin-token": "…"}
 /// ```
 ///
 /// Flags override the file, which overrides the defaults below. Unknown keys and values of
@@ -32,10 +32,13 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var maxMessageSize = 16 << 20
     /// swift-log level name.
     public var logLevel = "info"
+    /// Bearer token of the HTTP admin endpoints; `nil` disables them.
+    public var adminToken: String?
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "token-lifetime", "max-message-size", "log-level",
+        "admin-token",
     ]
 
     public init() {}
@@ -82,6 +85,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "bind": bind = text
                 case "http": http = text
                 case "store": store = text
+                case "admin-token": adminToken = text
                 default: logLevel = text
                 }
             case .integer(let number):
@@ -115,6 +119,11 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
             "must be one of trace, debug, info, notice, warning, error, critical; got \"\(logLevel)\"")
         if http != nil {
             _ = try httpAddress()
+        }
+        if let adminToken {
+            try check(
+                adminToken.utf8.count >= 16 && !adminToken.contains(where: \.isWhitespace), "admin-token",
+                "must be at least 16 characters without spaces")
         }
     }
 
@@ -179,7 +188,7 @@ private struct ConfigurationFile: Decodable {
         let container = try decoder.container(keyedBy: Key.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             switch key.stringValue {
-            case "bind", "http", "store", "log-level":
+            case "bind", "http", "store", "log-level", "admin-token":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
             case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.

@@ -12,6 +12,7 @@ import Synchronization
 /// | `GET /health` | `200` and `{"status": "ok", "instance": …, "uptime": seconds}` |
 /// | `GET /metrics` | the Prometheus text exposition of `registry` |
 /// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
+/// | `/admin/…` | with an `admin` token: ``CoordinatorAdminRoutes``; without: `404` |
 ///
 /// It is a swift-service-lifecycle `Service`: run it in the coordinator's `ServiceGroup`
 /// and it stops accepting connections on graceful shutdown.
@@ -26,7 +27,7 @@ public struct CoordinatorHTTPServer: Service {
     /// Where the listener binds.
     public struct Configuration: Sendable, Hashable {
         public var host: String
-        /// `0` lets the system pick a free port; ``CoordinatorHTTPServer/init(configuration:registry:instance:status:logger:onListening:)``'s
+        /// `0` lets the system pick a free port; ``CoordinatorHTTPServer/init(configuration:registry:instance:status:logger:admin:onListening:)``'s
         /// `onListening` reports the real one.
         public var port: Int
 
@@ -50,6 +51,7 @@ public struct CoordinatorHTTPServer: Service {
     let status: @Sendable () async throws -> CoordinatorStatus
     let logger: Logger
     let onListening: @Sendable (String) async -> Void
+    let admin: CoordinatorAdminRoutes?
     let started = ContinuousClock.now
 
     /// - Parameters:
@@ -59,12 +61,15 @@ public struct CoordinatorHTTPServer: Service {
     ///   - instance: identifies this coordinator run in `GET /health`.
     ///   - status: makes the `GET /status` snapshot.
     ///   - logger: for the HTTP server's own logs.
+    ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
         configuration: Configuration, registry: PrometheusCollectorRegistry, instance: String,
         status: @escaping @Sendable () async throws -> CoordinatorStatus, logger: Logger,
+        admin: CoordinatorAdminRoutes? = nil,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {
+        self.admin = admin
         self.configuration = configuration
         self.registry = registry
         self.instance = instance
@@ -135,6 +140,7 @@ public struct CoordinatorHTTPServer: Service {
             }
             return try Self.json(snapshot)
         }
+        admin?.register(on: router)
         return router
     }
 

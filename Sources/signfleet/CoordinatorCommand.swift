@@ -18,7 +18,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         abstract: "Run the coordinator (the e-signature server devices sync with).",
         discussion: """
             Binds a ZeroMQ ROUTER and prints `listening <endpoint>` on standard output once bound, then \
-            `http <host:port>` once the HTTP listener (GET /health, /metrics, /status) is up. \
+            `http <host:port>` once the HTTP listener (GET /health, /metrics, /status; /admin/… with \
+            --admin-token) is up. \
             Use `tcp://127.0.0.1:*` and `--http 127.0.0.1:0` to let the system pick free ports. \
             Settings come from flags, then the optional --config JSON file (same keys as the flags, \
             without dashes), then defaults. Stops gracefully on SIGINT or SIGTERM (exit code 0).
@@ -54,6 +55,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Largest accepted frame, in bytes (default 16777216).")
     var maxMessageSize: Int?
 
+    @Option(help: "Bearer token of the HTTP admin endpoints (/admin/…, at least 16 characters); without it they are off.")
+    var adminToken: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
     var logLevel: String?
 
@@ -70,6 +74,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let tokenLifetime { settings.tokenLifetime = tokenLifetime }
         if let maxMessageSize { settings.maxMessageSize = maxMessageSize }
         if let logLevel { settings.logLevel = logLevel }
+        if let adminToken { settings.adminToken = adminToken }
         try settings.validate()
         return settings
     }
@@ -124,6 +129,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         instance: server.instance,
                         status: { try await CoordinatorStatus.current(store: coordinatorStore, server: server) },
                         logger: logger,
+                        admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
                         onListening: { address in announce("http \(address)") }))
             }
             let group = ServiceGroup(

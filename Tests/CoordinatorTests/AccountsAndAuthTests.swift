@@ -46,9 +46,10 @@ func expectFleetError(_ code: FleetErrorCode, _ body: () async throws -> Void, s
         let account = try await directory.createAccount(id: "acme", name: "Acme", offlineSigning: false)
         #expect(account.rateLimits == RateLimits(hourly: 3_000, burst: 500, burstWindowSeconds: 30))
         _ = try await directory.createUser(accountID: "acme", name: "Ada", email: "ada@acme.example", secret: "correct horse")
-        await expectFleetError(.invalidRequest) {
+        await expectFleetError(.alreadyExists) {
             _ = try await directory.createUser(accountID: "acme", name: "Ada 2", email: "ADA@acme.example", secret: "correct horse")
         }
+        await expectFleetError(.alreadyExists) { _ = try await directory.createAccount(id: "acme", name: "Acme again") }
         await expectFleetError(.notFound) {
             _ = try await directory.createUser(accountID: "nope", name: "Bob", email: "bob@x.example", secret: "correct horse")
         }

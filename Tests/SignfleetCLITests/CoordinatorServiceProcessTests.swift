@@ -70,6 +70,32 @@ import FoundationNetworking
         #expect(coordinator.count { $0.contains("coordinator stopped") } == 1, "\(coordinator.output)")
     }
 
+    @Test func theAdminTokenFlagTurnsOnTheAdminEndpoints() async throws {
+        let store = temporaryPath("coordinator-admin") + ".sqlite"
+        let token = "process-admin-token-0123"
+        let coordinator = try ChildProcess.launch(
+            try signfleetBinary(),
+            ["coordinator", "--bind", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0", "--store", store, "--admin-token", token],
+            name: "coordinator")
+        defer { Task { await coordinator.terminate() } }
+        let (_, http) = try await addresses(of: coordinator)
+        func seed(_ bearer: String?) async throws -> (Int, Data) {
+            var request = URLRequest(url: try #require(URL(string: "http://\(http)/admin/seed-demo")))
+            request.httpMethod = "POST"
+            if let bearer { request.setValue("Bearer \(bearer)", forHTTPHeaderField: "Authorization") }
+            let session = URLSession(configuration: .ephemeral)
+            defer { session.finishTasksAndInvalidate() }
+            let (data, response) = try await session.data(for: request)
+            return (try #require(response as? HTTPURLResponse).statusCode, data)
+        }
+        #expect(try await seed(nil).0 == 401)
+        let (code, body) = try await seed(token)
+        #expect(code == 200, "\(String(decoding: body, as: UTF8.self))")
+        #expect(String(decoding: body, as: UTF8.self).contains("user1@demo.example"))
+        coordinator.signal(SIGTERM)
+        #expect(try await coordinator.waitForExit(timeout: .seconds(30)) == 0, "\(coordinator.output)")
+    }
+
     @Test func aConfigFileSuppliesSettingsAndFlagsOverrideIt() async throws {
         let fileStore = temporaryPath("from-file") + ".sqlite"
         let flagStore = temporaryPath("from-flag") + ".sqlite"

@@ -6,6 +6,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "transport": transportBenchmark,
     "capture": captureBenchmark,
     "device": deviceBenchmark,
+    "ingest": ingestBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
