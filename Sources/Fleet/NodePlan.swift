@@ -1,0 +1,126 @@
+import Foundation
+
+/// What one `signfleet node --plan <file>` process runs: written as JSON by the
+/// launcher into `nodes/<process>.json`, read by the node at start and again after a
+/// restart (the devices then find their stores and carry on).
+///
+/// The contract between launcher and node:
+/// - the node appends its devices' operations to `historyFile` (``HistoryWriter``);
+/// - every `statsInterval` seconds it prints one line `stats <NodeStats JSON>` on stdout;
+/// - on SIGUSR1 it drains: stops composing, treats every device as online, syncs until
+///   every outbox is empty, prints `drained` and exits 0;
+/// - on SIGTERM/SIGINT it stops at once, cleanly; SIGKILL may come at any time.
+public struct NodePlan: Codable, Sendable, Hashable {
+    /// The process name, `node-<group>-<n>`.
+    public var process: String
+    public var group: String
+    /// The coordinator's endpoint, or this process's fault-proxy listener.
+    public var endpoint: String
+    /// Where the devices' SQLite files live (`<device>.sqlite`).
+    public var dataDirectory: String
+    public var historyFile: String
+    /// The run's start (seconds since the Unix epoch); outages are relative to it.
+    public var runStart: Double
+    /// How long the run generates work, in seconds from `runStart`.
+    public var duration: Double
+    public var email: String
+    public var secret: String
+    public var devices: [DevicePlan]
+    public var behaviour: Behaviour
+    public var connectivity: Connectivity
+    public var pens: [String: Double]
+    /// Scheduled outages for this process's devices, relative to `runStart`.
+    public var outages: [Outage]
+    public var statsInterval: Double
+    public var requestTimeout: Double
+
+    public init(
+        process: String, group: String, endpoint: String, dataDirectory: String, historyFile: String, runStart: Double,
+        duration: Double, email: String = "user1@demo.example", secret: String = "demo-secret", devices: [DevicePlan],
+        behaviour: Behaviour, connectivity: Connectivity, pens: [String: Double], outages: [Outage] = [],
+        statsInterval: Double = 1, requestTimeout: Double = 1
+    ) {
+        self.process = process
+        self.group = group
+        self.endpoint = endpoint
+        self.dataDirectory = dataDirectory
+        self.historyFile = historyFile
+        self.runStart = runStart
+        self.duration = duration
+        self.email = email
+        self.secret = secret
+        self.devices = devices
+        self.behaviour = behaviour
+        self.connectivity = connectivity
+        self.pens = pens
+        self.outages = outages
+        self.statsInterval = statsInterval
+        self.requestTimeout = requestTimeout
+    }
+}
+
+public struct DevicePlan: Codable, Sendable, Hashable {
+    /// `<group>-<n>`, also its ZeroMQ routing id and store file name.
+    public var id: String
+    /// Every random choice of this device derives from it.
+    public var seed: UInt64
+
+    public init(id: String, seed: UInt64) {
+        self.id = id
+        self.seed = seed
+    }
+}
+
+/// A window, in seconds relative to the run's start, during which devices are offline.
+public struct Outage: Codable, Sendable, Hashable {
+    public var start: Double
+    public var end: Double
+
+    public init(start: Double, end: Double) {
+        self.start = start
+        self.end = end
+    }
+}
+
+/// A node's periodic report (`stats {json}` on stdout); the launcher sums them for
+/// its progress line and the report's timeline.
+public struct NodeStats: Codable, Sendable, Hashable {
+    public var time: Double
+    public var devices: Int
+    public var online: Int
+    public var offline: Int
+    public var composed: Int
+    public var signed: Int
+    public var cancelled: Int
+    public var declined: Int
+    public var synced: Int
+    /// Outbox items not yet acknowledged.
+    public var pending: Int
+    public var syncFailures: Int
+    /// Sync-ack latency percentiles over the last interval, in seconds (nil: none).
+    public var syncAckP50: Double?
+    public var syncAckP99: Double?
+
+    public init(
+        time: Double, devices: Int, online: Int, offline: Int, composed: Int, signed: Int, cancelled: Int = 0,
+        declined: Int = 0, synced: Int, pending: Int, syncFailures: Int = 0, syncAckP50: Double? = nil,
+        syncAckP99: Double? = nil
+    ) {
+        self.time = time
+        self.devices = devices
+        self.online = online
+        self.offline = offline
+        self.composed = composed
+        self.signed = signed
+        self.cancelled = cancelled
+        self.declined = declined
+        self.synced = synced
+        self.pending = pending
+        self.syncFailures = syncFailures
+        self.syncAckP50 = syncAckP50
+        self.syncAckP99 = syncAckP99
+    }
+
+    /// The stdout line prefix.
+    public static let linePrefix = "stats "
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// The layout of one fleet run's directory, `runs/<yyyyMMdd-HHmmss>/`, with
+/// `runs/latest` pointing at the newest. Every process of the run and the checker
+/// agree on these names; `signfleet check <run dir>` needs nothing else.
+///
+/// ```
+/// runs/20261121-141500/
+///   scenario.yaml        the scenario as run, with its seed filled in
+///   summary.json         counts, rates, latency percentiles, verdict
+///   check.json           the checker's verdict and anomalies with witnesses
+///   history.jsonl        every process's history merged by time
+///   history/<process>.jsonl
+///   timeline.jsonl       the launcher's periodic samples (for the report's plots)
+///   logs/<process>.log   stderr of each process (stdout in <process>.out)
+///   nodes/<process>.json the NodePlan each node process ran
+///   coordinator.sqlite   the coordinator's store
+///   devices/<device>.sqlite
+///   report.html          self-contained report
+/// ```
+public struct RunDirectory: Sendable, Hashable {
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    func file(_ name: String) -> String { URL(fileURLWithPath: path).appendingPathComponent(name).path }
+
+    public var scenarioFile: String { file("scenario.yaml") }
+    public var summaryFile: String { file("summary.json") }
+    public var checkFile: String { file("check.json") }
+    public var historyFile: String { file("history.jsonl") }
+    public var historyDirectory: String { file("history") }
+    public var timelineFile: String { file("timeline.jsonl") }
+    public var logsDirectory: String { file("logs") }
+    public var nodePlansDirectory: String { file("nodes") }
+    public var coordinatorStore: String { file("coordinator.sqlite") }
+    public var devicesDirectory: String { file("devices") }
+    public var reportFile: String { file("report.html") }
+
+    public func historyFile(process: String) -> String {
+        URL(fileURLWithPath: historyDirectory).appendingPathComponent("\(process).jsonl").path
+    }
+    public func logFile(process: String) -> String {
+        URL(fileURLWithPath: logsDirectory).appendingPathComponent("\(process).log").path
+    }
+    public func outputFile(process: String) -> String {
+        URL(fileURLWithPath: logsDirectory).appendingPathComponent("\(process).out").path
+    }
+    public func nodePlanFile(process: String) -> String {
+        URL(fileURLWithPath: nodePlansDirectory).appendingPathComponent("\(process).json").path
+    }
+    public func deviceStore(device: String) -> String {
+        URL(fileURLWithPath: devicesDirectory).appendingPathComponent("\(device).sqlite").path
+    }
+
+    /// Creates `root/<yyyyMMdd-HHmmss>` (with `-2`, `-3`… when that exists) and its
+    /// sub-directories, and points `root/latest` at it.
+    public static func create(root: String = "runs", now: Date = Date()) throws -> RunDirectory {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyyMMdd-HHmmss"
+        let stamp = formatter.string(from: now)
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: root, withIntermediateDirectories: true)
+        var name = stamp
+        var attempt = 1
+        while manager.fileExists(atPath: URL(fileURLWithPath: root).appendingPathComponent(name).path) {
+            attempt += 1
+            name = "\(stamp)-\(attempt)"
+        }
+        let run = RunDirectory(path: URL(fileURLWithPath: root).appendingPathComponent(name).path)
+        for directory in [run.path, run.historyDirectory, run.logsDirectory, run.nodePlansDirectory, run.devicesDirectory] {
+            try manager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        let latest = URL(fileURLWithPath: root).appendingPathComponent("latest").path
+        try? manager.removeItem(atPath: latest)
+        try manager.createSymbolicLink(atPath: latest, withDestinationPath: name)
+        return run
+    }
+}

@@ -1,0 +1,258 @@
+import Foundation
+
+// The scenario model: what a fleet run does. Scenario files are YAML
+// (`ScenarioLoader` parses and validates them); this file is only the model, shared
+// by the launcher, the node processes (through `NodePlan`) and the checker.
+// Times are seconds (`Double`); YAML accepts "500ms", "10s", "2m".
+
+/// A whole run: its seed, length, the coordinator, the device groups, the fault
+/// schedule, and what must hold at the end.
+public struct Scenario: Codable, Sendable, Hashable {
+    public var name: String
+    /// Every random choice of the run (device behaviour, connectivity, fault targets,
+    /// toxics) derives from it. `nil` in a file: the launcher picks one and prints it.
+    public var seed: UInt64?
+    /// How long devices generate work, in seconds; then the launcher heals and drains.
+    public var duration: Double
+    /// How long draining may take before the verdict becomes `unknown`.
+    public var drainTimeout: Double
+    public var coordinator: CoordinatorSettings
+    /// Route device traffic through `signfleet proxy` (one proxy per node process).
+    public var proxy: Bool
+    public var groups: [DeviceGroup]
+    public var faults: [FaultSpec]
+    public var checks: Checks
+
+    public init(
+        name: String, seed: UInt64? = nil, duration: Double, drainTimeout: Double = 60,
+        coordinator: CoordinatorSettings = CoordinatorSettings(), proxy: Bool = false, groups: [DeviceGroup],
+        faults: [FaultSpec] = [], checks: Checks = Checks()
+    ) {
+        self.name = name
+        self.seed = seed
+        self.duration = duration
+        self.drainTimeout = drainTimeout
+        self.coordinator = coordinator
+        self.proxy = proxy
+        self.groups = groups
+        self.faults = faults
+        self.checks = checks
+    }
+}
+
+public struct CoordinatorSettings: Codable, Sendable, Hashable {
+    /// Heartbeat interval in seconds.
+    public var heartbeat: Double
+    /// Per-account request budget per hour and burst, if limited.
+    public var rateLimitHourly: Int?
+    public var rateLimitBurst: Int?
+    /// Unexpected exits the supervisor restarts before it gives up on the run.
+    public var restartBudget: Int
+
+    public init(heartbeat: Double = 0.5, rateLimitHourly: Int? = nil, rateLimitBurst: Int? = nil, restartBudget: Int = 3) {
+        self.heartbeat = heartbeat
+        self.rateLimitHourly = rateLimitHourly
+        self.rateLimitBurst = rateLimitBurst
+        self.restartBudget = restartBudget
+    }
+}
+
+/// A group of identical devices spread over `processes` node processes.
+public struct DeviceGroup: Codable, Sendable, Hashable {
+    public var name: String
+    public var count: Int
+    /// Node processes hosting the group; devices are split into contiguous blocks.
+    public var processes: Int
+    public var behaviour: Behaviour
+    public var connectivity: Connectivity
+    /// Pen kinds (SignatureCapture `PenKind` names: applePencil, wacomBluetooth,
+    /// signaturePad, finger) with relative weights.
+    public var pens: [String: Double]
+    /// Unexpected exits of one of this group's processes the supervisor restarts.
+    public var restartBudget: Int
+
+    public init(
+        name: String, count: Int, processes: Int = 1, behaviour: Behaviour = Behaviour(),
+        connectivity: Connectivity = Connectivity(), pens: [String: Double] = ["applePencil": 1], restartBudget: Int = 5
+    ) {
+        self.name = name
+        self.count = count
+        self.processes = processes
+        self.behaviour = behaviour
+        self.connectivity = connectivity
+        self.pens = pens
+        self.restartBudget = restartBudget
+    }
+}
+
+/// What each device of a group does.
+public struct Behaviour: Codable, Sendable, Hashable {
+    /// Poisson arrivals of new envelopes per device.
+    public var envelopesPerMinute: Double
+    /// Fraction of envelopes composed from a template (the rest from builders).
+    public var templateFraction: Double
+    public var inPersonSigners: IntRange
+    public var remoteSigners: IntRange
+    /// Fraction of remote signers that are embedded (captive signing) recipients.
+    public var embeddedFraction: Double
+    /// Seconds a signer takes to sign, uniformly drawn.
+    public var signingDuration: ClosedSpan
+    /// Probability that a composed envelope is cancelled (Finish Later / discarded) before signing.
+    public var cancelRate: Double
+    /// Probability that a signer declines instead of signing.
+    public var declineRate: Double
+    public var sync: SyncPolicy
+    /// Stop composing after this many envelopes per device (nil: until the run ends).
+    public var maxEnvelopes: Int?
+
+    public init(
+        envelopesPerMinute: Double = 6, templateFraction: Double = 0, inPersonSigners: IntRange = IntRange(1, 1),
+        remoteSigners: IntRange = IntRange(0, 0), embeddedFraction: Double = 0,
+        signingDuration: ClosedSpan = ClosedSpan(0.5, 2), cancelRate: Double = 0, declineRate: Double = 0,
+        sync: SyncPolicy = .whenOnline, maxEnvelopes: Int? = nil
+    ) {
+        self.envelopesPerMinute = envelopesPerMinute
+        self.templateFraction = templateFraction
+        self.inPersonSigners = inPersonSigners
+        self.remoteSigners = remoteSigners
+        self.embeddedFraction = embeddedFraction
+        self.signingDuration = signingDuration
+        self.cancelRate = cancelRate
+        self.declineRate = declineRate
+        self.sync = sync
+        self.maxEnvelopes = maxEnvelopes
+    }
+}
+
+/// When an online device syncs its outbox.
+public enum SyncPolicy: Codable, Sendable, Hashable {
+    /// After every signing and whenever it comes back online.
+    case whenOnline
+    /// Every so many seconds while online.
+    case every(Double)
+    /// Only when told (the launcher's drain).
+    case manual
+}
+
+/// A device's view of the network: when it believes it is offline it does not try
+/// (as an app that checks reachability).
+public struct Connectivity: Codable, Sendable, Hashable {
+    public enum Model: Codable, Sendable, Hashable {
+        case alwaysOnline
+        /// Two-state (Gilbert–Elliott) Markov model: exponentially distributed stays
+        /// with these means, in seconds.
+        case gilbertElliott(onlineMean: Double, offlineMean: Double)
+    }
+    public var model: Model
+    /// Probability that a device starts offline.
+    public var startOffline: Double
+
+    public init(model: Model = .alwaysOnline, startOffline: Double = 0) {
+        self.model = model
+        self.startOffline = startOffline
+    }
+}
+
+/// An inclusive integer range, written `2` or `1..3` in YAML.
+public struct IntRange: Codable, Sendable, Hashable {
+    public var lower: Int
+    public var upper: Int
+    public init(_ lower: Int, _ upper: Int) {
+        self.lower = lower
+        self.upper = upper
+    }
+}
+
+/// An inclusive range of seconds, written `2s` or `1s..5s` in YAML.
+public struct ClosedSpan: Codable, Sendable, Hashable {
+    public var lower: Double
+    public var upper: Double
+    public init(_ lower: Double, _ upper: Double) {
+        self.lower = lower
+        self.upper = upper
+    }
+}
+
+/// One entry of the fault schedule: a fault that starts at `at` and ends `for`
+/// seconds later (its stop half), optionally repeating `every` seconds until `until`.
+/// Whatever is still active when the run's duration ends is healed.
+public struct FaultSpec: Codable, Sendable, Hashable {
+    public var fault: Fault
+    public var at: Double
+    /// How long the fault lasts (kill: downtime before the restart; pause: SIGSTOP to SIGCONT).
+    public var duration: Double?
+    public var every: Double?
+    public var until: Double?
+    public var target: FaultTarget
+
+    public init(fault: Fault, at: Double, duration: Double? = nil, every: Double? = nil, until: Double? = nil, target: FaultTarget = FaultTarget()) {
+        self.fault = fault
+        self.at = at
+        self.duration = duration
+        self.every = every
+        self.until = until
+        self.target = target
+    }
+}
+
+public enum Fault: Codable, Sendable, Hashable {
+    /// SIGKILL node processes, restart them after the duration.
+    case killNode
+    /// SIGKILL the coordinator, restart it on the same store and endpoint.
+    case killCoordinator
+    /// SIGSTOP node processes, SIGCONT after the duration.
+    case pauseNode
+    case pauseCoordinator
+    /// Devices of the target believe they are offline (a scheduled outage).
+    case offline
+    /// A proxy toxic on the target's proxies.
+    case toxic(ToxicSpec)
+    /// The target's proxies are disabled (connections refused and cut).
+    case partition
+    /// Edit a template on the coordinator (devices must re-cache it).
+    case templateEdit(template: String)
+}
+
+/// Which processes or devices a fault hits: a group (or all groups), and a fraction
+/// or a count of its processes, drawn with the run's seed.
+public struct FaultTarget: Codable, Sendable, Hashable {
+    public var group: String?
+    public var fraction: Double?
+    public var count: Int?
+
+    public init(group: String? = nil, fraction: Double? = nil, count: Int? = nil) {
+        self.group = group
+        self.fraction = fraction
+        self.count = count
+    }
+}
+
+/// A Toxiproxy toxic: `type` is latency, bandwidth, slow_close, timeout, reset_peer,
+/// slicer or limit_data; attributes as Toxiproxy names them.
+public struct ToxicSpec: Codable, Sendable, Hashable {
+    public var type: String
+    /// "upstream" (device to coordinator) or "downstream".
+    public var stream: String
+    public var toxicity: Double
+    public var attributes: [String: Double]
+
+    public init(type: String, stream: String = "downstream", toxicity: Double = 1, attributes: [String: Double] = [:]) {
+        self.type = type
+        self.stream = stream
+        self.toxicity = toxicity
+        self.attributes = attributes
+    }
+}
+
+/// What must hold at the end.
+public struct Checks: Codable, Sendable, Hashable {
+    /// Expected verdict (a test scenario may expect `invalid`).
+    public var verdict: String
+    /// Thresholds on the summary, e.g. `syncAck.p99 < 1s`, `pending == 0`.
+    public var thresholds: [String]
+
+    public init(verdict: String = "valid", thresholds: [String] = []) {
+        self.verdict = verdict
+        self.thresholds = thresholds
+    }
+}
