@@ -66,7 +66,7 @@ let package = Package(
             name: "Coordinator",
             dependencies: [
                 // DeviceNode for SyncPayload, the signed envelope format (to move to a shared module).
-                "FleetProtocol", "DeviceNode", "SignatureCapture",
+                "FleetProtocol", "DeviceNode", "SignatureCapture", "Envelopes",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
