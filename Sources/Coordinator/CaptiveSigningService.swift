@@ -121,19 +121,23 @@ public struct CaptiveSigningService: Sendable {
     }
 
     /// Issues a signing URL.
-    /// - Parameter accountID: the envelope's account; `nil` for administrators (any account).
+    /// - Parameters:
+    ///   - accountID: the envelope's account; `nil` for administrators (any account).
+    ///   - returnURL: where the browser goes at the end; empty for the coordinator's `/signing-return` page.
     /// - Throws: as ``recipientView(_:meter:)``.
     public func issue(
         accountID: String?, envelopeID: String, selection: RecipientSelection, returnURL: String, locale: String?,
         issuedBy: String
     ) async throws -> RecipientViewReply {
-        try Self.checkReturnURL(returnURL)
-        try Self.checkLocale(locale)
         guard let base = links.baseURL else {
             throw FleetError(
                 .unavailable, "the coordinator's HTTP listener is not running; captive signing pages need it (--http host:port)",
                 retryable: true)
         }
+        // No return URL: the coordinator's own landing page, which shows the event.
+        let returnURL = returnURL.isEmpty ? "\(base)/signing-return" : returnURL
+        try Self.checkReturnURL(returnURL)
+        try Self.checkLocale(locale)
         let token = Self.randomToken()
         let at = now()
         let expiresAt = at.addingTimeInterval(configuration.urlLifetime)

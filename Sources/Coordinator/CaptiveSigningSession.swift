@@ -33,6 +33,8 @@ struct SigningPageModel: Sendable {
         var id: String
         var name: String
         var pageCount: Int
+        /// The text layer of each page (best effort; see ``PDFTextPreview``).
+        var text: [[PDFTextPreview.Run]] = []
     }
     var token: String
     var csrf: String
@@ -207,7 +209,9 @@ extension CaptiveSigningService {
             envelopeID: record.id, transactionID: record.transactionID, envelopeName: payload.name,
             emailSubject: payload.emailSubject, emailMessage: payload.emailMessage, recipientID: session.recipientID,
             recipientName: recipient?.name ?? "", recipientEmail: recipient?.email,
-            documents: payload.documents.map { .init(id: $0.documentId, name: $0.name, pageCount: $0.pageCount) },
+            documents: payload.documents.map {
+                .init(id: $0.documentId, name: $0.name, pageCount: $0.pageCount, text: PDFTextPreview.pages($0.pdf))
+            },
             tabs: payload.tabs.enumerated().filter { $0.element.recipientId == session.recipientID }.map { PageTab(index: $0.offset, tab: $0.element) },
             returnURL: session.returnURL)
     }

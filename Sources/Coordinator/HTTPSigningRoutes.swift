@@ -24,12 +24,13 @@ public struct CaptiveSigningRoutes: Sendable {
         public var clientUserID: String?
         public var name: String?
         public var email: String?
-        public var returnURL: String
+        /// Optional: without it, the coordinator's `/signing-return` page.
+        public var returnURL: String?
         public var locale: String?
 
         public init(
             envelopeID: String, recipientID: String? = nil, clientUserID: String? = nil, name: String? = nil, email: String? = nil,
-            returnURL: String, locale: String? = nil
+            returnURL: String? = nil, locale: String? = nil
         ) {
             self.envelopeID = envelopeID
             self.recipientID = recipientID
@@ -106,7 +107,7 @@ public struct CaptiveSigningRoutes: Sendable {
                         throw FleetError(.invalidRequest, "name the recipient: recipientID, or clientUserID (with name and email, optionally)")
                     }
                     let reply = try await service.issue(
-                        accountID: nil, envelopeID: body.envelopeID, selection: selection, returnURL: body.returnURL,
+                        accountID: nil, envelopeID: body.envelopeID, selection: selection, returnURL: body.returnURL ?? "",
                         locale: body.locale, issuedBy: "admin")
                     return try CoordinatorAdminRoutes.json(
                         AdminSigningURL(url: reply.url, expiresAt: reply.expiresAt, recipientID: reply.recipientID), status: .created)

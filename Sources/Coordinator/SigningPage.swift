@@ -87,11 +87,17 @@ enum SigningPage {
         let e = escape
         var css = baseCSS
         var body = ""
-        for document in model.documents {
+        for (documentIndex, document) in model.documents.enumerated() {
             body += "<section class=\"document\"><h2>\(e(document.name))</h2>"
             body += "<p class=\"doc-link\"><a href=\"/signing/\(model.token)/documents/\(e(document.id))\">\(e(text.openPDF))</a></p>"
             for page in 1...max(document.pageCount, 1) {
                 body += "<div class=\"page\" data-page=\"\(page)\"><span class=\"page-label\">\(e(document.name)) · \(e(text.page)) \(page)/\(document.pageCount)</span>"
+                let runs = page <= document.text.count ? document.text[page - 1] : []
+                for (runIndex, run) in runs.enumerated() {
+                    let name = "x-\(documentIndex)-\(page)-\(runIndex)"
+                    css += ".\(name){left:\(cssPixels(run.x));top:\(cssPixels(run.top));font-size:\(cssPixels(run.size))}"
+                    body += "<span class=\"pdf-text \(name)\">\(e(run.text))</span>"
+                }
                 for item in model.tabs where item.tab.documentId == document.id && item.tab.pageNumber == page {
                     css += tabCSS(item)
                     body += tabHTML(item, model: model, text: text)
@@ -162,8 +168,12 @@ enum SigningPage {
 
     static func tabCSS(_ item: PageTab) -> String {
         let frame = item.tab.frame
-        func px(_ value: Double) -> String { String(format: "%.1fpx", min(max(value, 0), 10_000)) }
-        return ".t-\(item.index){left:\(px(frame.x));top:\(px(frame.y));width:\(px(frame.width));height:\(px(frame.height))}"
+        return ".t-\(item.index){left:\(cssPixels(frame.x));top:\(cssPixels(frame.y));width:\(cssPixels(frame.width));height:\(cssPixels(frame.height))}"
+    }
+
+    /// A length for generated CSS: clamped, one decimal, never NaN.
+    static func cssPixels(_ value: Double) -> String {
+        String(format: "%.1fpx", value.isFinite ? min(max(value, 0), 10_000) : 0)
     }
 
     static func tabHTML(_ item: PageTab, model: SigningPageModel, text: SigningPageStrings) -> String {
@@ -172,7 +182,7 @@ enum SigningPage {
         let index = item.index
         let label = e(tab.name ?? tab.label ?? "")
         let required = !tab.optional && !tab.locked
-        let classes = "tab t-\(index) tab-\(tab.type.rawValue)"
+        let classes = "tab t-\(index) tab-\(tab.type.rawValue)\" title=\"\(label)"
         switch tab.type {
         case .signHere, .initialHere:
             let caption = tab.type == .signHere ? text.signHere : text.initialHere
@@ -205,8 +215,9 @@ enum SigningPage {
         .subject{font-weight:600}.message{opacity:.85}.signer{margin-top:8px;font-size:14px}\
         main{padding:8px 12px 120px}.document h2{text-align:center;font-size:17px;margin:18px 0 0}.doc-link{text-align:center;margin:4px}\
         .page{position:relative;width:612px;height:792px;margin:14px auto;background:#fff;box-shadow:0 2px 8px rgba(0,0,0,.18);\
-        background-image:repeating-linear-gradient(#fff 0 30px,#f1f3f6 30px 31px);background-position:0 120px}\
+        }\
         .page-label{position:absolute;top:10px;left:16px;font-size:12px;color:#6b7785}\
+        .pdf-text{position:absolute;white-space:pre;font-family:Helvetica,Arial,sans-serif;color:#222;line-height:1}\
         .tab{position:absolute;display:flex;align-items:center;justify-content:center}\
         .sign-tab{width:100%;height:100%;border:2px dashed #e09f1f;background:#fff6df;color:#7a4f00;font-weight:700;cursor:pointer;border-radius:4px}\
         .tab.signed .sign-tab{display:none}.sig-preview{width:100%;height:100%;border-bottom:1px solid #1d3557}\
@@ -216,7 +227,7 @@ enum SigningPage {
         footer{position:fixed;bottom:0;left:0;right:0;background:#fff;border-top:1px solid #c9d1db;padding:10px 16px;display:flex;gap:10px;align-items:flex-start;flex-wrap:wrap}\
         button{font:inherit;padding:8px 16px;border:1px solid #9aa5b1;border-radius:6px;background:#fff;cursor:pointer}\
         button.primary{background:#f5b400;border-color:#d99e00;font-weight:700}\
-        details{padding:6px 0}summary{cursor:pointer;padding:8px 16px;border:1px solid #c0392b;color:#c0392b;border-radius:6px;list-style:none}\
+        details{margin:0}summary{cursor:pointer;padding:8px 16px;border:1px solid #c0392b;color:#c0392b;border-radius:6px;list-style:none;line-height:1.4}\
         details[open] textarea{display:block;width:320px;height:60px;margin:6px 0}\
         .error{background:#fdecea;color:#8a1c12;border:1px solid #f5c2bd;margin:12px auto;max-width:612px;padding:8px 12px;border-radius:6px}\
         .hidden{display:none}dialog{border:none;border-radius:10px;box-shadow:0 8px 30px rgba(0,0,0,.35);max-width:96vw}\

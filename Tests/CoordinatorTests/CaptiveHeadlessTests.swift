@@ -199,10 +199,11 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         let rig = try await CaptiveRig()
         let id = try await rig.sync(try CaptiveRig.envelope([first]))
         let events = rig.node.events()
-        let url = try await rig.url(id, .clientUserID("cu-bea"))
+        let url = try await rig.url(id, .clientUserID("cu-bea"), returnURL: "")
         let later = try await rig.node.presentCaptiveSigning(
             signingURL: url.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1, behaviour: .finishLater))
         #expect(later.event == .cancel)
+        #expect(later.redirectURL == "http://\(rig.http)/signing-return?event=cancel", "no return URL: the coordinator's own page")
         #expect(try #require(cancelled(try await captiveEvent(events, "cancel") { cancelled($0) != nil })).exitReason == .cancel)
         #expect(try await rig.envelope(id).recipients[0].status == "delivered", "opened, not signed")
 

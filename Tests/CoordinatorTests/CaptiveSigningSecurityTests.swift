@@ -186,3 +186,26 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         }
     }
 }
+
+@Suite struct SigningPageTests {
+    @Test func theTextLayerOfASamplePDFIsPlacedWhereThePDFShowsIt() throws {
+        let pages = PDFTextPreview.pages(SamplePDF.make(pages: 2, title: "Lease (2026) <b>"))
+        #expect(pages.count == 2)
+        #expect(pages[1].map(\.text) == ["Lease (2026) <b>", "Page 2 of 2"])
+        let title = try #require(pages[0].first)
+        #expect(title.x == 72 && title.size == 24 && title.top == 792 - 720 - 24)
+        let line = try #require(pages[0].last)
+        #expect(line.x == 72 && line.size == 14 && line.top == 792 - 684 - 14)
+        // Garbage in, nothing out; never a crash.
+        #expect(PDFTextPreview.pages(Data("%PDF-1.4 /Type /Page /Contents 99 0 R (((".utf8)) == [[]])
+        #expect(PDFTextPreview.pages(Data()).isEmpty)
+    }
+
+    @Test func escapingCoversEveryMarkupCharacter() {
+        #expect(SigningPage.escape(#"<a href="x">'&'</a>"#) == "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;")
+        #expect(SigningPage.scriptJSON(["k": "</script><!--&"]).contains(#"\u003c\/script\u003e\u003c!--\u0026"#))
+        #expect(SigningPage.formSource("https://app.example:8443/x?y") == "https://app.example:8443")
+        #expect(SigningPage.formSource("myapp://done") == "myapp:")
+        #expect(SigningPage.formSource("https://a.example;script-src/x") == nil)
+    }
+}

@@ -81,7 +81,7 @@ final class CaptiveRig: Sendable {
         var configuration = DeviceConfiguration(storePath: temporary.directory.appendingPathComponent("sender.sqlite").path)
         configuration.deviceId = "sender-\(UUID().uuidString.prefix(8))"
         client = FleetClient(
-            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: configuration.deviceId ?? "sender", requestTimeout: .seconds(5), maxAttempts: 1),
+            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: configuration.deviceId ?? "sender", requestTimeout: .seconds(10), maxAttempts: 3),
             loop: loop, logger: logger)
         let client = self.client
         connection = Task { await client.run() }

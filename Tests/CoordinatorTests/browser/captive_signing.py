@@ -99,6 +99,8 @@ def run(driver, scenario):
             driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
             button.click()
             draw_signature(driver, scenario.get("pointer", "mouse"))
+            if scenario.get("screenshot"):
+                driver.save_screenshot(scenario["screenshot"].replace(".png", "-pad.png"))
             driver.find_element(By.ID, "pad-adopt").click()
             WebDriverWait(driver, WAIT).until(EC.invisibility_of_element_located((By.ID, "pad")))
         for field in driver.find_elements(By.CSS_SELECTOR, ".tab input[type=text]"):
