@@ -119,6 +119,21 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         await rig.tearDown()
     }
 
+    @Test func theLocaleChoosesThePageLanguage() async throws {
+        let rig = try await CaptiveRig()
+        let id = try await rig.sync(try CaptiveRig.envelope([signer]))
+        let german = try await rig.services.captive.issue(
+            accountID: "acme", envelopeID: id, selection: .clientUserID("cu-bea"), returnURL: "", locale: "de-CH", issuedBy: "test")
+        let page = try await rig.request("GET", german.url)
+        #expect(page.body.contains("<html lang=\"de-CH\">"))
+        #expect(page.body.contains(">Fertigstellen<") && page.body.contains(">Ablehnen<"))
+        await #expect(throws: FleetError.self) {
+            _ = try await rig.services.captive.issue(
+                accountID: "acme", envelopeID: id, selection: .clientUserID("cu-bea"), returnURL: "", locale: "de CH\"><x", issuedBy: "test")
+        }
+        await rig.tearDown()
+    }
+
     @Test func theStoreKeepsOnlyHashesOfTokensAndSessions() async throws {
         let rig = try await CaptiveRig()
         let id = try await rig.sync(try CaptiveRig.envelope([signer]))
