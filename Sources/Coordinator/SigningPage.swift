@@ -182,30 +182,32 @@ enum SigningPage {
         let index = item.index
         let label = e(tab.name ?? tab.label ?? "")
         let required = !tab.optional && !tab.locked
-        let classes = "tab t-\(index) tab-\(tab.type.rawValue)\" title=\"\(label)"
+        // The tab's name as a tooltip; `label` is escaped.
+        let classes = "tab t-\(index) tab-\(tab.type.rawValue)"
+        let open = "<div class=\"\(classes)\" title=\"\(label)\">"
         switch tab.type {
         case .signHere, .initialHere:
             let caption = tab.type == .signHere ? text.signHere : text.initialHere
             return """
-                <div class="\(classes)"><button type="button" class="sign-tab" id="sign-\(index)" data-index="\(index)" \
+                \(open)<button type="button" class="sign-tab" id="sign-\(index)" data-index="\(index)" \
                 data-required="\(required)" aria-label="\(e(caption))">\(e(caption))</button>\
                 <canvas class="sig-preview hidden" id="preview-\(index)" width="\(padSize.width)" height="\(padSize.height)"></canvas>\
                 <input type="hidden" name="sig-\(index)" id="sig-\(index)" value=""></div>
                 """
         case .checkbox:
-            return "<div class=\"\(classes)\"><input type=\"checkbox\" name=\"tab-\(index)\" id=\"tab-\(index)\" value=\"on\"\(tab.selected ? " checked" : "")\(tab.locked ? " disabled" : "") aria-label=\"\(label)\"></div>"
+            return "\(open)<input type=\"checkbox\" name=\"tab-\(index)\" id=\"tab-\(index)\" value=\"on\"\(tab.selected ? " checked" : "")\(tab.locked ? " disabled" : "") aria-label=\"\(label)\"></div>"
         case .radio:
             let group = e(tab.groupName ?? "\(index)")
-            return "<div class=\"\(classes)\"><input type=\"radio\" name=\"radio-\(group)\" id=\"tab-\(index)\" value=\"\(index)\"\(tab.selected ? " checked" : "")\(tab.locked ? " disabled" : "") aria-label=\"\(label)\"></div>"
+            return "\(open)<input type=\"radio\" name=\"radio-\(group)\" id=\"tab-\(index)\" value=\"\(index)\"\(tab.selected ? " checked" : "")\(tab.locked ? " disabled" : "") aria-label=\"\(label)\"></div>"
         case .fullName:
-            return "<div class=\"\(classes)\"><span class=\"filled\" id=\"tab-\(index)\">\(e(model.recipientName))</span></div>"
+            return "\(open)<span class=\"filled\" id=\"tab-\(index)\">\(e(model.recipientName))</span></div>"
         case .dateSigned:
-            return "<div class=\"\(classes)\"><span class=\"filled\" id=\"tab-\(index)\">\(e(text.dateSigned))</span></div>"
+            return "\(open)<span class=\"filled\" id=\"tab-\(index)\">\(e(text.dateSigned))</span></div>"
         case .formula:
-            return "<div class=\"\(classes)\"><span class=\"filled\" id=\"tab-\(index)\">\(e(tab.value ?? ""))</span></div>"
+            return "\(open)<span class=\"filled\" id=\"tab-\(index)\">\(e(tab.value ?? ""))</span></div>"
         case .text, .company, .title:
             let placeholder = e(tab.name ?? tab.label ?? tab.type.rawValue)
-            return "<div class=\"\(classes)\"><input type=\"text\" name=\"tab-\(index)\" id=\"tab-\(index)\" maxlength=\"10000\" value=\"\(e(tab.value ?? ""))\" placeholder=\"\(placeholder)\"\(required ? " required" : "")\(tab.locked ? " readonly" : "") aria-label=\"\(label.isEmpty ? placeholder : label)\"></div>"
+            return "\(open)<input type=\"text\" name=\"tab-\(index)\" id=\"tab-\(index)\" maxlength=\"10000\" value=\"\(e(tab.value ?? ""))\" placeholder=\"\(placeholder)\"\(required ? " required" : "")\(tab.locked ? " readonly" : "") aria-label=\"\(label.isEmpty ? placeholder : label)\"></div>"
         }
     }
 
