@@ -4,6 +4,7 @@ import Envelopes
 import FleetProtocol
 import Foundation
 import GRDB
+import Metrics
 import Synchronization
 
 /// Time limits of captive signing (docs/captive-signing.md, "Token lifecycle").
@@ -65,14 +66,17 @@ public struct CaptiveSigningService: Sendable {
     let now: @Sendable () -> Date
     public let configuration: CaptiveSigningConfiguration
     public let links: CaptiveSigningLinks
+    let metrics: CaptiveSigningMetrics
 
     /// The longest return URL accepted, in bytes.
     public static let maxReturnURLLength = 2048
 
     public init(
         store: CoordinatorStore, auth: AuthService, configuration: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
-        links: CaptiveSigningLinks = CaptiveSigningLinks(), now: @escaping @Sendable () -> Date = Date.init
+        links: CaptiveSigningLinks = CaptiveSigningLinks(), metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
+        self.metrics = CaptiveSigningMetrics(factory: metricsFactory)
         self.store = store
         self.auth = auth
         self.configuration = configuration
@@ -153,6 +157,7 @@ public struct CaptiveSigningService: Sendable {
             ).insert(db)
             return recipient.recipientId
         }
+        metrics.issued.increment()
         return RecipientViewReply(url: "\(base)/signing/\(token)", expiresAt: expiresAt, recipientID: recipientID)
     }
 

@@ -9,8 +9,8 @@ import GRDB
 enum CaptiveResponse: Sendable {
     /// The signing page; `session` is a new session id to set as the cookie.
     case page(SigningPageModel, session: String?, status: Int)
-    /// Signing ended: go to the return URL with `event=`.
-    case redirect(String)
+    /// Signing ended: go to the return URL (with `event=` added).
+    case redirect(String, SigningViewEvent)
     /// Unknown (or malformed) token: nothing is said about why.
     case notFound
     /// The URL was opened already, in another browser (no session cookie): single use.
@@ -69,7 +69,7 @@ extension CaptiveSigningService {
             if let outcome = session.outcome {
                 // Single use: a finished URL only ever says so.
                 let event: SigningViewEvent = outcome == SigningViewEvent.ttlExpired.rawValue ? .ttlExpired : .viewingComplete
-                return .redirect(Self.redirect(session.returnURL, event))
+                return .redirect(Self.redirect(session.returnURL, event), event)
             }
             if session.openedAt != nil {
                 guard let presented, Self.hash(presented) == session.sessionHash else { return .gone }
@@ -115,7 +115,7 @@ extension CaptiveSigningService {
             guard session.openedAt != nil, let presented, Self.hash(presented) == session.sessionHash,
                 let csrf = form.fields["csrf"], Self.constantTimeEqual(csrf, Self.csrf(sessionID: presented, tokenHash: tokenHash))
             else { return .forbidden }
-            if session.outcome != nil { return .redirect(Self.redirect(session.returnURL, .viewingComplete)) }
+            if session.outcome != nil { return .redirect(Self.redirect(session.returnURL, .viewingComplete), .viewingComplete) }
             if let last = session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
                 return try Self.finish(db, &session, .sessionTimeout, at: at)
             }
@@ -188,7 +188,7 @@ extension CaptiveSigningService {
         session.finishedAt = at
         session.outcome = event.rawValue
         try session.update(db)
-        return .redirect(redirect(session.returnURL, event))
+        return .redirect(redirect(session.returnURL, event), event)
     }
 
     /// The page again, with what was wrong (`422`).

@@ -30,7 +30,8 @@ public struct CoordinatorServices: Sendable {
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(store: store, auth: auth, now: now)
         envelopes = EnvelopeService(store: store, auth: auth, now: now)
-        self.captive = CaptiveSigningService(store: store, auth: auth, configuration: captive, now: now)
+        self.captive = CaptiveSigningService(
+            store: store, auth: auth, configuration: captive, metricsFactory: metricsFactory, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`,

@@ -127,6 +127,7 @@ public struct CaptiveSigningRoutes: Sendable {
         } catch {
             logger.error("captive signing failed", metadata: ["error": "\(error)"])
             if let returnURL = try? await service.returnURL(token: token) {
+                service.metrics.redirected(.exception)
                 return redirect(CaptiveSigningService.redirect(returnURL, .exception))
             }
             return html(notice(title: "Something went wrong", text: "The signing service failed. Ask for a new signing link."),
@@ -144,7 +145,8 @@ public struct CaptiveSigningRoutes: Sendable {
                     "\(CaptiveSigningService.sessionCookie)=\(session); Path=/signing/\(model.token); Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
             }
             return response
-        case .redirect(let url):
+        case .redirect(let url, let event):
+            service.metrics.redirected(event)
             return redirect(url)
         case .notFound:
             return html(notice(title: "Not found", text: "This signing link is not valid."), status: .notFound)

@@ -214,6 +214,31 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         let fresh = try await rig.url(id, .clientUserID("cu-bea"))
         #expect(try await rig.node.presentCaptiveSigning(signingURL: fresh.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1)).event == .signingComplete)
         #expect(try await rig.envelope(id).status == "completed")
+        let metrics = try await rig.metrics()
+        #expect(metrics.value(CaptiveSigningMetrics.issuedLabel) == 2)
+        for event in ["cancel", "viewing_complete", "signing_complete"] {
+            #expect(metrics.value(CaptiveSigningMetrics.redirectsLabel, ["event": event]) == 1, "\(event)\n\(metrics)")
+        }
+        #expect(metrics.value(CaptiveSigningMetrics.redirectsLabel, ["event": "decline"]) == 0)
+        await rig.tearDown()
+    }
+
+    @Test func aServerFailureSendsTheBrowserBackWithExceptionAndChangesNothing() async throws {
+        let rig = try await CaptiveRig()
+        let id = try await rig.sync(try CaptiveRig.envelope([first]))
+        let events = rig.node.events()
+        let url = try await rig.url(id, .clientUserID("cu-bea"), returnURL: "myapp://back")
+        _ = try await rig.node.presentCaptiveSigning(
+            signingURL: url.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1, behaviour: .leaveOpen))
+        // Break the store under the open page: storing the tabs on Finish fails.
+        try await rig.temporary.store.database.write { db in try db.execute(sql: "DROP TABLE captiveTab") }
+        let result = try await rig.node.presentCaptiveSigning(signingURL: url.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1))
+        #expect(result.event == .exception)
+        #expect(result.redirectURL == "myapp://back?event=exception")
+        let failure = try #require(cancelled(try await captiveEvent(events, "exception") { cancelled($0) != nil }))
+        #expect(failure.exitReason == .exception)
+        #expect(failure.details != nil)
+        #expect(try await rig.envelope(id).recipients[0].status == "delivered", "the failed Finish was rolled back")
         await rig.tearDown()
     }
 

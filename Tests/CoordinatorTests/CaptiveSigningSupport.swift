@@ -32,6 +32,7 @@ final class CaptiveRig: Sendable {
     let temporary: TemporaryStore
     /// Moved by hand, so signing URLs and sessions expire without sleeping.
     let clock = TestClock()
+    let registry = PrometheusCollectorRegistry()
     let services: CoordinatorServices
     let token: String
     let context: ZMQContext
@@ -52,7 +53,8 @@ final class CaptiveRig: Sendable {
         logger.logLevel = .critical
         temporary = try TemporaryStore()
         let clock = self.clock
-        let services = CoordinatorServices(store: temporary.store, now: { clock.now() })
+        let services = CoordinatorServices(
+            store: temporary.store, metricsFactory: PrometheusMetricsFactory(registry: registry), now: { clock.now() })
         self.services = services
         _ = try await services.accounts.createAccount(id: "acme", name: "Acme", offlineSigning: true)
         _ = try await services.accounts.createUser(accountID: "acme", name: "Ann Sender", email: "ann@acme.example", secret: "secret-123")
@@ -68,7 +70,7 @@ final class CaptiveRig: Sendable {
 
         let (addresses, announced) = AsyncStream<String>.makeStream()
         let httpServer = CoordinatorHTTPServer(
-            configuration: .init(host: "127.0.0.1", port: 0), registry: PrometheusCollectorRegistry(), instance: "captive",
+            configuration: .init(host: "127.0.0.1", port: 0), registry: registry, instance: "captive",
             status: { throw CancellationError() }, logger: logger,
             admin: CoordinatorAdminRoutes(directory: services.accounts, token: Self.adminToken),
             captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
@@ -167,6 +169,11 @@ final class CaptiveRig: Sendable {
             if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
         }
         return (http.statusCode, String(decoding: data, as: UTF8.self), headers)
+    }
+
+    /// `GET /metrics`, read back by sample.
+    func metrics() async throws -> PrometheusText {
+        PrometheusText(try await request("GET", "/metrics").body)
     }
 
     func envelope(_ id: String) async throws -> EnvelopeQueryReply {
