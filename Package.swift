@@ -66,7 +66,7 @@ let package = Package(
             name: "Coordinator",
             dependencies: [
                 // DeviceNode for SyncPayload, the signed envelope format (to move to a shared module).
-                "FleetProtocol", "DeviceNode", "SignatureCapture",
+                "FleetProtocol", "DeviceNode", "SignatureCapture", "Envelopes",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -110,7 +110,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ]),
+            ],
+            exclude: ["browser"]),  // the Selenium scripts of the browser tests
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetTesting"]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.

@@ -5,6 +5,8 @@
 set -euo pipefail
 
 APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gcc make python3)
+# Headless browser for the captive-signing page tests (Tests/CoordinatorTests/browser).
+APT_PACKAGES+=(chromium chromium-driver)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 
 apt_install() {
@@ -37,5 +39,13 @@ if ! "$PYTHON" -c 'import msgpack' >/dev/null 2>&1; then
     if ! "$PYTHON" -m pip install -q --disable-pip-version-check msgpack 2>/dev/null; then
         "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages msgpack 2>/dev/null \
             || apt_install python3-msgpack
+    fi
+fi
+
+if ! "$PYTHON" -c 'import selenium' >/dev/null 2>&1; then
+    echo "==> installing Python selenium (captive-signing browser tests)"
+    if ! "$PYTHON" -m pip install -q --disable-pip-version-check selenium 2>/dev/null; then
+        "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages selenium 2>/dev/null \
+            || apt_install python3-selenium
     fi
 fi

@@ -14,11 +14,14 @@ public struct CoordinatorServices: Sendable {
     public var templates: TemplateCatalog
     /// The envelope lifecycle after sync: `envelope.get`, `envelope.void`, `envelope.recipient.action`.
     public var envelopes: EnvelopeService
+    /// Captive signing: `recipient.view`, `signing.url.create` and the signing pages' sessions.
+    public var captive: CaptiveSigningService
 
     /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
     ///   the process-wide `MetricsSystem.factory` unless given.
     public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
+                captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
                 now: @escaping @Sendable () -> Date = Date.init) {
         accounts = AccountDirectory(store: store, now: now)
         auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
@@ -27,11 +30,14 @@ public struct CoordinatorServices: Sendable {
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(store: store, auth: auth, now: now)
         envelopes = EnvelopeService(store: store, auth: auth, now: now)
+        self.captive = CaptiveSigningService(
+            store: store, auth: auth, configuration: captive, metricsFactory: metricsFactory, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`,
     /// `templates.list` and `templates.fetch` (``TemplateCatalog``).
-    /// Also `envelope.get`, `envelope.void` and `envelope.recipient.action` (``EnvelopeService``).
+    /// Also `envelope.get`, `envelope.void` and `envelope.recipient.action` (``EnvelopeService``),
+    /// `recipient.view` and `signing.url.create` (``CaptiveSigningService``).
     /// Every request that authenticates to an account is metered (``meter(_:)``); `auth.token` is not.
     public func register(in router: inout RequestRouter) {
         router.on(AccessTokenRequest.self) { request, _ throws(FleetError) in
@@ -60,6 +66,12 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(RecipientAction.self) { [envelopes] request, context throws(FleetError) in
             try await Self.typed { try await envelopes.act(request, meter: meter(context)) }
+        }
+        router.on(RecipientViewRequest.self) { [captive] request, context throws(FleetError) in
+            try await Self.typed { try await captive.recipientView(request, meter: meter(context)) }
+        }
+        router.on(SigningURLRequest.self) { [captive] request, context throws(FleetError) in
+            try await Self.typed { try await captive.signingURL(request, meter: meter(context)) }
         }
     }
 

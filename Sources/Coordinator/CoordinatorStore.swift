@@ -110,6 +110,9 @@ public final class CoordinatorStore: Sendable {
                 t.primaryKey(["envelopeID", "recipientID"])
             }
         }
+        migrator.registerMigration("v5-captive-signing") { db in
+            try CaptiveSigningStore.migrate(db)
+        }
         return migrator
     }
 }

@@ -92,22 +92,30 @@ public struct EnvelopeService: Sendable {
     private func change(envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event) async throws -> EnvelopeQueryReply {
         let at = now()
         return try await store.database.write { db in
-            var (record, recipients) = try Self.load(db, id: envelopeID, accountID: accountID)
-            var lifecycle = try Self.lifecycle(record, recipients)
-            let changed = try lifecycle.apply(event)
-            record.status = lifecycle.status.rawValue
-            record.voidReason = lifecycle.voidReason
-            try record.update(db)
-            let states = Dictionary(lifecycle.recipients.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-            for index in recipients.indices where changed.contains(recipients[index].recipientID) {
-                guard let state = states[recipients[index].recipientID] else { continue }
-                recipients[index].status = state.status.rawValue
-                recipients[index].declineReason = state.declineReason
-                recipients[index].statusChangedAt = at
-                try recipients[index].update(db)
-            }
-            return Self.reply(record, recipients)
+            try Self.apply(db, envelopeID: envelopeID, accountID: accountID, event: event, at: at)
         }
+    }
+
+    /// Applies one lifecycle event inside the caller's write transaction (also used by
+    /// captive signing, which stores the recipient's tabs in the same transaction).
+    static func apply(
+        _ db: Database, envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event, at: Date
+    ) throws -> EnvelopeQueryReply {
+        var (record, recipients) = try Self.load(db, id: envelopeID, accountID: accountID)
+        var lifecycle = try Self.lifecycle(record, recipients)
+        let changed = try lifecycle.apply(event)
+        record.status = lifecycle.status.rawValue
+        record.voidReason = lifecycle.voidReason
+        try record.update(db)
+        let states = Dictionary(lifecycle.recipients.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for index in recipients.indices where changed.contains(recipients[index].recipientID) {
+            guard let state = states[recipients[index].recipientID] else { continue }
+            recipients[index].status = state.status.rawValue
+            recipients[index].declineReason = state.declineReason
+            recipients[index].statusChangedAt = at
+            try recipients[index].update(db)
+        }
+        return Self.reply(record, recipients)
     }
 
     // MARK: Store helpers

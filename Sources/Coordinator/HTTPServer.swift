@@ -13,6 +13,7 @@ import Synchronization
 /// | `GET /metrics` | the Prometheus text exposition of `registry` |
 /// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
 /// | `/admin/…` | with an `admin` token: ``CoordinatorAdminRoutes``; without: `404` |
+/// | `/signing/…` | with `captive`: the captive-signing pages (``CaptiveSigningRoutes``) |
 ///
 /// It is a swift-service-lifecycle `Service`: run it in the coordinator's `ServiceGroup`
 /// and it stops accepting connections on graceful shutdown.
@@ -52,6 +53,7 @@ public struct CoordinatorHTTPServer: Service {
     let logger: Logger
     let onListening: @Sendable (String) async -> Void
     let admin: CoordinatorAdminRoutes?
+    let captive: CaptiveSigningRoutes?
     let started = ContinuousClock.now
 
     /// - Parameters:
@@ -62,14 +64,17 @@ public struct CoordinatorHTTPServer: Service {
     ///   - status: makes the `GET /status` snapshot.
     ///   - logger: for the HTTP server's own logs.
     ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
+    ///   - captive: the captive-signing pages; once bound, their service learns the listener's URL.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
         configuration: Configuration, registry: PrometheusCollectorRegistry, instance: String,
         status: @escaping @Sendable () async throws -> CoordinatorStatus, logger: Logger,
         admin: CoordinatorAdminRoutes? = nil,
+        captive: CaptiveSigningRoutes? = nil,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {
         self.admin = admin
+        self.captive = captive
         self.configuration = configuration
         self.registry = registry
         self.instance = instance
@@ -85,6 +90,7 @@ public struct CoordinatorHTTPServer: Service {
         let onListening = self.onListening
         let logger = self.logger
         let listening = Mutex(false)
+        let links = captive?.service.links
         let application = Application(
             router: makeRouter(),
             configuration: ApplicationConfiguration(
@@ -93,6 +99,9 @@ public struct CoordinatorHTTPServer: Service {
                 let address = "\(host):\(channel.localAddress?.port ?? 0)"
                 logger.info("http listening", metadata: ["address": "\(address)"])
                 listening.withLock { $0 = true }
+                // A wildcard bind is not an address a browser can open: links use loopback then.
+                let linkHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : (host.contains(":") ? "[\(host)]" : host)
+                links?.publish(baseURL: "http://\(linkHost):\(channel.localAddress?.port ?? 0)")
                 await onListening(address)
             },
             logger: logger)
@@ -141,6 +150,7 @@ public struct CoordinatorHTTPServer: Service {
             return try Self.json(snapshot)
         }
         admin?.register(on: router)
+        captive?.register(on: router, admin: admin)
         return router
     }
 

@@ -17,6 +17,14 @@ public enum SigningExitReason: String, Hashable, Sendable, Codable {
     case decline
     /// The signer's session expired.
     case tokenExpired
+    /// Captive signing: the signing URL was opened after it expired (`ttl_expired`).
+    case ttlExpired
+    /// Captive signing: the page sat idle too long (`session_timeout`).
+    case sessionTimeout
+    /// Captive signing: the URL had been used already, or the recipient had signed (`viewing_complete`).
+    case viewingComplete
+    /// Captive signing could not start or failed (`exception`); ``SigningCancelled/details`` says why.
+    case exception
 }
 
 /// A device node's notifications, mirroring the SDK's `DSMNotificationCodes` with typed fields.
@@ -92,12 +100,16 @@ public struct SigningCompleted: Hashable, Sendable {
 /// Fields of ``DeviceEvent/signingCancelled(_:)``.
 public struct SigningCancelled: Hashable, Sendable {
     /// Creates the event fields.
-    public init(envelope: EnvelopeIDs, recipientId: String, exitReason: SigningExitReason, signingMode: SigningMode, declineReason: String? = nil) {
+    public init(
+        envelope: EnvelopeIDs, recipientId: String, exitReason: SigningExitReason, signingMode: SigningMode, declineReason: String? = nil,
+        details: String? = nil
+    ) {
         self.envelope = envelope
         self.recipientId = recipientId
         self.exitReason = exitReason
         self.signingMode = signingMode
         self.declineReason = declineReason
+        self.details = details
     }
 
     /// The envelope.
@@ -110,6 +122,9 @@ public struct SigningCancelled: Hashable, Sendable {
     public var signingMode: SigningMode
     /// The decline reason, with ``SigningExitReason/decline``.
     public var declineReason: String?
+    /// What went wrong, with ``SigningExitReason/exception`` (the SDK's additional details), e.g.
+    /// that no unique recipient has the client user id.
+    public var details: String?
 }
 
 /// Fields of ``DeviceEvent/envelopeCached(_:)``.

@@ -23,6 +23,7 @@ public enum FleetMessageCatalog {
         (TemplateListRequest.messageType, TemplateListReply.messageType),
         (TemplateFetchRequest.messageType, TemplateFetchReply.messageType),
         (RecipientViewRequest.messageType, RecipientViewReply.messageType),
+        (SigningURLRequest.messageType, RecipientViewReply.messageType),
         (EnvelopeQuery.messageType, EnvelopeQueryReply.messageType),
         (EnvelopeVoid.messageType, EnvelopeQueryReply.messageType),
         (RecipientAction.messageType, EnvelopeQueryReply.messageType),

@@ -130,6 +130,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         status: { try await CoordinatorStatus.current(store: coordinatorStore, server: server) },
                         logger: logger,
                         admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
+                        captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
                         onListening: { address in announce("http \(address)") }))
             }
             let group = ServiceGroup(

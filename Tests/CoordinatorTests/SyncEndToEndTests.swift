@@ -34,7 +34,7 @@ final class SyncRig: Sendable {
         serving = Task { try? await server.run() }
         (node, _) = try await signedItems(count: envelopes, directory: fixture.temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
         client = FleetClient(
-            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .milliseconds(300), maxAttempts: 1),
+            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(3), maxAttempts: 1),
             loop: loop, logger: logger)
         let client = self.client
         connection = Task { await client.run() }

@@ -37,9 +37,12 @@ public struct RecipientViewReply: FleetMessageBody, Hashable {
     /// Single-use signing URL.
     public var url: String
     public var expiresAt: Date
+    /// The recipient the URL signs for (the one the server looked up).
+    public var recipientID: String?
 
-    public init(url: String, expiresAt: Date) {
+    public init(url: String, expiresAt: Date, recipientID: String? = nil) {
         self.url = url
         self.expiresAt = expiresAt
+        self.recipientID = recipientID
     }
 }

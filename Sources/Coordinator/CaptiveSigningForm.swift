@@ -1,0 +1,136 @@
+import DeviceNode
+import Envelopes
+import Foundation
+import SignatureCapture
+
+/// The signing page's form post (`application/x-www-form-urlencoded`), parsed with bounds.
+///
+/// Fields: `csrf`; `action` (`finish`, `later`, `decline`); `reason` (decline); `tab-<index>`
+/// (text-like tabs; `on` for a ticked checkbox); `radio-<group>` (the chosen radio tab's index);
+/// `sig-<index>` (a signature as JSON: `{"pointerType", "width", "height", "points": [[x, y,
+/// pressure, timeMs, stroke], …]}`).
+struct SigningForm: Sendable {
+    /// A post the page must show again with what is wrong.
+    struct Invalid: Error {
+        var message: String
+    }
+
+    /// The most fields one post may carry.
+    static let maxFields = 1000
+    /// The longest text value.
+    static let maxTextLength = 10_000
+
+    var fields: [String: String]
+
+    /// Parses a url-encoded body.
+    /// - Throws: ``Invalid`` for too many fields.
+    init(urlEncoded body: String) throws {
+        var fields: [String: String] = [:]
+        var count = 0
+        for pair in body.split(separator: "&", omittingEmptySubsequences: true) {
+            count += 1
+            guard count <= Self.maxFields else { throw Invalid(message: "the form has more than \(Self.maxFields) fields") }
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = Self.decode(parts[0])
+            let value = parts.count > 1 ? Self.decode(parts[1]) : ""
+            fields[name] = value
+        }
+        self.fields = fields
+    }
+
+    init(fields: [String: String]) {
+        self.fields = fields
+    }
+
+    private static func decode(_ text: Substring) -> String {
+        let spaced = text.replacingOccurrences(of: "+", with: " ")
+        return spaced.removingPercentEncoding ?? spaced
+    }
+
+    /// Checks the recipient's tabs against the post and returns what to store.
+    /// - Throws: ``Invalid`` naming the first tab that is missing or malformed.
+    func tabValues(payload: SyncPayload, recipient: PayloadRecipient, envelopeID: String, at: Date) throws -> [CaptiveTabRecord] {
+        var records: [CaptiveTabRecord] = []
+        let started = CaptureTimestamp(nanosecondsSinceEpoch: Int64((at.timeIntervalSince1970 * 1e9).rounded()))
+        for (index, tab) in payload.tabs.enumerated() where tab.recipientId == recipient.recipientId {
+            let label = tab.name ?? tab.tabId ?? "\(tab.type.rawValue) \(index)"
+            var record = CaptiveTabRecord(
+                envelopeID: envelopeID, tabIndex: index, recipientID: recipient.recipientId, type: tab.type.rawValue, capturedAt: at)
+            switch tab.type {
+            case .signHere, .initialHere:
+                guard let json = fields["sig-\(index)"], !json.isEmpty else {
+                    if tab.optional { continue }
+                    throw Invalid(message: "sign the field \"\(label)\" before finishing")
+                }
+                let drawn = try Self.pointerSignature(json, label: label)
+                let captured: CapturedSignature
+                do {
+                    captured = try CapturedSignature(
+                        pointer: drawn, fieldID: tab.tabId ?? "tab-\(index)", signerID: recipient.name, startedAt: started)
+                } catch let error as CaptureError {
+                    throw Invalid(message: "the signature for \"\(label)\" is not usable: \(error.message)")
+                }
+                guard captured.samples.count >= 2 else {
+                    throw Invalid(message: "the signature for \"\(label)\" is a single dot; draw your signature")
+                }
+                record.isoRecord = Data(captured.isoRecord)
+                record.svg = captured.svg()
+                record.pointerType = drawn.pointerType
+                record.pointCount = drawn.points.count
+            case .checkbox:
+                record.selected = tab.locked ? tab.selected : fields["tab-\(index)"] == "on"
+            case .radio:
+                record.selected = tab.locked ? tab.selected : fields["radio-\(tab.groupName ?? "\(index)")"] == "\(index)"
+                record.value = tab.value
+            case .fullName:
+                record.value = recipient.name
+            case .dateSigned:
+                record.value = ISO8601DateFormatter().string(from: at)
+            case .formula:
+                record.value = tab.value
+            case .text, .company, .title:
+                let value = tab.locked ? (tab.value ?? "") : (fields["tab-\(index)"] ?? "")
+                guard value.count <= Self.maxTextLength else {
+                    throw Invalid(message: "\"\(label)\" is longer than \(Self.maxTextLength) characters")
+                }
+                if value.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, !tab.optional {
+                    throw Invalid(message: "fill in \"\(label)\" before finishing")
+                }
+                record.value = value
+            }
+            records.append(record)
+        }
+        return records
+    }
+
+    /// The JSON a signature field carries.
+    private struct DrawnSignature: Decodable {
+        var pointerType: String
+        var width: Double
+        var height: Double
+        var points: [[Double]]
+    }
+
+    static func pointerSignature(_ json: String, label: String) throws -> PointerSignature {
+        guard json.utf8.count <= 2 * 1024 * 1024 else { throw Invalid(message: "the signature for \"\(label)\" is too large") }
+        let drawn: DrawnSignature
+        do {
+            drawn = try JSONDecoder().decode(DrawnSignature.self, from: Data(json.utf8))
+        } catch {
+            throw Invalid(message: "the signature for \"\(label)\" is not readable; draw it again")
+        }
+        guard drawn.points.count <= PointerSignature.maxPoints else {
+            throw Invalid(message: "the signature for \"\(label)\" has more than \(PointerSignature.maxPoints) points")
+        }
+        var points: [PointerPoint] = []
+        points.reserveCapacity(drawn.points.count)
+        for point in drawn.points {
+            guard point.count == 5, let stroke = Int(exactly: point[4].rounded()), abs(stroke) < 100_000 else {
+                throw Invalid(message: "the signature for \"\(label)\" has a malformed point; draw it again")
+            }
+            points.append(PointerPoint(x: point[0], y: point[1], pressure: point[2], time: point[3], stroke: stroke))
+        }
+        let type = ["mouse", "pen", "touch"].contains(drawn.pointerType) ? drawn.pointerType : "mouse"
+        return PointerSignature(pointerType: type, canvasWidth: drawn.width, canvasHeight: drawn.height, points: points)
+    }
+}

@@ -1,0 +1,148 @@
+import Envelopes
+import FleetProtocol
+import Foundation
+
+extension DeviceNode {
+    /// Where the coordinator sends the browser when a captive session ends; the headless
+    /// presenter reads the `event` from the redirect and never follows it.
+    public static let captiveReturnURL = "signfleet://captive-signing/return"
+
+    /// Captive signing with the envelope id and the recipient's client user id (the SDK's
+    /// `presentCaptiveSigningWithPresentingController:envelopeId:recipientClientUserId:`): the
+    /// coordinator looks the recipient up. When no unique recipient matches, or it is not their
+    /// turn, a ``DeviceEvent/signingCancelled(_:)`` with ``SigningExitReason/exception`` and the
+    /// server's details is published and the call throws.
+    ///
+    /// - Parameters:
+    ///   - envelopeId: the server's envelope id (`env-…`).
+    ///   - service: asks for the recipient view (``RemoteRecipientViewService`` over ZeroMQ).
+    ///   - signer: the simulated person at the page.
+    /// - Returns: how the session ended; the matching event (signing completed, or cancelled with
+    ///   its exit reason) is published on ``events()``.
+    /// - Throws: ``DeviceNodeError`` ``DeviceNodeError/Code/accountNotLoggedIn``, or
+    ///   ``DeviceNodeError/Code/captiveSigningFailed`` with the server's reason.
+    @discardableResult
+    public func presentCaptiveSigning(
+        envelopeId: String, recipientClientUserId: String, returnURL: String = DeviceNode.captiveReturnURL, locale: String? = nil,
+        service: some RecipientViewService, signer: CaptiveSigner
+    ) async throws -> CaptiveSigningResult {
+        try await presentRecipientView(
+            RecipientViewRequest(
+                accessToken: try requireAccount().accessToken, envelopeID: envelopeId, clientUserID: recipientClientUserId,
+                returnURL: returnURL, locale: locale),
+            service: service, signer: signer)
+    }
+
+    /// Captive signing with the recipient's name, email and client user id (the SDK's second
+    /// variant): the coordinator does not look the recipient up by client user id alone.
+    /// - Throws: as ``presentCaptiveSigning(envelopeId:recipientClientUserId:returnURL:locale:service:signer:)``.
+    @discardableResult
+    public func presentCaptiveSigning(
+        envelopeId: String, recipientUserName: String, recipientEmail: String, recipientClientUserId: String,
+        returnURL: String = DeviceNode.captiveReturnURL, locale: String? = nil, service: some RecipientViewService, signer: CaptiveSigner
+    ) async throws -> CaptiveSigningResult {
+        try await presentRecipientView(
+            RecipientViewRequest(
+                accessToken: try requireAccount().accessToken, envelopeID: envelopeId, clientUserID: recipientClientUserId,
+                name: recipientUserName, email: recipientEmail, returnURL: returnURL, locale: locale),
+            service: service, signer: signer)
+    }
+
+    /// Captive signing with a signing URL an integrator's backend created (the SDK's
+    /// `presentCaptiveSigningWithPresentingController:signingUrl:envelopeId:recipientId:`). No
+    /// login is needed; use the URL within its five minutes.
+    /// - Throws: ``DeviceNodeError`` ``DeviceNodeError/Code/captiveSigningFailed`` for a malformed
+    ///   URL or one the server refuses (unknown, already used elsewhere), or input the page refused.
+    @discardableResult
+    public func presentCaptiveSigning(signingURL: String, envelopeId: String, recipientId: String, signer: CaptiveSigner) async throws
+        -> CaptiveSigningResult
+    {
+        try ensureOpen()
+        let ids = EnvelopeIDs(localId: envelopeId, transactionId: "", serverId: envelopeId)
+        guard let url = URL(string: signingURL), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            let error = DeviceNodeError(.captiveSigningFailed, "the signing URL \"\(signingURL)\" is not an http(s) URL", envelope: ids)
+            publishCaptiveFailure(ids, recipientId: recipientId, details: error.message)
+            throw error
+        }
+        let session = HeadlessSigningSession(browser: HeadlessBrowser(jar: WebCookieJar.jar(for: deviceId)), signer: signer)
+        let ending: HeadlessSigningSession.Ending
+        let page: HeadlessSigningSession.PageData?
+        do {
+            (ending, page) = try await session.run(url: url)
+        } catch {
+            let failure = (error as? DeviceNodeError)
+                ?? DeviceNodeError(.captiveSigningFailed, "the signing page could not be used: \(error)", envelope: ids, underlying: error)
+            publishCaptiveFailure(ids, recipientId: recipientId, details: failure.message)
+            throw failure
+        }
+        let envelope = EnvelopeIDs(localId: envelopeId, transactionId: page?.transactionID ?? "", serverId: page?.envelopeID ?? envelopeId)
+        let recipient = page?.recipientID ?? recipientId
+        switch ending {
+        case .leftOpen:
+            return CaptiveSigningResult(event: nil, redirectURL: nil, envelope: envelope, recipientId: recipient)
+        case .refused(let status, let message):
+            let details = "the signing server refused the URL (HTTP \(status)): \(message)"
+            publishCaptiveFailure(envelope, recipientId: recipient, details: details)
+            throw DeviceNodeError(.captiveSigningFailed, details, envelope: envelope)
+        case .event(let event, let redirect):
+            let declineReason: String? = if case .decline(let reason) = signer.behaviour { reason } else { nil }
+            publishCaptiveEnding(event, envelope: envelope, recipientId: recipient, declineReason: declineReason)
+            return CaptiveSigningResult(event: event, redirectURL: redirect, envelope: envelope, recipientId: recipient)
+        }
+    }
+
+    /// Removes the web cookies of this device's captive signing sessions (the SDK's
+    /// `clearAllWebCookies`): a page left open can no longer be continued from this device.
+    public nonisolated func clearAllWebCookies() {
+        WebCookieJar.jar(for: deviceId).clear()
+    }
+
+    /// Whether this device holds web cookies from a captive signing session.
+    public nonisolated var hasWebCookies: Bool {
+        !WebCookieJar.jar(for: deviceId).isEmpty
+    }
+
+    // MARK: Helpers
+
+    private func presentRecipientView(_ request: RecipientViewRequest, service: some RecipientViewService, signer: CaptiveSigner)
+        async throws -> CaptiveSigningResult
+    {
+        let ids = EnvelopeIDs(localId: request.envelopeID, transactionId: "", serverId: request.envelopeID)
+        let reply: RecipientViewReply
+        do {
+            reply = try await withAPITimeout("the recipient view service") { try await service.recipientView(request) }
+        } catch {
+            let message = (error as? FleetError)?.message ?? "\(error)"
+            publishCaptiveFailure(ids, recipientId: request.clientUserID, details: message)
+            throw DeviceNodeError(
+                .captiveSigningFailed, "the server gave no signing URL for client user \(request.clientUserID): \(message)", envelope: ids,
+                underlying: error)
+        }
+        return try await presentCaptiveSigning(
+            signingURL: reply.url, envelopeId: request.envelopeID, recipientId: reply.recipientID ?? request.clientUserID, signer: signer)
+    }
+
+    private func publishCaptiveFailure(_ envelope: EnvelopeIDs, recipientId: String, details: String) {
+        publish(.signingCancelled(SigningCancelled(
+            envelope: envelope, recipientId: recipientId, exitReason: .exception, signingMode: .online, details: details)))
+    }
+
+    private func publishCaptiveEnding(_ event: SigningViewEvent, envelope: EnvelopeIDs, recipientId: String, declineReason: String?) {
+        let reason: SigningExitReason
+        switch event {
+        case .signingComplete:
+            publish(.signingCompleted(SigningCompleted(envelope: envelope, recipientIds: [recipientId], signingMode: .online, sequence: nil)))
+            return
+        case .decline: reason = .decline
+        case .cancel: reason = .cancel
+        case .ttlExpired: reason = .ttlExpired
+        case .sessionTimeout: reason = .sessionTimeout
+        case .viewingComplete: reason = .viewingComplete
+        case .exception: reason = .exception
+        }
+        publish(.signingCancelled(SigningCancelled(
+            envelope: envelope, recipientId: recipientId, exitReason: reason, signingMode: .online,
+            declineReason: reason == .decline ? declineReason : nil,
+            details: reason == .exception ? "the signing server ended the session with event=exception" : nil)))
+    }
+}
