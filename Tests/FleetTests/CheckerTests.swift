@@ -131,9 +131,10 @@ import Testing
         defer { fixture.remove() }
         let broken = try fixture.copy()
         let transaction = try #require(fixture.transactions["b-1"]?[0])
-        let keyBytes = try DatabaseQueue(path: broken.deviceStore(device: "b-1")).read { db in
-            try #require(try Data.fetchOne(db, sql: "SELECT privateKey FROM device WHERE id = 1"))
-        }
+        let keyQueue = try DatabaseQueue(path: broken.deviceStore(device: "b-1"))
+        let storedKey: Data? = try await keyQueue.read { db in try Data.fetchOne(db, sql: "SELECT privateKey FROM device WHERE id = 1") }
+        try keyQueue.close()
+        let keyBytes = try #require(storedKey)
         let key = try Curve25519.Signing.PrivateKey(rawRepresentation: keyBytes)
         try CheckerRun.edit(broken.coordinatorStore) { db in
             let stored = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM envelope WHERE transactionID = ?", arguments: [transaction]))
