@@ -81,6 +81,9 @@ let package = Package(
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
                 .product(name: "Logging", package: "swift-log"),
+                // The checker reads the run's stores and re-verifies with the ingest's rules.
+                "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.
@@ -112,7 +115,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             exclude: ["browser"]),  // the Selenium scripts of the browser tests
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetTesting"]),
+        .testTarget(
+            name: "FleetTests",
+            dependencies: [
+                "Fleet", "FleetTesting",
+                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
