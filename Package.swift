@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -81,6 +82,7 @@ let package = Package(
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.
