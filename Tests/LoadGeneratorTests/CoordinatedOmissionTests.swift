@@ -35,22 +35,28 @@ import ZeroMQ
         let totals = run.recorder.totals
         let s = Double(stall.microseconds)
         let halfStall = UInt64(s / 2)...UInt64.max
-        // Corrected: ~R·S/2 = 25 arrivals waited more than S/2 — and no more than arrived while
-        // the server was stuck (S as the in-flight requests measured it, on a busy machine a bit
-        // longer than the handler's sleep).
         let correctedAboveHalf = Double(totals.corrected.count(within: halfStall))
+        let uncorrectedAboveHalf = Double(totals.uncorrected.count(within: halfStall))
         let expected = rate * stall.seconds / 2
-        let effectiveStall = summary.uncorrected.max / 1000
-        #expect(correctedAboveHalf >= 0.6 * expected && correctedAboveHalf <= rate * effectiveStall,
-                "\(correctedAboveHalf) corrected latencies above S/2, expected ~\(expected)\n\(summary.text)")
-        // The corrected p99 is where the top 1% of arrivals fall inside the stall: S − 0.01·N/R.
+        let report = "\(correctedAboveHalf) corrected and \(uncorrectedAboveHalf) uncorrected latencies above S/2, ~\(expected) expected\n\(summary.text)"
+        // Corrected: ~R·S/2 arrivals waited more than S/2, and the corrected p99 lies where the
+        // top 1% of arrivals fall inside the stall, S − 0.01·N/R.
+        #expect(correctedAboveHalf >= 0.6 * expected, "\(report)")
         let bound = 0.8 * (stall.seconds * 1000 - 0.01 * Double(total) / rate * 1000)
-        #expect(summary.corrected.p99 >= bound, "corrected p99 \(summary.corrected.p99) ms < \(bound) ms\n\(summary.text)")
-        // Uncorrected: only the requests in flight at the stall (≤ one per device) saw it.
-        let uncorrectedAboveHalf = totals.uncorrected.count(within: halfStall)
-        #expect(uncorrectedAboveHalf >= 1 && uncorrectedAboveHalf <= UInt64(devices), "\(uncorrectedAboveHalf)\n\(summary.text)")
-        #expect(summary.uncorrected.max >= 0.9 * stall.seconds * 1000, "\(summary.text)")
-        #expect(summary.uncorrected.p99 < stall.seconds * 1000 / 2, "\(summary.text)")
+        #expect(summary.corrected.p99 >= bound, "corrected p99 below \(bound) ms: \(report)")
+        // The requests in flight when it began saw the stall whole; the uncorrected histogram
+        // shows little else of it.
+        #expect(summary.uncorrected.max >= 0.9 * stall.seconds * 1000, "\(report)")
+        #expect(uncorrectedAboveHalf >= 1 && 3 * uncorrectedAboveHalf <= correctedAboveHalf, "\(report)")
+        // When the process kept to the schedule outside the stall (the whole test suite shares two
+        // cores and the cooperative pool, so it may not), the construction holds exactly: no more
+        // than the arrivals of the (measured) stall are above S/2 corrected, no more than one per
+        // device uncorrected, and the uncorrected p99 stays low.
+        if summary.seconds <= seconds + stall.seconds {
+            #expect(correctedAboveHalf <= rate * summary.uncorrected.max / 1000, "\(report)")
+            #expect(uncorrectedAboveHalf <= Double(devices), "\(report)")
+            #expect(summary.uncorrected.p99 < stall.seconds * 1000 / 2, "\(report)")
+        }
     }
 
     /// A server that never answers: each device takes `maxOutstanding` arrivals and every other
