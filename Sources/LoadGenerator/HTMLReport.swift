@@ -27,6 +27,7 @@ enum HTMLReport {
         html += "<table><tr><th></th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>mean</th></tr>"
         var rows = [("corrected", summary.corrected), ("uncorrected", summary.uncorrected)]
         for step in summary.stepOrder { if let stats = summary.steps[step] { rows.append(("step: \(step)", stats)) } }
+        rows.append(("generator dispatch lag", summary.dispatchLag))
         for (name, s) in rows {
             html += "<tr><td>\(escape(name))</td><td>\(s.count)</td><td>\(n(s.p50))</td><td>\(n(s.p90))</td><td>\(n(s.p99))</td><td>\(n(s.p999))</td><td>\(n(s.max))</td><td>\(n(s.mean))</td></tr>"
         }

@@ -37,6 +37,8 @@ public struct LoadTotals: Sendable {
     public var corrected = makeLatencyHistogram()
     public var uncorrected = makeLatencyHistogram()
     public var steps: [String: Histogram<UInt64>] = [:]
+    /// How late the generator itself handed arrivals to their devices (its own lag).
+    public var dispatchLag = makeLatencyHistogram()
     public var errorCount: Int { errors.values.reduce(0, +) }
 }
 
@@ -81,8 +83,10 @@ public final class LoadRecorder: Sendable {
         state = Mutex(initial)
     }
 
-    public func recordArrival(stage: Int) {
+    /// An arrival handed to the devices `lag` after its intended time.
+    public func recordArrival(stage: Int, lag: Duration = .zero) {
         state.withLock {
+            $0.totals.dispatchLag.record(lag.microseconds)
             $0.totals.arrivals += 1
             $0.stages[stage].arrivals += 1
         }
@@ -134,7 +138,12 @@ public final class LoadRecorder: Sendable {
     public func finish(at elapsed: Duration) {
         state.withLock {
             roll(&$0, to: elapsed)
-            close(&$0, length: max(0, elapsed.seconds - Double($0.current.index) * intervalLength))
+            let length = elapsed.seconds - Double($0.current.index) * intervalLength
+            let current = $0.current
+            // A run ending on an interval boundary leaves an empty, zero-length interval: skip it.
+            if length > 0.000_001 || current.completed + current.errors + current.dropped > 0 {
+                close(&$0, length: max(length, 0.000_001))
+            }
         }
     }
 

@@ -91,7 +91,7 @@ public struct LoadRunner: Sendable {
                     do { try await Task.sleep(until: due, clock: clock) } catch { break }
                 }
                 if Task.isCancelled || abort.value != nil { break }
-                recorder.recordArrival(stage: arrival.stage)
+                recorder.recordArrival(stage: arrival.stage, lag: clock.now - due)
                 if admission.admit(arrival) {
                     queues[arrival.device].continuation.yield(arrival)
                 } else {
@@ -162,6 +162,7 @@ public struct LoadRunner: Sendable {
             completed: totals.completed, errors: totals.errors, errorCount: totals.errorCount, dropped: totals.dropped,
             unfinished: unfinished, throughput: Double(totals.completed) / seconds,
             corrected: LatencyStats(totals.corrected), uncorrected: LatencyStats(totals.uncorrected),
+            dispatchLag: LatencyStats(totals.dispatchLag),
             steps: totals.steps.mapValues(LatencyStats.init), stepOrder: recorder.stepNames, stages: recorder.stages,
             intervals: recorder.intervals.map {
                 LoadSummary.Interval(

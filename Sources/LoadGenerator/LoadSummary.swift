@@ -42,6 +42,9 @@ public struct LoadSummary: Sendable, Codable {
     public var corrected: LatencyStats
     /// From when a device actually began the ceremony.
     public var uncorrected: LatencyStats
+    /// How late the generator handed arrivals to their devices: its own lag on this machine. The
+    /// corrected latencies include it; large values mean the generator's host could not keep up.
+    public var dispatchLag: LatencyStats
     public var steps: [String: LatencyStats]
     public var stepOrder: [String]
     public var stages: [StageResult]
@@ -86,6 +89,7 @@ public struct LoadSummary: Sendable, Codable {
             row("uncorrected", uncorrected),
         ]
         for step in stepOrder { if let stats = steps[step] { lines.append(row(step, stats)) } }
+        lines.append(row("dispatchLag", dispatchLag) + "  (the generator's own lag)")
         if !errors.isEmpty {
             lines.append("errors: " + errors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         }

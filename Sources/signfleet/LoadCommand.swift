@@ -21,7 +21,8 @@ struct LoadCommand: AsyncParsableCommand {
             Load: --rate R --duration D, or stages such as --stage 10s:0-500 --stage 20s:500 (ramp, plateau). \
             Thresholds: --threshold 'syncAck.p99 < 200ms' --threshold 'errors.rate < 0.1%' \
             --threshold 'throughput > 100/s' (append abortOnFail to stop early when it fails). \
-            Exit code 0 when every threshold passed, 1 when one failed or the run was stopped early.
+            Exit code 0 when every threshold passed, 1 when one failed or the run was stopped early, \
+            2 when the load could not run (e.g. the coordinator did not answer).
             """)
 
     @Option(help: "Coordinator endpoint to load (default: start one as a child process).")
@@ -139,7 +140,13 @@ struct LoadCommand: AsyncParsableCommand {
         if let connect {
             endpoint = connect
         } else {
-            let child = try await Self.startCoordinator(store: scratch + "/coordinator.sqlite")
+            let child: (process: ChildProcess, endpoint: String)
+            do {
+                child = try await Self.startCoordinator(store: scratch + "/coordinator.sqlite")
+            } catch {
+                FileHandle.standardError.write(Data("error: could not start a coordinator: \(error)\n".utf8))
+                throw ExitCode(2)
+            }
             coordinator = child.process
             endpoint = child.endpoint
             announce("coordinator \(endpoint) (child process \(child.process.processIdentifier))")
@@ -166,7 +173,14 @@ struct LoadCommand: AsyncParsableCommand {
         await loop.shutdown()
         context.shutdown()
         await coordinator?.terminate()
-        let run = try result.get()
+        let run: LoadRun
+        do {
+            run = try result.get()
+        } catch {
+            // Not a verdict on the system under test: the load could not be run at all.
+            FileHandle.standardError.write(Data("error: the load could not run: \(error)\n".utf8))
+            throw ExitCode(2)
+        }
         let command = (["signfleet"] + CommandLine.arguments.dropFirst()).joined(separator: " ")
         try LoadReportWriter.write(run, to: outDirectory, command: command)
         announce(run.summary.text)

@@ -48,11 +48,11 @@ import ZeroMQ
         // shows little else of it.
         #expect(summary.uncorrected.max >= 0.9 * stall.seconds * 1000, "\(report)")
         #expect(uncorrectedAboveHalf >= 1 && 3 * uncorrectedAboveHalf <= correctedAboveHalf, "\(report)")
-        // When the process kept to the schedule outside the stall (the whole test suite shares two
-        // cores and the cooperative pool, so it may not), the construction holds exactly: no more
-        // than the arrivals of the (measured) stall are above S/2 corrected, no more than one per
-        // device uncorrected, and the uncorrected p99 stays low.
-        if summary.seconds <= seconds + stall.seconds {
+        // When the process was not itself held up (the whole test suite shares two cores and the
+        // cooperative pool, so it may be: the generator's dispatch lag shows it), the construction
+        // holds exactly: no more than the arrivals of the (measured) stall are above S/2
+        // corrected, no more than one per device uncorrected, and the uncorrected p99 stays low.
+        if summary.dispatchLag.max < stall.seconds * 1000 / 10 {
             #expect(correctedAboveHalf <= rate * summary.uncorrected.max / 1000, "\(report)")
             #expect(uncorrectedAboveHalf <= Double(devices), "\(report)")
             #expect(summary.uncorrected.p99 < stall.seconds * 1000 / 2, "\(report)")

@@ -39,6 +39,16 @@ import Testing
         #expect(passing.lines(.standardOutput).contains { $0.hasPrefix("seed ") })
     }
 
+    @Test func aCoordinatorThatDoesNotAnswerExitsWithTwo() async throws {
+        // Nothing listens there: the devices cannot log in, so no verdict can be given.
+        let child = try ChildProcess.launch(
+            try binary(),
+            ["load", "--connect", "tcp://127.0.0.1:9", "--rate", "10", "--duration", "1s", "--devices", "1",
+             "--request-timeout", "200ms", "--out", temporaryDirectory()])
+        #expect(try await child.waitForExit(timeout: .seconds(60)) == 2, "\(child.output)")
+        #expect(child.output.contains("the load could not run"), "\(child.output)")
+    }
+
     @Test(arguments: [
         (["--rate", "10", "--duration", "1s", "--threshold", "syncAck.p99 < soon"], "\"soon\" is not a duration"),
         (["--rate", "10", "--duration", "1s", "--threshold", "nonsense"], "has no comparison"),
