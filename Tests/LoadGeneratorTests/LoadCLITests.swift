@@ -22,8 +22,9 @@ import Testing
         let failing = try ChildProcess.launch(
             try binary(),
             ["load", "--rate", "10", "--duration", "2s", "--devices", "2", "--seed", "7", "--out", out,
+             "--drain-timeout", "90s", "--request-timeout", "30s",
              "--threshold", "errors.rate < 50%", "--threshold", "throughput > 100000/s"])
-        #expect(try await failing.waitForExit(timeout: .seconds(120)) == 1, "\(failing.output)")
+        #expect(try await failing.waitForExit(timeout: .seconds(240)) == 1, "\(failing.output)")
         #expect(failing.lines(.standardOutput).contains("seed 7"), "\(failing.output)")
         #expect(failing.output.contains("threshold FAIL  throughput > 100000/s"), "\(failing.output)")
         #expect(failing.output.contains("threshold PASS  errors.rate < 50%"), "\(failing.output)")
@@ -34,8 +35,10 @@ import Testing
         for file in ["latency.hlog", "report.html"] { #expect(FileManager.default.fileExists(atPath: "\(out)/\(file)")) }
 
         let passing = try ChildProcess.launch(
-            try binary(), ["load", "--stage", "1s:0-20", "--stage", "1s:20", "--devices", "2", "--out", out, "--threshold", "errors.rate < 50%"])
-        #expect(try await passing.waitForExit(timeout: .seconds(120)) == 0, "\(passing.output)")
+            try binary(),
+            ["load", "--stage", "1s:0-20", "--stage", "1s:20", "--devices", "2", "--out", out, "--threshold", "errors.rate < 50%",
+             "--drain-timeout", "90s", "--request-timeout", "30s"])
+        #expect(try await passing.waitForExit(timeout: .seconds(240)) == 0, "\(passing.output)")
         #expect(passing.lines(.standardOutput).contains { $0.hasPrefix("seed ") })
     }
 

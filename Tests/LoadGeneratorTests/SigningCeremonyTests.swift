@@ -32,13 +32,13 @@ import ZeroMQ
         let workload = SigningCeremonyWorkload(
             configuration: SigningCeremonyConfiguration(
                 endpoint: endpoint, email: "user1@demo.example", secret: "demo-secret", storeDirectory: directory,
-                durability: .processCrash),
+                requestTimeout: .seconds(30), durability: .processCrash),
             loop: loop, logger: logger)
         let steps = workload.steps
         let configuration = LoadConfiguration(
             profile: try .constant(rate: 10, duration: .seconds(2)), process: .uniform, devices: 3, seed: seed,
             thresholds: try ["errors.count < 1", "syncAck.p99 < 60s", "throughput > 1000/s"].map { try Threshold.parse($0, steps: steps) },
-            drainTimeout: .seconds(60))
+            drainTimeout: .seconds(120))
         let run = try await LoadRunner(configuration: configuration, workload: workload).run()
         let counts = try await store.counts()
         serving.cancel()
