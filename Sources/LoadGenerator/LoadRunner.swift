@@ -102,7 +102,7 @@ public struct LoadRunner: Sendable {
         }
 
         let ticker = Task {
-            var previous = (completed: 0, arrivals: 0)
+            var previous = (completed: 0, arrivals: 0, elapsed: Duration.zero)
             var tick = start
             while !Task.isCancelled {
                 tick += configuration.interval
@@ -110,14 +110,15 @@ public struct LoadRunner: Sendable {
                 let elapsed = clock.now - start
                 recorder.advance(to: elapsed)
                 let totals = recorder.totals
-                let seconds = configuration.interval.seconds
+                // Over the time since the last line (a busy machine may wake the ticker late).
+                let seconds = max((elapsed - previous.elapsed).seconds, 0.001)
                 progress?(
                     LoadProgress(
                         elapsed: elapsed, rate: Double(totals.completed - previous.completed) / seconds,
                         offeredRate: Double(totals.arrivals - previous.arrivals) / seconds, outstanding: admission.outstanding,
                         completed: totals.completed, errors: totals.errorCount, dropped: totals.dropped,
                         p99: LatencyStats(totals.corrected).p99))
-                previous = (totals.completed, totals.arrivals)
+                previous = (totals.completed, totals.arrivals, elapsed)
                 if totals.completed >= configuration.abortMinimumCompleted {
                     let figures = LoadFigures(totals, seconds: elapsed.seconds)
                     if let failed = configuration.thresholds.first(where: { $0.abortOnFail && !$0.evaluate(figures).passed }) {
