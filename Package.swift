@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Coordinator", targets: ["Coordinator"]),
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
+        .library(name: "LoadGenerator", targets: ["LoadGenerator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -29,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -88,12 +90,21 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        // Open-loop load: arrival schedules, coordinated-omission-corrected histograms, thresholds, reports.
+        .target(
+            name: "LoadGenerator",
+            dependencies: [
+                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "CZlib",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Test support shipped as a library: real child processes with deadlines.
         .target(name: "FleetTesting"),
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet", "LoadGenerator", "FleetTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -126,6 +137,13 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
+        .testTarget(
+            name: "LoadGeneratorTests",
+            dependencies: [
+                "LoadGenerator", "FleetProtocol", "ZeroMQ", "FleetTesting", "Coordinator",
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
     ],

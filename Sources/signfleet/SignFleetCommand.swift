@@ -8,7 +8,10 @@ struct SignFleetCommand: AsyncParsableCommand {
         commandName: "signfleet",
         abstract: "Simulate a fleet of offline signing devices and the e-signature server they sync with.",
         version: SignFleetVersion.string,
-        subcommands: [CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self, CheckCommand.self]
+        subcommands: [
+            CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, CheckCommand.self,
+            LoadCommand.self, DeviceWorkerCommand.self,
+        ]
     )
 }
 

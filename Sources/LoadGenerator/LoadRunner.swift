@@ -1,0 +1,192 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Runs a load profile open-loop against a workload.
+///
+/// A scheduler task walks the ``ArrivalSchedule`` and hands each arrival, at its intended time,
+/// to its device's queue — whether or not earlier ceremonies have finished (open loop). Each
+/// device performs its ceremonies one at a time, so when the system under test slows down,
+/// ceremonies wait in the queues and the wait counts in their *corrected* latency (measured from
+/// the intended start), while the *uncorrected* latency (from the moment the device began) shows
+/// what a closed-loop tool would have reported. A device with `maxOutstandingPerDevice` already
+/// outstanding drops the arrival, and drops are reported.
+public struct LoadRunner: Sendable {
+    public let configuration: LoadConfiguration
+    public let workload: any LoadWorkload
+    let logger: Logger
+
+    public init(configuration: LoadConfiguration, workload: any LoadWorkload, logger: Logger = Logger(label: "signfleet.load")) {
+        self.configuration = configuration
+        self.workload = workload
+        self.logger = logger
+    }
+
+    /// Sets up the devices, runs the profile, drains, closes the devices and returns the summary
+    /// (thresholds evaluated). `progress` is called once per interval.
+    public func run(progress: (@Sendable (LoadProgress) -> Void)? = nil) async throws -> LoadRun {
+        let devices = try await makeDevices()
+        let result = await measure(devices: devices, progress: progress)
+        for device in devices { await device.close() }
+        return result
+    }
+
+    private func makeDevices() async throws -> [any LoadDevice] {
+        try await withThrowingTaskGroup(of: (Int, any LoadDevice).self) { group in
+            for index in 0..<configuration.devices {
+                let seed = configuration.seed &+ UInt64(index) &* 0x9E37_79B9
+                group.addTask { (index, try await workload.makeDevice(index: index, seed: seed)) }
+            }
+            var devices: [(Int, any LoadDevice)] = []
+            do {
+                for try await device in group { devices.append(device) }
+            } catch {
+                for (_, device) in devices { await device.close() }
+                throw error
+            }
+            return devices.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+    }
+
+    private func measure(devices: [any LoadDevice], progress: (@Sendable (LoadProgress) -> Void)?) async -> LoadRun {
+        let configuration = configuration
+        let stageNames = configuration.profile.stages.map(\.description)
+        let recorder = LoadRecorder(steps: workload.steps, stages: stageNames, intervalLength: configuration.interval.seconds)
+        let admission = Admission(devices: devices.count, limit: configuration.maxOutstandingPerDevice)
+        let abort = AbortReason()
+        let clock = ContinuousClock()
+        let startedAt = Date()
+        let start = clock.now
+
+        let queues = devices.map { _ in AsyncStream<Arrival>.makeStream() }
+        // One worker per device: its ceremonies one after another, in arrival order.
+        let workers = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for (index, device) in devices.enumerated() {
+                    let stream = queues[index].stream
+                    group.addTask {
+                        for await arrival in stream {
+                            let began = clock.now - start
+                            do {
+                                let steps = try await device.perform(ceremony: arrival.index)
+                                recorder.recordSuccess(
+                                    stage: arrival.stage, intended: arrival.offset, started: began, finished: clock.now - start, steps: steps)
+                            } catch {
+                                if Task.isCancelled { return }  // the drain deadline passed: counted as unfinished
+                                recorder.recordFailure(stage: arrival.stage, kind: ErrorKind.of(error), at: clock.now - start)
+                            }
+                            admission.finished(arrival)
+                        }
+                    }
+                }
+            }
+        }
+
+        let schedule = ArrivalSchedule(
+            profile: configuration.profile, process: configuration.process, devices: devices.count, seed: configuration.seed)
+        let scheduler = Task {
+            for arrival in schedule {
+                let due = start + arrival.offset
+                if clock.now < due {
+                    do { try await Task.sleep(until: due, clock: clock) } catch { break }
+                }
+                if Task.isCancelled || abort.value != nil { break }
+                recorder.recordArrival(stage: arrival.stage, lag: clock.now - due)
+                if admission.admit(arrival) {
+                    queues[arrival.device].continuation.yield(arrival)
+                } else {
+                    recorder.recordDrop(stage: arrival.stage, at: clock.now - start)
+                }
+            }
+            for queue in queues { queue.continuation.finish() }
+        }
+
+        let ticker = Task {
+            var previous = (completed: 0, arrivals: 0, elapsed: Duration.zero)
+            var tick = start
+            while !Task.isCancelled {
+                tick += configuration.interval
+                do { try await Task.sleep(until: tick, clock: clock) } catch { return }
+                let elapsed = clock.now - start
+                recorder.advance(to: elapsed)
+                let totals = recorder.totals
+                // Over the time since the last line (a busy machine may wake the ticker late).
+                let seconds = max((elapsed - previous.elapsed).seconds, 0.001)
+                progress?(
+                    LoadProgress(
+                        elapsed: elapsed, rate: Double(totals.completed - previous.completed) / seconds,
+                        offeredRate: Double(totals.arrivals - previous.arrivals) / seconds, outstanding: admission.outstanding,
+                        completed: totals.completed, errors: totals.errorCount, dropped: totals.dropped,
+                        p99: LatencyStats(totals.corrected).p99))
+                previous = (totals.completed, totals.arrivals, elapsed)
+                if totals.completed >= configuration.abortMinimumCompleted {
+                    let figures = LoadFigures(totals, seconds: elapsed.seconds)
+                    if let failed = configuration.thresholds.first(where: { $0.abortOnFail && !$0.evaluate(figures).passed }) {
+                        abort.value = failed.source
+                        scheduler.cancel()
+                        logger.notice("threshold failed; stopping early", metadata: ["threshold": "\(failed.source)"])
+                    }
+                }
+            }
+        }
+
+        await scheduler.value
+        // Drain: outstanding ceremonies get `drainTimeout` to finish.
+        let deadline = Task {
+            try? await Task.sleep(for: configuration.drainTimeout)
+            if !Task.isCancelled { workers.cancel() }
+        }
+        await workers.value
+        deadline.cancel()
+        ticker.cancel()
+        let end = clock.now - start
+        for arrival in admission.unfinished {
+            recorder.recordFailure(stage: arrival.stage, kind: "unfinished", at: end)
+        }
+        recorder.finish(at: end)
+        return LoadRun(
+            summary: summarize(recorder: recorder, startedAt: startedAt, end: end, unfinished: admission.unfinished.count,
+                               abortedBy: abort.value),
+            recorder: recorder)
+    }
+
+    private func summarize(recorder: LoadRecorder, startedAt: Date, end: Duration, unfinished: Int, abortedBy: String?) -> LoadSummary {
+        let totals = recorder.totals
+        let seconds = max(end.seconds, 0.001)
+        let figures = LoadFigures(totals, seconds: seconds)
+        let results = configuration.thresholds.map { $0.evaluate(figures) }
+        return LoadSummary(
+            seed: configuration.seed, profile: configuration.profile.stages.map(\.description),
+            process: configuration.process.rawValue, devices: configuration.devices,
+            maxOutstandingPerDevice: configuration.maxOutstandingPerDevice, startedAt: startedAt, seconds: seconds,
+            arrivals: totals.arrivals, offeredRate: Double(totals.arrivals) / max(configuration.profile.duration.seconds, 0.001),
+            completed: totals.completed, errors: totals.errors, errorCount: totals.errorCount, dropped: totals.dropped,
+            unfinished: unfinished, throughput: Double(totals.completed) / seconds,
+            corrected: LatencyStats(totals.corrected), uncorrected: LatencyStats(totals.uncorrected),
+            dispatchLag: LatencyStats(totals.dispatchLag),
+            steps: totals.steps.mapValues(LatencyStats.init), stepOrder: recorder.stepNames, stages: recorder.stages,
+            intervals: recorder.intervals.map {
+                LoadSummary.Interval(
+                    start: $0.start, length: $0.length, completed: $0.completed, errors: $0.errors, dropped: $0.dropped,
+                    corrected: $0.corrected, uncorrected: $0.uncorrected)
+            },
+            correctedDistribution: LoadSummary.distribution(totals.corrected),
+            uncorrectedDistribution: LoadSummary.distribution(totals.uncorrected),
+            thresholds: results, abortedBy: abortedBy, passed: abortedBy == nil && results.allSatisfy(\.passed))
+    }
+}
+
+/// A finished run: the summary and the recorder (histograms and intervals, for the reports).
+public struct LoadRun: Sendable {
+    public var summary: LoadSummary
+    public let recorder: LoadRecorder
+}
+
+/// The threshold that stopped the run early, shared by the ticker and the scheduler.
+final class AbortReason: Sendable {
+    private let state = Mutex<String?>(nil)
+    var value: String? {
+        get { state.withLock { $0 } }
+        set { state.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,68 @@
+import FleetTesting
+import Foundation
+import Testing
+
+/// `signfleet load` as a real process (it starts its own coordinator as a child).
+@Suite struct LoadCLITests {
+    func binary() throws -> String {
+        let path = ProcessInfo.processInfo.environment["SIGNFLEET_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/signfleet"
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw CocoaError(.fileNoSuchFile, userInfo: [NSLocalizedDescriptionKey: "signfleet binary not found at \(path); build first or set SIGNFLEET_BIN"])
+        }
+        return path
+    }
+
+    func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("load-cli-\(UUID().uuidString)").path
+    }
+
+    @Test func thresholdsSetTheExitCode() async throws {
+        let out = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let failing = try ChildProcess.launch(
+            try binary(),
+            ["load", "--rate", "10", "--duration", "2s", "--devices", "2", "--seed", "7", "--out", out,
+             "--drain-timeout", "90s", "--request-timeout", "30s",
+             "--threshold", "errors.rate < 50%", "--threshold", "throughput > 100000/s"])
+        #expect(try await failing.waitForExit(timeout: .seconds(240)) == 1, "\(failing.output)")
+        #expect(failing.lines(.standardOutput).contains("seed 7"), "\(failing.output)")
+        #expect(failing.output.contains("threshold FAIL  throughput > 100000/s"), "\(failing.output)")
+        #expect(failing.output.contains("threshold PASS  errors.rate < 50%"), "\(failing.output)")
+        #expect(failing.lines(.standardError).contains { $0.contains("outstanding") && $0.contains("dropped") }, "no progress line:\n\(failing.output)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        #expect(summary?["passed"] as? Bool == false)
+        #expect(summary?["completed"] as? Int == summary?["arrivals"] as? Int)
+        for file in ["latency.hlog", "report.html"] { #expect(FileManager.default.fileExists(atPath: "\(out)/\(file)")) }
+
+        let passing = try ChildProcess.launch(
+            try binary(),
+            ["load", "--stage", "1s:0-20", "--stage", "1s:20", "--devices", "2", "--out", out, "--threshold", "errors.rate < 50%",
+             "--drain-timeout", "90s", "--request-timeout", "30s"])
+        #expect(try await passing.waitForExit(timeout: .seconds(240)) == 0, "\(passing.output)")
+        #expect(passing.lines(.standardOutput).contains { $0.hasPrefix("seed ") })
+    }
+
+    @Test func aCoordinatorThatDoesNotAnswerExitsWithTwo() async throws {
+        // Nothing listens there: the devices cannot log in, so no verdict can be given.
+        let child = try ChildProcess.launch(
+            try binary(),
+            ["load", "--connect", "tcp://127.0.0.1:9", "--rate", "10", "--duration", "1s", "--devices", "1",
+             "--request-timeout", "200ms", "--out", temporaryDirectory()])
+        #expect(try await child.waitForExit(timeout: .seconds(60)) == 2, "\(child.output)")
+        #expect(child.output.contains("the load could not run"), "\(child.output)")
+    }
+
+    @Test(arguments: [
+        (["--rate", "10", "--duration", "1s", "--threshold", "syncAck.p99 < soon"], "\"soon\" is not a duration"),
+        (["--rate", "10", "--duration", "1s", "--threshold", "nonsense"], "has no comparison"),
+        (["--stage", "10s"], "DURATION:RATE"),
+        (["--rate", "10"], "--rate R --duration D"),
+        (["--rate", "10", "--duration", "1s", "--arrivals", "bursty"], "--arrivals"),
+    ])
+    func badOptionsAreRefusedWithTheReason(arguments: [String], message: String) async throws {
+        let child = try ChildProcess.launch(try binary(), ["load"] + arguments)
+        let status = try await child.waitForExit(timeout: .seconds(30))
+        #expect(status != 0 && status != 1, "\(child.output)")
+        #expect(child.output.contains(message), "\(child.output)")
+    }
+}

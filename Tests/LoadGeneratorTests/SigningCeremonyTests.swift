@@ -1,0 +1,83 @@
+import Coordinator
+import FleetProtocol
+import Foundation
+import Logging
+import Testing
+import ZeroMQ
+
+@testable import LoadGenerator
+
+/// Real ceremonies (DeviceNode, SQLite, Ed25519, sync) against a real coordinator over ZeroMQ.
+@Suite struct SigningCeremonyTests {
+    @Test func realCeremoniesReachTheCoordinatorAndTheReportsAreWritten() async throws {
+        let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        print("seed \(seed)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("load-ceremony-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        var logger = Logger(label: "load-ceremony")
+        logger.logLevel = .critical
+        let store = try CoordinatorStore(path: directory + "/coordinator.sqlite")
+        let services = CoordinatorServices(store: store)
+        _ = try await services.accounts.seedDemo()
+        var router = RequestRouter()
+        services.register(in: &router)
+        let context = try ZMQContext()
+        let loop = try ZMQIOLoop(context: context, label: "load-ceremony")
+        let server = FleetServer(configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
+        let endpoint = try await server.bind()
+        let serving = Task { try? await server.run() }
+
+        let workload = SigningCeremonyWorkload(
+            configuration: SigningCeremonyConfiguration(
+                endpoint: endpoint, email: "user1@demo.example", secret: "demo-secret", storeDirectory: directory,
+                requestTimeout: .seconds(30), durability: .processCrash),
+            loop: loop, logger: logger)
+        let steps = workload.steps
+        let configuration = LoadConfiguration(
+            profile: try .constant(rate: 10, duration: .seconds(2)), process: .uniform, devices: 3, seed: seed,
+            thresholds: try ["errors.count < 1", "syncAck.p99 < 60s", "throughput > 1000/s"].map { try Threshold.parse($0, steps: steps) },
+            drainTimeout: .seconds(120))
+        let run = try await LoadRunner(configuration: configuration, workload: workload).run()
+        let counts = try await store.counts()
+        serving.cancel()
+        await serving.value
+        await loop.shutdown()
+        context.shutdown()
+
+        let summary = run.summary
+        #expect(summary.arrivals == 20 && summary.completed == 20 && summary.errorCount == 0, "\(summary.text)")
+        #expect(counts.envelopes == 20, "the coordinator holds \(counts.envelopes) envelopes")
+        #expect(counts.devicesEnrolled == 3)
+        for step in SigningCeremonyWorkload.stepNames {
+            #expect(summary.steps[step]?.count == 20, "step \(step)")
+        }
+        #expect(summary.steps["capture"]!.p50 > 0 && summary.steps["syncAck"]!.p50 > 0)
+        // Each ceremony's corrected latency includes its steps.
+        #expect(summary.corrected.max >= summary.steps["syncAck"]!.max)
+        #expect(summary.thresholds.map(\.passed) == [true, true, false])
+        #expect(!summary.passed)
+
+        let out = directory + "/report"
+        try LoadReportWriter.write(run, to: out, command: "test")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        #expect(json?["completed"] as? Int == 20)
+        #expect(json?["seed"] as? UInt64 == seed)
+        let hlog = try String(contentsOfFile: out + "/latency.hlog", encoding: .utf8)
+        #expect(hlog.contains("#[Histogram log format version 1.3]"))
+        let logged = hlog.split(separator: "\n").filter { $0.hasPrefix("Tag=corrected,") }
+        let loggedCount = try logged.reduce(UInt64(0)) { sum, line in
+            let base64 = String(line.split(separator: ",")[4])
+            let bytes = try HistogramEncoding.decompress(Array(try #require(Data(base64Encoded: base64))))
+            return sum + (try HistogramEncoding.decodeCounts(bytes)).counts.values.reduce(0, +)
+        }
+        #expect(loggedCount == 20)
+        let html = try String(contentsOfFile: out + "/report.html", encoding: .utf8)
+        #expect(html.components(separatedBy: "<svg").count - 1 == 3)
+        #expect(html.contains("Latency by percentile") && html.contains("uncorrected p99"))
+        for external in ["src=", "href=", "<link", "@import", "url("] {
+            #expect(!html.contains(external), "the report loads \(external) from outside")
+        }
+    }
+}
