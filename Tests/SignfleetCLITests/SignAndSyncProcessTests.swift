@@ -26,7 +26,7 @@ import Testing
         let node = try ChildProcess.launch(
             binary,
             [
-                "node", "--connect", endpoint, "--devices", "3", "--envelopes", "6", "--interval-ms", "150",
+                "node", "--connect", endpoint, "--devices", "3", "--envelopes", "6", "--interval-ms", "400",
                 "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", seed,
             ], name: "node")
         defer { Task { await node.terminate() } }
