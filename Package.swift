@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -81,6 +83,9 @@ let package = Package(
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
                 .product(name: "Logging", package: "swift-log"),
+                // The launcher's supervisor starts and signals child processes.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.

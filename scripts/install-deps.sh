@@ -5,6 +5,8 @@
 set -euo pipefail
 
 APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gcc make python3)
+# Headless Chromium renders the fleet report in its tests.
+APT_PACKAGES+=(chromium chromium-driver)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 
 apt_install() {
