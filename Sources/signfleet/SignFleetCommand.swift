@@ -8,7 +8,7 @@ struct SignFleetCommand: AsyncParsableCommand {
         commandName: "signfleet",
         abstract: "Simulate a fleet of offline signing devices and the e-signature server they sync with.",
         version: SignFleetVersion.string,
-        subcommands: [CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self]
+        subcommands: [CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self, ProxyCommand.self]
     )
 }
 
