@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
         .library(name: "Coordinator", targets: ["Coordinator"]),
         .library(name: "Fleet", targets: ["Fleet"]),
+        .library(name: "Chaos", targets: ["Chaos"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
     ],
     dependencies: [
@@ -30,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -82,10 +84,23 @@ let package = Package(
             name: "Fleet",
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
+                // The launcher drives the fault proxy with its client.
+                "Chaos",
                 .product(name: "Logging", package: "swift-log"),
                 // The launcher's supervisor starts and signals child processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        // The TCP fault proxy (Toxiproxy-compatible control API) and, later, connectivity models.
+        .target(
+            name: "Chaos",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.
@@ -93,7 +108,7 @@ let package = Package(
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet", "Chaos",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -118,6 +133,14 @@ let package = Package(
             ]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetTesting"]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
+        .testTarget(
+            name: "ChaosTests",
+            dependencies: [
+                "Chaos", "ZeroMQ", "FleetTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
     ],
