@@ -6,156 +6,549 @@ import Logging
 import SignatureCapture
 import ZeroMQ
 
-/// What one simulated device does. The first slice of the fleet's behaviour model:
-/// a fixed number of envelopes with one in-person signer each, at exponentially
-/// distributed intervals, synced after each signing when the coordinator answers.
-public struct SimulatedDeviceConfiguration: Sendable {
-    public var deviceID: String
-    /// The coordinator's (or the fault proxy's) endpoint.
-    public var endpoint: String
-    /// Where the device keeps its SQLite store (`<deviceID>.sqlite`).
-    public var storeDirectory: String
-    /// The user the device logs in as.
-    public var email: String
-    public var secret: String
-    /// Every random choice of the device comes from this seed.
-    public var seed: UInt64
-    /// Envelopes to compose and sign; the device then syncs until its outbox is empty.
-    public var envelopes: Int
-    /// Mean time between two envelopes.
-    public var meanInterval: Duration
-    public var requestTimeout: Duration
-
-    public init(
-        deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
-        envelopes: Int, meanInterval: Duration = .milliseconds(500), requestTimeout: Duration = .seconds(1)
-    ) {
-        self.deviceID = deviceID
-        self.endpoint = endpoint
-        self.storeDirectory = storeDirectory
-        self.email = email
-        self.secret = secret
-        self.seed = seed
-        self.envelopes = envelopes
-        self.meanInterval = meanInterval
-        self.requestTimeout = requestTimeout
-    }
-}
-
-/// A simulated signing device: a ``DeviceNode`` with its own store and key, a
-/// ``FleetClient`` connection, and a ``SyncEngine``. It signs offline whatever the
-/// network does, and syncs whenever the coordinator answers.
+/// A simulated signing device: a ``DeviceNode`` with its own SQLite store and Ed25519 key, a
+/// ``FleetClient`` (its own DEALER socket) while it believes it is online, and a ``SyncEngine``.
 ///
-/// After a restart it finds its store (signed envelopes, outbox, account) and carries
-/// on: envelopes already composed count towards `envelopes`.
+/// One task per device runs everything in turn, as one person at one device would: envelopes
+/// arrive (Poisson, ``BehaviourModel``), are composed from a cached template or from builders,
+/// signed by paced synthetic signers (or cancelled, or declined), and synced by the sync policy
+/// while the ``ConnectivityModel`` says the device is online. Connectivity changes take effect
+/// between operations (a sync pass or a signing in progress finishes first). Offline, the device
+/// has no socket at all.
+///
+/// After a restart it finds its store and carries on. What is replayed: the number of envelopes
+/// it composed (`n`, the highest `<device>-<n>` transaction id among its cached envelopes and
+/// outbox items), so envelope `n + 1` gets the same decisions as without the restart; the last
+/// envelope, when it was composed but neither queued nor (by its decision) cancelled, is signed
+/// again; the outbox is synced as before. The connectivity timeline is a function of the seed and
+/// the time since the run's start, so it carries on too. Arrival times restart from the restart
+/// (the device was down in between); counters for the `stats` line count from the process's start.
 public actor SimulatedDevice {
     public let configuration: SimulatedDeviceConfiguration
     private let loop: ZMQIOLoop
     private let logger: Logger
+    private let history: DeviceHistory
+    private let counters: NodeCounters
+    private let behaviour: BehaviourModel
+    private var connectivity: ConnectivityModel
+    private let services = LinkedServices()
 
-    public init(configuration: SimulatedDeviceConfiguration, loop: ZMQIOLoop, logger: Logger) {
+    private var node: DeviceNode?
+    private var link: DeviceLink?
+    private var engine: SyncEngine?
+    private var token: String?
+    private var loggedInOnline = false
+    private var nextLoginAttempt = 0.0
+    private var templatesChecked = false
+
+    private var online: Bool?
+    private var connectivityUntil = Double.infinity
+    private var composed = 0
+    private var nextArrivalAt: Double?
+    private var resumeEnvelope: (id: String, number: Int)?
+    private var needsSync = false
+    private var lastSyncAt = 0.0
+    private var retrySyncAt: Double?
+
+    private var draining = false
+    private var drained = false
+    private var drainWaiters: [CheckedContinuation<Void, Never>] = []
+    private var sleeper: Task<Void, Never>?
+
+    private var passesStarted = 0
+    private var passesSeen = 0
+    private var consumerEnded = false
+    private var passWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    private var pushStartedAt: [UInt64: Double] = [:]
+
+    public init(
+        configuration: SimulatedDeviceConfiguration, loop: ZMQIOLoop, logger: Logger, history: HistoryWriter? = nil,
+        process: String = "node", counters: NodeCounters = NodeCounters()
+    ) {
         self.configuration = configuration
         self.loop = loop
         var logger = logger
         logger[metadataKey: "device"] = "\(configuration.deviceID)"
         self.logger = logger
+        self.history = DeviceHistory(writer: history, process: process, device: configuration.deviceID)
+        self.counters = counters
+        self.behaviour = BehaviourModel(behaviour: configuration.behaviour, pens: configuration.pens, seed: configuration.seed)
+        self.connectivity = ConnectivityModel(
+            connectivity: configuration.connectivity, outages: configuration.outages, seed: configuration.seed)
     }
 
-    /// Signs its envelopes and syncs them; returns when the outbox is empty
-    /// (or the task is cancelled).
+    private var now: Double { Date().timeIntervalSince1970 }
+    private var retryDelay: Double { max(0.05, Self.seconds(configuration.requestTimeout)) }
+
+    // MARK: Running
+
+    /// Runs the device until the task is cancelled; with ``SimulatedDeviceConfiguration/finishWhenDone``
+    /// it returns once it composed its envelopes and its outbox is empty.
     public func run() async throws {
-        let client = FleetClient(
-            configuration: FleetClientConfiguration(
-                endpoint: configuration.endpoint, deviceID: configuration.deviceID, requestTimeout: configuration.requestTimeout,
-                maxAttempts: 2),
-            loop: loop, logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            group.addTask { try await self.work(client: client) }
-            // The work ends first (or throws); the connection is then stopped.
-            defer { group.cancelAll() }
-            try await group.next()
-        }
-    }
-
-    private func work(client: FleetClient) async throws {
-        var random = SeededRandom(seed: configuration.seed)
-        var storeConfiguration = DeviceConfiguration(
-            storePath: URL(fileURLWithPath: configuration.storeDirectory).appendingPathComponent("\(configuration.deviceID).sqlite").path)
+        var storeConfiguration = DeviceConfiguration(storePath: configuration.storePath)
         storeConfiguration.deviceId = configuration.deviceID
         let node = try await DeviceNode.open(
-            configuration: storeConfiguration, accountService: RemoteAccountService(client: client), logger: logger)
+            configuration: storeConfiguration, accountService: services, templateService: services, logger: logger)
+        self.node = node
+        let events = node.events()
         do {
-            let token = try await login(node, client: client)
-            let engine = SyncEngine(
-                node: node, client: client, accessToken: token,
-                configuration: SyncEngineConfiguration(maxAttempts: 1), logger: logger)
-            let hostEmail = await node.currentAccount?.user.email ?? configuration.email
-            var signed = try await node.lastSequence()
-            while signed < UInt64(configuration.envelopes) {
-                let wait = random.exponential(mean: Double(configuration.meanInterval.milliseconds))
-                try await Task.sleep(for: .milliseconds(Int64(wait)))
-                let transaction = "\(configuration.deviceID)-\(signed + 1)"
-                let envelope = try SampleEnvelope.inPerson(
-                    signers: 1, transactionId: transaction, hostEmail: hostEmail)
-                let id = try await node.compose(envelope, mode: .offline)
-                let outcome = try await node.resumeSigning(envelopeId: id, driver: SyntheticSigner(seed: random.next()))
-                guard case .completed(_, let sequence?) = outcome else {
-                    logger.warning("signing did not complete", metadata: ["outcome": "\(outcome)"])
-                    continue
-                }
-                signed = sequence
-                logger.info("signed", metadata: ["sequence": "\(sequence)", "transaction": "\(transaction)"])
-                await sync(engine)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await self.consume(events) }
+                group.addTask { try await self.work(node) }
+                defer { group.cancelAll() }
+                try await group.next()
             }
-            while try await !node.pendingOutboxItems(limit: 1).isEmpty {
-                await sync(engine)
-                if try await !node.pendingOutboxItems(limit: 1).isEmpty {
-                    try await Task.sleep(for: configuration.requestTimeout)  // the coordinator is away: try again later
-                }
-            }
-            logger.info("drained", metadata: ["signed": "\(signed)"])
-            try await node.close()
         } catch {
-            try? await node.close()
+            await shutDown(node)
             throw error
         }
+        await shutDown(node)
     }
 
-    /// Logs in with a fresh token, or offline with the persisted account when the
-    /// coordinator does not answer (an app on a plane).
-    private func login(_ node: DeviceNode, client: FleetClient) async throws -> String {
+    /// Stops composing, treats the device as online and syncs until the outbox is empty;
+    /// returns then (at once when already drained).
+    public func drain() async {
+        draining = true
+        nextArrivalAt = nil
+        wake()
+        guard !drained else { return }
+        await withCheckedContinuation { drainWaiters.append($0) }
+    }
+
+    private func shutDown(_ node: DeviceNode) async {
+        await closeLink()
+        if online == true { counters.addOnline(-1) }
+        online = nil
+        try? await node.close()
+        for waiter in drainWaiters { waiter.resume() }
+        drainWaiters = []
+    }
+
+    private func work(_ node: DeviceNode) async throws {
+        try await restore(node)
+        scheduleNextArrival(from: max(now, configuration.runStart))
         while true {
-            do {
-                let token = try await client.request(AccessTokenRequest(email: configuration.email, secret: configuration.secret))
-                _ = try await node.login(accessToken: token.accessToken)
-                return token.accessToken
-            } catch let error as FleetError where error.retryable {
-                if let account = try? await node.loginOffline() {
-                    logger.notice("coordinator unreachable; logged in offline")
-                    return account.accessToken
-                }
-                logger.notice("coordinator unreachable; waiting to log in", metadata: ["error": "\(error)"])
+            try Task.checkCancellation()
+            try await applyConnectivity()
+            if token == nil || (online == true && !loggedInOnline), now >= nextLoginAttempt {
+                try await logIn(node)
             }
+            if token != nil, let resume = resumeEnvelope {
+                resumeEnvelope = nil
+                try await sign(node, envelope: resume.id, decision: behaviour.decision(for: resume.number))
+                continue
+            }
+            if draining {
+                if try await node.pendingOutboxItems(limit: 1).isEmpty {
+                    if !drained { try await finishDrain(node) }
+                    if configuration.finishWhenDone { return }
+                } else if online == true, engine != nil, (retrySyncAt ?? 0) <= now {
+                    try await syncPass()
+                    continue
+                }
+            } else {
+                if token != nil, let at = nextArrivalAt, at <= now {
+                    try await arrive(node)
+                    continue
+                }
+                if online == true, engine != nil, syncDue() {
+                    try await syncPass()
+                    continue
+                }
+                if configuration.finishWhenDone, nextArrivalAt == nil, resumeEnvelope == nil {
+                    draining = true
+                    continue
+                }
+            }
+            try await sleep(until: nextWake())
         }
     }
 
-    private func sync(_ engine: SyncEngine) async {
+    /// The earliest moment something is due.
+    private func nextWake() -> Double {
+        var next = Double.infinity
+        if !draining {
+            next = min(next, connectivityUntil)
+            if token != nil, let at = nextArrivalAt { next = min(next, at) }
+            if online == true, case .every(let seconds) = configuration.behaviour.sync { next = min(next, lastSyncAt + seconds) }
+        }
+        if let retry = retrySyncAt, online == true { next = min(next, retry) }
+        if token == nil || (online == true && !loggedInOnline) { next = min(next, nextLoginAttempt) }
+        return next
+    }
+
+    private func syncDue() -> Bool {
+        switch configuration.behaviour.sync {
+        case .whenOnline: return needsSync || (retrySyncAt.map { $0 <= now } ?? false)
+        case .every(let seconds): return now >= lastSyncAt + seconds
+        case .manual: return false
+        }
+    }
+
+    /// Waits until `moment` (epoch seconds) or until woken by ``drain()``; cancellable.
+    private func sleep(until moment: Double) async throws {
+        let delay = min(moment - now, 86_400)
+        guard delay > 0 else { return }
+        let task = Task<Void, Never> { _ = try? await Task.sleep(for: .milliseconds(Int64((delay * 1000).rounded(.up)))) }
+        sleeper = task
+        await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
+        sleeper = nil
+        try Task.checkCancellation()
+    }
+
+    private func wake() {
+        sleeper?.cancel()
+    }
+
+    private func finishDrain(_ node: DeviceNode) async throws {
+        drained = true
+        let last = try await node.lastSequence()
+        logger.info("drained", metadata: ["signed": "\(last)"])
+        try history.record(.ok, .drain, sequence: last)
+        for waiter in drainWaiters { waiter.resume() }
+        drainWaiters = []
+    }
+
+    // MARK: Restart
+
+    /// Finds what an earlier run left in the store (see the type's documentation).
+    private func restore(_ node: DeviceNode) async throws {
+        let prefix = configuration.deviceID + "-"
+        func number(_ transaction: String) -> Int? {
+            transaction.hasPrefix(prefix) ? Int(transaction.dropFirst(prefix.count)) : nil
+        }
+        let cached = try await node.cachedEnvelopes()
+        let outbox = try await node.outboxItems()
+        let numbers = cached.compactMap { number($0.envelope.transactionId) } + outbox.compactMap { number($0.envelope.transactionId) }
+        composed = numbers.max() ?? 0
+        if let last = cached.first(where: { number($0.envelope.transactionId) == composed }), last.sequence == nil,
+            behaviour.decision(for: composed).outcome != .cancel
+        {
+            resumeEnvelope = (last.envelope.localId, composed)
+        }
+        let pending = outbox.filter { $0.status == .pending }.count
+        counters.addPending(pending)
+        if composed > 0 {
+            logger.info("restored", metadata: ["composed": "\(composed)", "pending": "\(pending)"])
+        }
+    }
+
+    // MARK: Connectivity
+
+    private func applyConnectivity() async throws {
+        let moment = now
+        let state = connectivity.state(at: moment - configuration.runStart)
+        connectivityUntil = configuration.runStart + state.until
+        let want = draining || state.online
+        guard want != online else { return }
+        let reason = draining ? "drain" : (connectivity.inOutage(moment - configuration.runStart) ? "outage" : "chain")
+        if want {
+            online = true
+            counters.addOnline(1)
+            try history.record(.info, .online, details: ["reason": reason])
+            openLink()
+            needsSync = configuration.behaviour.sync == .whenOnline
+            lastSyncAt = moment
+            retrySyncAt = nil
+            if token != nil, !templatesChecked { await cacheTemplatesIfNeeded() }
+        } else {
+            if online == true { counters.addOnline(-1) }
+            online = false
+            try history.record(.info, .offline, details: ["reason": reason])
+            await closeLink()
+        }
+    }
+
+    private func openLink() {
+        let link = DeviceLink(
+            configuration: FleetClientConfiguration(
+                endpoint: configuration.endpoint, deviceID: configuration.deviceID,
+                requestTimeout: configuration.requestTimeout, maxAttempts: 2),
+            loop: loop, logger: logger)
+        self.link = link
+        services.attach(link.client)
+        makeEngine()
+    }
+
+    private func closeLink() async {
+        services.attach(nil)
+        engine = nil
+        if let link {
+            self.link = nil
+            await link.close()
+        }
+    }
+
+    private func makeEngine() {
+        guard let link, let token, let node else { return }
+        engine = SyncEngine(
+            node: node, client: link.client, accessToken: token, configuration: SyncEngineConfiguration(maxAttempts: 1),
+            logger: logger)
+    }
+
+    // MARK: Login
+
+    /// Logs in online when there is a link; otherwise (or when the coordinator does not
+    /// answer) with the persisted account, as an app on a plane.
+    private func logIn(_ node: DeviceNode) async throws {
+        if let link {
+            try history.record(.invoke, .login)
+            do {
+                let reply = try await link.client.request(
+                    AccessTokenRequest(email: configuration.email, secret: configuration.secret))
+                _ = try await node.login(accessToken: reply.accessToken)
+                try history.record(.ok, .login)
+                token = reply.accessToken
+                loggedInOnline = true
+                makeEngine()
+                await cacheTemplatesIfNeeded()
+                return
+            } catch let error as FleetError where !error.retryable {
+                try history.record(.fail, .login, error: error.description)
+                throw error
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                try history.record(.info, .login, error: "\(error)")
+                logger.notice("coordinator unreachable; logging in offline", metadata: ["error": "\(error)"])
+            }
+        }
+        nextLoginAttempt = now + retryDelay
+        guard token == nil else { return }
+        if let account = try? await node.loginOffline() {
+            try history.record(.ok, .login, details: ["offline": "true"])
+            token = account.accessToken
+            makeEngine()
+        }
+    }
+
+    /// Caches the coordinator's templates once, when the behaviour uses templates.
+    private func cacheTemplatesIfNeeded() async {
+        guard configuration.behaviour.templateFraction > 0, !templatesChecked, let node, link != nil else { return }
+        do {
+            if try await node.cachedTemplates().isEmpty {
+                for summary in try await node.listTemplates().prefix(20) {
+                    try await node.cacheTemplate(id: summary.templateId)
+                }
+            }
+            templatesChecked = true
+        } catch {
+            logger.notice("templates not cached; will try again", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Envelopes
+
+    private func scheduleNextArrival(from base: Double) {
+        nextArrivalAt = nil
+        if let limit = configuration.behaviour.maxEnvelopes, composed >= limit { return }
+        let at = base + behaviour.decision(for: composed + 1).gap
+        guard at.isFinite else { return }
+        if let duration = configuration.duration, at > configuration.runStart + duration { return }
+        nextArrivalAt = at
+    }
+
+    private func arrive(_ node: DeviceNode) async throws {
+        let base = nextArrivalAt ?? now
+        let number = composed + 1
+        let decision = behaviour.decision(for: number)
+        let transaction = "\(configuration.deviceID)-\(number)"
+        var details: [String: String] = [:]
+        var template: CachedTemplate?
+        if decision.fromTemplate {
+            let cached = try await node.cachedTemplates().sorted { $0.template.templateId < $1.template.templateId }
+            if cached.isEmpty {
+                details["fallback"] = "no cached template; composed from builders"
+            } else {
+                template = cached[Int(decision.templateDraw % UInt64(cached.count))]
+                details["template"] = template?.template.templateId
+            }
+        }
+        try history.record(.invoke, .compose, transaction: transaction, details: details.isEmpty ? nil : details)
+        composed = number
+        scheduleNextArrival(from: base)
+        let envelopeId: String
+        do {
+            let user = await node.currentAccount?.user
+            if let template {
+                var roles: [String: RoleAssignment] = [:]
+                for role in template.template.roles where role.type == .inPersonSigner {
+                    roles[role.roleName] = RoleAssignment(hostName: user?.userName, hostEmail: user?.email)
+                }
+                envelopeId = try await node.compose(
+                    fromTemplate: template.template.templateId, TemplateComposition(roles: roles), mode: .offline,
+                    transactionId: transaction)
+            } else {
+                let envelope = try SampleEnvelope.inPerson(
+                    signers: decision.inPersonSigners, remoteSigners: decision.remoteSigners, transactionId: transaction,
+                    hostEmail: user?.email ?? configuration.email)
+                envelopeId = try await node.compose(envelope, mode: .offline)
+            }
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            try history.record(.fail, .compose, transaction: transaction, error: "\(error)")
+            logger.warning("compose failed", metadata: ["transaction": "\(transaction)", "error": "\(error)"])
+            return
+        }
+        counters.add(.composed)
+        try history.record(.ok, .compose, envelope: envelopeId, transaction: transaction)
+        try await sign(node, envelope: envelopeId, decision: decision)
+    }
+
+    /// One signing session: every in-person signer in routing order, each taking their time;
+    /// the decision may make the first cancel (finish later) or one decline.
+    private func sign(_ node: DeviceNode, envelope envelopeId: String, decision: EnvelopeDecision) async throws {
+        guard let envelope = try await node.cachedEnvelope(id: envelopeId) else { return }
+        let transaction = envelope.transactionId
+        let local = envelope.recipients.filter { $0.type == .inPersonSigner }.sorted { $0.routingOrder < $1.routingOrder }
+        var durations: [String: Double] = [:]
+        for (index, recipient) in local.enumerated() {
+            durations[recipient.recipientId] = decision.signingDurations[index % decision.signingDurations.count]
+        }
+        var scripted: [String: SyntheticSigner.Behaviour] = [:]
+        var op = HistoryEvent.Operation.sign
+        switch decision.outcome {
+        case .cancel where !local.isEmpty:
+            op = .cancel
+            scripted[local[0].recipientId] = .finishLater
+        case .decline(let draw) where !local.isEmpty:
+            op = .decline
+            let index = min(local.count - 1, Int(draw * Double(local.count)))
+            scripted[local[index].recipientId] = .decline(reason: "the signer declined (simulated)")
+        default:
+            break
+        }
+        let driver = PacedSigner(
+            signer: SyntheticSigner(seed: decision.signerSeed, pen: PenKind(name: decision.pen) ?? .applePencil, behaviour: scripted),
+            durations: durations)
+        try history.record(.invoke, op, envelope: envelopeId, transaction: transaction, details: ["pen": decision.pen])
+        let outcome: SigningOutcome
+        do {
+            outcome = try await node.resumeSigning(envelopeId: envelopeId, driver: driver)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            try history.record(.fail, op, envelope: envelopeId, transaction: transaction, error: "\(error)")
+            logger.warning("signing failed", metadata: ["transaction": "\(transaction)", "error": "\(error)"])
+            return
+        }
+        var sequence: UInt64?
+        switch outcome {
+        case .completed(_, let queued):
+            sequence = queued
+            counters.add(.signed)
+            logger.info("signed", metadata: ["sequence": "\(queued.map(String.init) ?? "-")", "transaction": "\(transaction)"])
+        case .readyForSync(let queued, _):
+            sequence = queued
+            counters.add(.signed)
+            logger.info("signed", metadata: ["sequence": "\(queued)", "transaction": "\(transaction)"])
+        case .declined(_, let queued, _):
+            sequence = queued
+            counters.add(.declined)
+        case .cancelled:
+            counters.add(.cancelled)
+        }
+        try history.record(
+            .ok, op, envelope: envelopeId, transaction: transaction, sequence: sequence,
+            details: ["outcome": Self.describe(outcome)])
+        if sequence != nil, configuration.behaviour.sync == .whenOnline { needsSync = true }
+    }
+
+    private static func describe(_ outcome: SigningOutcome) -> String {
+        switch outcome {
+        case .completed: return "completed"
+        case .readyForSync: return "readyForSync"
+        case .declined: return "declined"
+        case .cancelled: return "cancelled"
+        }
+    }
+
+    // MARK: Sync
+
+    /// One sync pass; its per-item history comes from the node's events (``consume(_:)``),
+    /// which this waits for so the history is complete when the pass returns.
+    private func syncPass() async throws {
+        guard let engine else { return }
+        passesStarted += 1
+        let pass = passesStarted
+        var remaining = 1
         do {
             let summary = try await engine.syncAll()
+            remaining = summary.remaining
             if summary.attempted > 0 {
                 logger.info("synced", metadata: ["items": "\(summary.succeeded)", "rejected": "\(summary.failed)"])
             }
         } catch is CancellationError {
-            return
+            throw CancellationError()
         } catch {
             logger.notice("sync deferred", metadata: ["error": "\(error)"])
         }
+        await waitForEvents(ofPass: pass)
+        lastSyncAt = now
+        needsSync = false
+        let retries = draining || configuration.behaviour.sync == .whenOnline
+        retrySyncAt = remaining > 0 && retries ? now + retryDelay : nil
     }
-}
 
-extension Duration {
-    var milliseconds: Int64 {
-        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    private func waitForEvents(ofPass pass: Int) async {
+        guard passesSeen < pass, !consumerEnded else { return }
+        await withCheckedContinuation { passWaiters.append((pass, $0)) }
+    }
+
+    /// Turns the node's events into history and counters.
+    private func consume(_ events: AsyncStream<DeviceEvent>) async throws {
+        defer {
+            consumerEnded = true
+            for (_, waiter) in passWaiters { waiter.resume() }
+            passWaiters = []
+        }
+        for await event in events {
+            try record(event)
+        }
+    }
+
+    private func record(_ event: DeviceEvent) throws {
+        switch event {
+        case .envelopeQueuedForSync:
+            counters.addPending(1)
+        case .syncStarted(let progress):
+            pushStartedAt[progress.sequence] = now
+            try history.record(
+                .invoke, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
+                sequence: progress.sequence)
+        case .syncSucceeded(let progress):
+            if let started = pushStartedAt.removeValue(forKey: progress.sequence) { counters.recordSyncAck(now - started) }
+            counters.add(.synced)
+            counters.addPending(-1)
+            try history.record(
+                .ok, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
+                sequence: progress.sequence, serverEnvelope: progress.envelope.serverId)
+        case .syncFailed(let progress):
+            counters.add(.syncFailures)
+            if progress.willRetry {
+                // Timed out or cut off: the server may or may not have it.
+                try history.record(
+                    .info, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
+                    sequence: progress.sequence, error: progress.error)
+            } else {
+                pushStartedAt[progress.sequence] = nil
+                counters.addPending(-1)
+                try history.record(
+                    .fail, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
+                    sequence: progress.sequence, error: progress.error)
+            }
+        case .syncEnded:
+            passesSeen += 1
+            let ready = passWaiters.filter { $0.0 <= passesSeen }
+            passWaiters.removeAll { $0.0 <= passesSeen }
+            for (_, waiter) in ready { waiter.resume() }
+        default:
+            break
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

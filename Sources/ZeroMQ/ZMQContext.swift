@@ -21,12 +21,20 @@ public final class ZMQContext: Sendable {
     private let terminated = Mutex(false)
 
     /// Creates a context.
-    /// - Parameter ioThreads: the number of libzmq background I/O threads (`ZMQ_IO_THREADS`).
+    /// - Parameters:
+    ///   - ioThreads: the number of libzmq background I/O threads (`ZMQ_IO_THREADS`).
+    ///   - maxSockets: the most sockets the context may hold (`ZMQ_MAX_SOCKETS`; libzmq's
+    ///     default is 1023, too few for a node hosting a thousand devices).
     /// - Throws: ``ZMQError`` when libzmq cannot create the context.
-    public init(ioThreads: Int = 1) throws(ZMQError) {
+    public init(ioThreads: Int = 1, maxSockets: Int? = nil) throws(ZMQError) {
         guard let pointer = zmq_ctx_new() else { throw ZMQError.last("zmq_ctx_new") }
         if zmq_ctx_set(pointer, ZMQ_IO_THREADS, Int32(clamping: ioThreads)) != 0 {
             let error = ZMQError.last("zmq_ctx_set(ZMQ_IO_THREADS)")
+            zmq_ctx_term(pointer)
+            throw error
+        }
+        if let maxSockets, zmq_ctx_set(pointer, ZMQ_MAX_SOCKETS, Int32(clamping: maxSockets)) != 0 {
+            let error = ZMQError.last("zmq_ctx_set(ZMQ_MAX_SOCKETS)")
             zmq_ctx_term(pointer)
             throw error
         }

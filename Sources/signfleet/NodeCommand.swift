@@ -6,9 +6,10 @@ import SignatureCapture
 import Logging
 import ZeroMQ
 
-/// `signfleet node`: hosts simulated devices. With `--envelopes N` each device
-/// logs in, signs N envelopes offline and syncs them; without it each device
-/// only keeps its connection (hello, heartbeats, reconnect with back-off).
+/// `signfleet node`: hosts simulated devices. With `--plan <file>` it runs a launcher's
+/// ``NodePlan`` (behaviour and connectivity models, history, `stats` lines, SIGUSR1 drain).
+/// With `--envelopes N` each device logs in, signs N envelopes offline and syncs them;
+/// with neither each device only keeps its connection (hello, heartbeats, reconnect with back-off).
 struct NodeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "node",
@@ -16,8 +17,14 @@ struct NodeCommand: AsyncParsableCommand {
         discussion: """
             All devices of one node share one ZeroMQ I/O thread; each has its own DEALER socket whose \
             routing id is its device id. Stops cleanly on SIGINT or SIGTERM, or after --duration.
+            With --plan (written by `signfleet run`), prints `stats <json>` every statsInterval, appends \
+            the devices' operations to the plan's history file, and on SIGUSR1 drains (stops composing, \
+            syncs every outbox empty), prints `drained` and exits 0. See docs/fleet-devices.md.
             """
     )
+
+    @Option(help: "A node plan (JSON, written by the launcher); the other device options are then ignored.")
+    var plan: String?
 
     @Option(help: "The coordinator's ZeroMQ endpoint.")
     var connect: String = "tcp://127.0.0.1:5555"
@@ -66,6 +73,10 @@ struct NodeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let plan {
+            try await runPlan(path: plan)
+            return
+        }
         let logger = try logging.makeLogger(label: "node")
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "node-io")
@@ -113,6 +124,31 @@ struct NodeCommand: AsyncParsableCommand {
         }
         await loop.shutdown()
         context.shutdown()
+        announce("node stopped")
+    }
+
+    /// Runs a launcher's plan until SIGUSR1 has drained it (exit 0) or SIGTERM/SIGINT stops it.
+    private func runPlan(path: String) async throws {
+        let logger = try logging.makeLogger(label: "node")
+        let plan: NodePlan
+        do {
+            plan = try NodePlan.load(path: path)
+        } catch let error as NodePlanError {
+            throw ValidationError(error.description)
+        }
+        let host = NodeHost(plan: plan, logger: logger)
+        signal(SIGUSR1, SIG_IGN)
+        let drain = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
+        drain.setEventHandler { host.requestDrain() }
+        drain.resume()
+        defer { drain.cancel() }
+        announce("node started process=\(plan.process) devices=\(plan.devices.count) endpoint=\(plan.endpoint)")
+        do {
+            try await runUntilSignalled { try await host.run(output: announce) }
+        } catch is CancellationError {
+            announce("node stopped")
+            return
+        }
         announce("node stopped")
     }
 }

@@ -1,0 +1,144 @@
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Runs a ``NodePlan`` in this process: every device of the plan as a ``SimulatedDevice`` on one
+/// shared ``ZMQIOLoop``, one ``HistoryWriter`` for all, and the `stats` line every
+/// `statsInterval` (see ``NodePlan`` for the contract with the launcher).
+///
+/// ``run(output:)`` returns after a drain (``requestDrain()``) has emptied every outbox — having
+/// printed `drained` — and throws `CancellationError` when its task is cancelled (SIGTERM).
+public final class NodeHost: Sendable {
+    public let plan: NodePlan
+    private let logger: Logger
+    private let drainRequested = Mutex<(requested: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    public init(plan: NodePlan, logger: Logger) {
+        self.plan = plan
+        self.logger = logger
+    }
+
+    /// Asks the running host to drain (SIGUSR1). Safe from any thread, before or during ``run(output:)``.
+    public func requestDrain() {
+        let waiter = drainRequested.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.requested = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    private func waitForDrainRequest() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now = drainRequested.withLock { state -> Bool in
+                    if state.requested { return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = drainRequested.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Runs the plan; `output` receives the `stats …` and `drained` lines.
+    public func run(output: @escaping @Sendable (String) -> Void) async throws {
+        let limit = Self.raiseOpenFileLimit()
+        logger.info("open file limit", metadata: ["limit": "\(limit)"])
+        try FileManager.default.createDirectory(atPath: plan.dataDirectory, withIntermediateDirectories: true)
+        let history = try HistoryWriter(path: plan.historyFile)
+        defer { history.close() }
+        let context = try ZMQContext(maxSockets: max(1024, plan.devices.count * 2 + 64))
+        let loop = try ZMQIOLoop(context: context, label: "node-io")
+        let counters = NodeCounters()
+        let plan = self.plan
+        let devices = plan.devices.map { device in
+            SimulatedDevice(
+                configuration: SimulatedDeviceConfiguration(plan: plan, device: device), loop: loop, logger: logger,
+                history: history, process: plan.process, counters: counters)
+        }
+        func stats() -> String {
+            let snapshot = counters.snapshot(time: Date().timeIntervalSince1970, devices: plan.devices.count)
+            let json = (try? JSONEncoder().encode(snapshot)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
+            return NodeStats.linePrefix + json
+        }
+        do {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for device in devices {
+                    group.addTask {
+                        do {
+                            try await device.run()
+                        } catch let error where !(error is CancellationError) {
+                            self.logger.error("device stopped", metadata: ["device": "\(device.configuration.deviceID)", "error": "\(error)"])
+                            throw error
+                        }
+                        return false
+                    }
+                }
+                group.addTask {
+                    let interval = Duration.milliseconds(Int64((plan.statsInterval * 1000).rounded()))
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: interval)
+                        output(stats())
+                    }
+                    return false
+                }
+                group.addTask {
+                    await self.waitForDrainRequest()
+                    try Task.checkCancellation()
+                    self.logger.info("draining", metadata: ["devices": "\(devices.count)"])
+                    await withTaskGroup(of: Void.self) { drains in
+                        for device in devices { drains.addTask { await device.drain() } }
+                    }
+                    try Task.checkCancellation()
+                    return true
+                }
+                // A device ending is an error (they run until stopped); the drain ending is success.
+                while let finished = try await group.next() {
+                    if finished {
+                        // Counted while every device is still online and open.
+                        output(stats())
+                        output("drained")
+                        break
+                    }
+                }
+                group.cancelAll()
+            }
+        } catch {
+            await loop.shutdown()
+            context.shutdown()
+            throw error
+        }
+        await loop.shutdown()
+        context.shutdown()
+    }
+
+    /// Raises the soft limit of open files to the hard limit (each device holds a socket, its
+    /// connection and its SQLite files); returns the new soft limit.
+    @discardableResult
+    public static func raiseOpenFileLimit() -> UInt64 {
+        #if canImport(Glibc)
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        return UInt64(limit.rlim_cur)
+        #else
+        return 0
+        #endif
+    }
+}

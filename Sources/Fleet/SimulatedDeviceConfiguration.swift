@@ -1,0 +1,81 @@
+import Foundation
+
+/// What one simulated device does: its identity and store, its behaviour and connectivity
+/// models, and the run's time frame.
+public struct SimulatedDeviceConfiguration: Sendable {
+    public var deviceID: String
+    /// The coordinator's (or the fault proxy's) endpoint.
+    public var endpoint: String
+    /// Where the device keeps its SQLite store (`<deviceID>.sqlite`).
+    public var storeDirectory: String
+    /// The user the device logs in as.
+    public var email: String
+    public var secret: String
+    /// Every random choice of the device comes from this seed.
+    public var seed: UInt64
+    public var behaviour: Behaviour
+    public var connectivity: Connectivity
+    /// Pen kinds with relative weights.
+    public var pens: [String: Double]
+    /// Scheduled outages, relative to `runStart`.
+    public var outages: [Outage]
+    /// The run's start, seconds since the Unix epoch (connectivity and outages count from it).
+    public var runStart: Double
+    /// Seconds from `runStart` during which envelopes arrive (nil: until `maxEnvelopes`).
+    public var duration: Double?
+    public var requestTimeout: Duration
+    /// The `--envelopes` mode: once `maxEnvelopes` are composed the device drains by itself
+    /// and ``SimulatedDevice/run()`` returns.
+    public var finishWhenDone: Bool
+
+    public init(
+        deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
+        behaviour: Behaviour, connectivity: Connectivity = Connectivity(), pens: [String: Double] = ["applePencil": 1],
+        outages: [Outage] = [], runStart: Double = Date().timeIntervalSince1970, duration: Double? = nil,
+        requestTimeout: Duration = .seconds(1), finishWhenDone: Bool = false
+    ) {
+        self.deviceID = deviceID
+        self.endpoint = endpoint
+        self.storeDirectory = storeDirectory
+        self.email = email
+        self.secret = secret
+        self.seed = seed
+        self.behaviour = behaviour
+        self.connectivity = connectivity
+        self.pens = pens
+        self.outages = outages
+        self.runStart = runStart
+        self.duration = duration
+        self.requestTimeout = requestTimeout
+        self.finishWhenDone = finishWhenDone
+    }
+
+    /// The `signfleet node --envelopes N` device: always online, `envelopes` envelopes with one
+    /// in-person signer each at exponentially distributed intervals, synced after each signing;
+    /// then it drains and stops.
+    public init(
+        deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
+        envelopes: Int, meanInterval: Duration = .milliseconds(500), requestTimeout: Duration = .seconds(1)
+    ) {
+        let seconds = Double(meanInterval.components.seconds) + Double(meanInterval.components.attoseconds) / 1e18
+        let behaviour = Behaviour(
+            envelopesPerMinute: seconds > 0 ? 60 / seconds : 60_000_000, inPersonSigners: IntRange(1, 1),
+            signingDuration: ClosedSpan(0, 0), sync: .whenOnline, maxEnvelopes: envelopes)
+        self.init(
+            deviceID: deviceID, endpoint: endpoint, storeDirectory: storeDirectory, email: email, secret: secret, seed: seed,
+            behaviour: behaviour, requestTimeout: requestTimeout, finishWhenDone: true)
+    }
+
+    /// Device `device` of a node plan.
+    public init(plan: NodePlan, device: DevicePlan) {
+        self.init(
+            deviceID: device.id, endpoint: plan.endpoint, storeDirectory: plan.dataDirectory, email: plan.email,
+            secret: plan.secret, seed: device.seed, behaviour: plan.behaviour, connectivity: plan.connectivity,
+            pens: plan.pens, outages: plan.outages, runStart: plan.runStart, duration: plan.duration,
+            requestTimeout: .milliseconds(Int64((plan.requestTimeout * 1000).rounded())), finishWhenDone: false)
+    }
+
+    public var storePath: String {
+        URL(fileURLWithPath: storeDirectory).appendingPathComponent("\(deviceID).sqlite").path
+    }
+}

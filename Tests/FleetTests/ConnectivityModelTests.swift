@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+@testable import Fleet
+
+/// The connectivity model on explicit times: Gilbert–Elliott statistics over a long
+/// seeded timeline, scheduled outages, and the same seed giving the same timeline.
+@Suite struct ConnectivityModelTests {
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+
+    /// The stays of the timeline from 0 to `end`: (online, length) per stay, the last one cut off excluded.
+    static func stays(_ model: ConnectivityModel, until end: Double) -> [(online: Bool, length: Double)] {
+        var model = model
+        var result: [(Bool, Double)] = []
+        var t = 0.0
+        while true {
+            let state = model.state(at: t)
+            guard state.until < end else { break }
+            result.append((state.online, state.until - t))
+            t = state.until
+        }
+        return result
+    }
+
+    @Test func gilbertElliottStaysHaveThePlannedMeans() {
+        print("connectivity seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let model = ConnectivityModel(
+            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 30, offlineMean: 10), startOffline: 0.5),
+            seed: Self.seed)
+        let stays = Self.stays(model, until: 2_000_000)
+        let online = stays.filter(\.online).map(\.length)
+        let offline = stays.filter { !$0.online }.map(\.length)
+        // About 50,000 stays of each kind: the means are within 3 % with overwhelming probability.
+        #expect(online.count > 40_000 && offline.count > 40_000)
+        let onlineMean = online.reduce(0, +) / Double(online.count)
+        let offlineMean = offline.reduce(0, +) / Double(offline.count)
+        #expect(abs(onlineMean - 30) / 30 < 0.03, "online mean \(onlineMean) (seed \(Self.seed))")
+        #expect(abs(offlineMean - 10) / 10 < 0.03, "offline mean \(offlineMean) (seed \(Self.seed))")
+        // Stays alternate: the chain has two states.
+        #expect(zip(stays, stays.dropFirst()).allSatisfy { $0.online != $1.online })
+        // Exponential stays: the median is mean × ln 2.
+        let median = online.sorted()[online.count / 2]
+        #expect(abs(median - 30 * log(2)) / (30 * log(2)) < 0.05, "online median \(median) (seed \(Self.seed))")
+    }
+
+    @Test func startOfflineIsTheProbabilityOfStartingOffline() {
+        var offline = 0
+        let devices = 20_000
+        for device in 0..<devices {
+            var model = ConnectivityModel(
+                connectivity: Connectivity(model: .gilbertElliott(onlineMean: 5, offlineMean: 5), startOffline: 0.2),
+                seed: Self.seed &+ UInt64(device))
+            if !model.state(at: 0).online { offline += 1 }
+        }
+        #expect(abs(Double(offline) / Double(devices) - 0.2) < 0.02, "\(offline) of \(devices) started offline")
+    }
+
+    @Test func outagesMakeDevicesOfflineInsideTheirWindows() {
+        var always = ConnectivityModel(
+            connectivity: Connectivity(), outages: [Outage(start: 10, end: 20), Outage(start: 30, end: 35)], seed: 1)
+        #expect(always.state(at: 0) == .init(online: true, until: 10))
+        #expect(always.state(at: 9.999) == .init(online: true, until: 10))
+        #expect(always.state(at: 10) == .init(online: false, until: 20))
+        #expect(always.state(at: 20) == .init(online: true, until: 30))
+        #expect(always.state(at: 34) == .init(online: false, until: 35))
+        #expect(always.state(at: 35) == .init(online: true, until: .infinity))
+
+        // Combined with the chain: never online inside an outage, and the chain's own timeline is kept.
+        let connectivity = Connectivity(model: .gilbertElliott(onlineMean: 2, offlineMean: 1))
+        var combined = ConnectivityModel(connectivity: connectivity, outages: [Outage(start: 50, end: 80)], seed: Self.seed)
+        var chainOnly = ConnectivityModel(connectivity: connectivity, seed: Self.seed)
+        var t = 0.0
+        while t < 120 {
+            let state = combined.state(at: t)
+            let chain = chainOnly.chainState(at: t)
+            if t >= 50 && t < 80 {
+                #expect(!state.online, "online at \(t) inside the outage (seed \(Self.seed))")
+                #expect(state.until >= 80, "the outage ends at 80, not \(state.until)")
+            } else {
+                #expect(state.online == chain.online, "at \(t) (seed \(Self.seed))")
+            }
+            t += 0.25
+        }
+    }
+
+    @Test func theSameSeedGivesTheSameTimelineAndAnotherSeedAnother() {
+        let connectivity = Connectivity(model: .gilbertElliott(onlineMean: 3, offlineMean: 2), startOffline: 0.3)
+        let first = Self.stays(ConnectivityModel(connectivity: connectivity, seed: Self.seed), until: 1000)
+        let again = Self.stays(ConnectivityModel(connectivity: connectivity, seed: Self.seed), until: 1000)
+        let other = Self.stays(ConnectivityModel(connectivity: connectivity, seed: Self.seed &+ 1), until: 1000)
+        #expect(first.map(\.length) == again.map(\.length))
+        #expect(first.map(\.length) != other.map(\.length))
+        // A restarted device asks for a later time first and gets the same answer.
+        var late = ConnectivityModel(connectivity: connectivity, seed: Self.seed)
+        var early = ConnectivityModel(connectivity: connectivity, seed: Self.seed)
+        _ = early.state(at: 100)
+        #expect(late.state(at: 500) == early.state(at: 500))
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+@testable import Fleet
+
+/// The behaviour model: every decision comes from the device's seed and the envelope's number.
+@Suite struct DeviceDecisionTests {
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+
+    static let behaviour = Behaviour(
+        envelopesPerMinute: 12, templateFraction: 0.25, inPersonSigners: IntRange(1, 3), remoteSigners: IntRange(0, 2),
+        signingDuration: ClosedSpan(1, 4), cancelRate: 0.1, declineRate: 0.2)
+    static let pens = ["applePencil": 3, "finger": 1.0]
+
+    @Test func theSameSeedGivesTheSameDecisionsAndAnotherSeedOthers() {
+        print("decision seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let model = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed)
+        let again = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed)
+        let other = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed &+ 1)
+        let first = (1...200).map(model.decision(for:))
+        #expect(first == (1...200).map(again.decision(for:)))
+        #expect(first != (1...200).map(other.decision(for:)))
+        // Envelope n's decisions do not depend on the ones before (a restart skips straight to n).
+        #expect(model.decision(for: 150) == first[149])
+    }
+
+    @Test func decisionsFollowTheBehaviourStatistics() {
+        let model = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed)
+        let decisions = (1...40_000).map(model.decision(for:))
+        let count = Double(decisions.count)
+        let meanGap = decisions.map(\.gap).reduce(0, +) / count
+        #expect(abs(meanGap - 5) / 5 < 0.03, "mean gap \(meanGap) s for 12/min (seed \(Self.seed))")
+        let cancelled = Double(decisions.filter { $0.outcome == .cancel }.count) / count
+        let declined = Double(decisions.filter { if case .decline = $0.outcome { true } else { false } }.count) / count
+        #expect(abs(cancelled - 0.1) < 0.01, "cancelled \(cancelled)")
+        #expect(abs(declined - 0.9 * 0.2) < 0.01, "declined \(declined)")
+        let templates = Double(decisions.filter(\.fromTemplate).count) / count
+        #expect(abs(templates - 0.25) < 0.01, "templates \(templates)")
+        let fingers = Double(decisions.filter { $0.pen == "finger" }.count) / count
+        #expect(abs(fingers - 0.25) < 0.01, "finger \(fingers)")
+        #expect(decisions.allSatisfy { (1...3).contains($0.inPersonSigners) && (0...2).contains($0.remoteSigners) })
+        #expect(Set(decisions.map(\.inPersonSigners)) == [1, 2, 3])
+        #expect(decisions.allSatisfy { $0.signingDurations.allSatisfy { (1...4).contains($0) } })
+    }
+
+    @Test func anEnvelopeAlwaysHasARecipient() {
+        let behaviour = Behaviour(inPersonSigners: IntRange(0, 1), remoteSigners: IntRange(0, 0))
+        let model = BehaviourModel(behaviour: behaviour, pens: [:], seed: Self.seed)
+        let decisions = (1...500).map(model.decision(for:))
+        #expect(decisions.allSatisfy { $0.inPersonSigners == 1 })
+        #expect(decisions.allSatisfy { $0.pen == "applePencil" })
+    }
+
+    @Test func planValidationNamesTheField() throws {
+        var plan = NodeProcessTests.plan(directory: "/tmp/x", endpoint: "tcp://127.0.0.1:1", devices: 2, seed: 1)
+        try plan.validate()
+        plan.behaviour.cancelRate = 1.5
+        #expect(throws: NodePlanError(path: "plan", "behaviour.cancelRate: must be between 0 and 1, not 1.5")) { try plan.validate() }
+        plan.behaviour.cancelRate = 0
+        plan.devices.append(plan.devices[0])
+        #expect(throws: NodePlanError(path: "plan", "devices[2].id: 'n-1' is listed twice")) { try plan.validate() }
+        plan.devices.removeLast()
+        plan.pens = ["quill": 1]
+        #expect((try? plan.validate()) == nil)
+        plan.pens = ["finger": 1]
+        plan.outages = [Outage(start: 5, end: 2)]
+        #expect((try? plan.validate()) == nil)
+    }
+}

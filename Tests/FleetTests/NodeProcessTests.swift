@@ -1,0 +1,216 @@
+import FleetTesting
+import Foundation
+import Testing
+
+@testable import Fleet
+
+/// `signfleet node --plan` as a real process against a real `signfleet coordinator`
+/// (ZeroMQ, SQLite, history file, stats lines, SIGUSR1 drain, SIGKILL and restart).
+@Suite(.serialized) struct NodeProcessTests {
+    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+
+    static func binary() throws -> String {
+        guard let path = ProcessInfo.processInfo.environment["SIGNFLEET_BIN"], FileManager.default.isExecutableFile(atPath: path) else {
+            throw TestSetupError(message: "set SIGNFLEET_BIN to the built signfleet binary")
+        }
+        return path
+    }
+
+    struct TestSetupError: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    /// A plan with `devices` devices `n-1`, `n-2`, …, seeded from `seed`.
+    static func plan(
+        directory: String, endpoint: String, devices: Int, seed: UInt64, behaviour: Behaviour = Behaviour(),
+        connectivity: Connectivity = Connectivity()
+    ) -> NodePlan {
+        NodePlan(
+            process: "node-n-1", group: "n", endpoint: endpoint, dataDirectory: directory + "/devices",
+            historyFile: directory + "/history/node-n-1.jsonl", runStart: Date().timeIntervalSince1970, duration: 120,
+            devices: (1...devices).map { DevicePlan(id: "n-\($0)", seed: seed &* 1000 &+ UInt64($0)) }, behaviour: behaviour,
+            connectivity: connectivity, pens: ["applePencil": 2, "finger": 1, "signaturePad": 1], statsInterval: 0.2,
+            requestTimeout: 0.3)
+    }
+
+    static func write(_ plan: NodePlan, to path: String) throws {
+        try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
+    }
+
+    static func coordinator(store: String) async throws -> (ChildProcess, String) {
+        let child = try ChildProcess.launch(
+            try binary(), ["coordinator", "--bind", "tcp://127.0.0.1:*", "--heartbeat-ms", "200", "--store", store, "--seed-demo"],
+            name: "coordinator")
+        let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
+        return (child, String(line.dropFirst("listening ".count)))
+    }
+
+    static func stats(_ line: String) -> NodeStats? {
+        guard line.hasPrefix(NodeStats.linePrefix) else { return nil }
+        return try? JSONDecoder().decode(NodeStats.self, from: Data(line.dropFirst(NodeStats.linePrefix.count).utf8))
+    }
+
+    static func temporaryDirectory(_ name: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    /// Envelopes the coordinator's store holds, from `signfleet admin envelopes` (which also checks
+    /// every device's sequence is gapless and without duplicates).
+    static func coordinatorEnvelopes(store: String) async throws -> (valid: Bool, total: Int, output: String) {
+        let check = try ChildProcess.launch(try binary(), ["admin", "envelopes", "--store", store], name: "admin")
+        let status = try await check.waitForExit(timeout: .seconds(30))
+        let last = check.lines(.standardOutput).last ?? ""
+        let total = last.hasPrefix("valid: ") ? Int(last.dropFirst("valid: ".count).prefix { $0.isNumber }) ?? -1 : -1
+        return (status == 0 && last.hasPrefix("valid: "), total, check.output)
+    }
+
+    @Test func aNodeSignsSyncsRecordsHistoryAndDrainsOnSIGUSR1() async throws {
+        print("node-plan seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let directory = try Self.temporaryDirectory("node-plan")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = directory + "/coordinator.sqlite"
+        let (coordinator, endpoint) = try await Self.coordinator(store: store)
+        defer { Task { await coordinator.terminate() } }
+        let behaviour = Behaviour(
+            envelopesPerMinute: 240, templateFraction: 0.4, inPersonSigners: IntRange(1, 2), remoteSigners: IntRange(0, 1),
+            signingDuration: ClosedSpan(0.01, 0.1), cancelRate: 0.15, declineRate: 0.15, sync: .whenOnline, maxEnvelopes: 5)
+        let plan = Self.plan(
+            directory: directory, endpoint: endpoint, devices: 3, seed: Self.seed, behaviour: behaviour,
+            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.4), startOffline: 0.3))
+        let planPath = directory + "/plan.json"
+        try Self.write(plan, to: planPath)
+
+        let node = try ChildProcess.launch(try Self.binary(), ["node", "--plan", planPath], name: "node")
+        defer { Task { await node.terminate() } }
+        // Every device composes its 5 envelopes, online or not.
+        try await node.waitForLine(in: .standardOutput, timeout: .seconds(90)) { Self.stats($0)?.composed == 15 }
+        node.signal(SIGUSR1)
+        #expect(try await node.waitForExit(timeout: .seconds(90)) == 0, "\(node.output)")
+        let output = node.lines(.standardOutput)
+        #expect(output.contains("drained"), "\(node.output)")
+        let stats = output.compactMap(Self.stats)
+        #expect(stats.count >= 2)
+        let final = try #require(stats.last)
+        #expect(final.pending == 0 && final.devices == 3 && final.online == 3, "\(final)")
+        #expect(final.composed == final.signed + final.cancelled + final.declined, "\(final)")
+
+        let events = try HistoryReader.read(path: plan.historyFile).events
+        for device in plan.devices.map(\.id) {
+            let mine = events.filter { $0.device == device }
+            let composeOK = mine.filter { $0.op == .compose && $0.type == .ok }
+            #expect(composeOK.map(\.transaction) == (1...5).map { "\(device)-\($0)" }, "\(device) composed \(composeOK)")
+            #expect(mine.filter { $0.op == .compose && $0.type == .invoke }.count == 5)
+            #expect(!mine.contains { $0.type == .fail }, "\(mine.filter { $0.type == .fail })")
+            // Every queued envelope (signed or declined) was synced: one ok per sequence with the server's id.
+            let queued = mine.filter { ($0.op == .sign || $0.op == .decline) && $0.type == .ok }.compactMap(\.sequence)
+            let syncedOK = mine.filter { $0.op == .sync && $0.type == .ok }
+            #expect(Set(syncedOK.compactMap(\.sequence)) == Set(queued), "\(device): queued \(queued), synced \(syncedOK)")
+            #expect(syncedOK.allSatisfy { $0.serverEnvelope != nil })
+            // Each sync ok follows an invoke of the same sequence.
+            for ok in syncedOK {
+                let invoked = mine.firstIndex { $0.op == .sync && $0.type == .invoke && $0.sequence == ok.sequence }
+                #expect(invoked.map { index in mine[index].time <= ok.time } == true)
+            }
+            #expect(mine.contains { $0.op == .online } && mine.last { $0.op == .drain }?.type == .ok)
+        }
+        let transitions = events.filter { $0.op == .offline || $0.op == .online }
+        #expect(transitions.contains { $0.op == .offline }, "with startOffline 0.3 and 0.4 s offline stays some device went offline")
+        #expect(events.contains { $0.op == .compose && $0.details?["template"] != nil }, "some envelopes come from templates")
+        let queuedTotal = events.filter { ($0.op == .sign || $0.op == .decline) && $0.type == .ok && $0.sequence != nil }.count
+        let held = try await Self.coordinatorEnvelopes(store: store)
+        #expect(held.valid && held.total == queuedTotal, "\(held.output)\nqueued \(queuedTotal)")
+    }
+
+    @Test func aNodeKilledMidRunCarriesOnFromItsStoresAfterARestart() async throws {
+        print("node-plan-kill seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let directory = try Self.temporaryDirectory("node-plan-kill")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = directory + "/coordinator.sqlite"
+        let (coordinator, endpoint) = try await Self.coordinator(store: store)
+        defer { Task { await coordinator.terminate() } }
+        let behaviour = Behaviour(
+            envelopesPerMinute: 600, inPersonSigners: IntRange(1, 2), signingDuration: ClosedSpan(0, 0.05),
+            declineRate: 0.1, sync: .whenOnline, maxEnvelopes: 12)
+        let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: Self.seed, behaviour: behaviour)
+        let planPath = directory + "/plan.json"
+        try Self.write(plan, to: planPath)
+
+        let first = try ChildProcess.launch(try Self.binary(), ["node", "--plan", planPath], name: "node-1")
+        defer { Task { await first.terminate() } }
+        let killAt = Int(2 + Self.seed % 6)
+        try await first.waitForLine(in: .standardOutput, timeout: .seconds(60)) { (Self.stats($0)?.synced ?? 0) >= killAt }
+        first.signal(SIGKILL)
+        _ = try await first.waitForExit(timeout: .seconds(30))
+        let before = try HistoryReader.read(path: plan.historyFile).events
+
+        let second = try ChildProcess.launch(try Self.binary(), ["node", "--plan", planPath], name: "node-2")
+        defer { Task { await second.terminate() } }
+        // The restarted devices carry on composing where they were.
+        try await second.waitForLine(in: .standardOutput, timeout: .seconds(60)) { (Self.stats($0)?.composed ?? 0) >= 2 }
+        second.signal(SIGUSR1)
+        #expect(try await second.waitForExit(timeout: .seconds(90)) == 0, "\(second.output)")
+        #expect(second.lines(.standardOutput).contains("drained"))
+
+        let events = try HistoryReader.read(path: plan.historyFile).events
+        let after = events.dropFirst(before.count)
+        for device in plan.devices.map(\.id) {
+            let composed = events.filter { $0.device == device && $0.op == .compose && $0.type == .ok }.compactMap(\.transaction)
+            #expect(Set(composed).count == composed.count, "\(device) composed a transaction twice: \(composed)")
+            let queued = events.filter { $0.device == device && ($0.op == .sign || $0.op == .decline) && $0.type == .ok }
+            let sequences = queued.compactMap(\.sequence)
+            #expect(Set(sequences).count == sequences.count, "\(device) queued a sequence twice: \(sequences)")
+            let transactions = queued.compactMap(\.transaction)
+            #expect(Set(transactions).count == transactions.count, "\(device) signed a transaction twice")
+            // The sequence continues: the restarted device's numbers come after the first run's.
+            let firstMax = before.filter { $0.device == device && $0.op == .sync && $0.type == .ok }.compactMap(\.sequence).max() ?? 0
+            let secondMin = after.filter { $0.device == device && ($0.op == .sign || $0.op == .decline) && $0.type == .ok }
+                .compactMap(\.sequence).min()
+            if let secondMin { #expect(secondMin > firstMax, "\(device): \(secondMin) after \(firstMax)") }
+            let firstComposed = before.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }.count
+            let secondNumbers = after.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }
+                .compactMap { $0.transaction.flatMap { Int($0.split(separator: "-").last ?? "") } }
+            if let next = secondNumbers.first { #expect(next >= firstComposed, "\(device) restarted at \(next) after \(firstComposed)") }
+        }
+        let held = try await Self.coordinatorEnvelopes(store: store)
+        #expect(held.valid, "\(held.output)")
+        // Every envelope the coordinator holds is in the history as queued (killed runs may have
+        // queued some without recording the ok, never the other way round).
+        let queuedTotal = Set(events.filter { ($0.op == .sign || $0.op == .decline) && $0.type == .ok }.compactMap(\.transaction)).count
+        #expect(held.total >= queuedTotal && held.total > 0, "\(held.output)\nqueued \(queuedTotal)")
+    }
+
+    /// The same plan run twice on fresh stores and coordinators makes the same decisions;
+    /// another seed makes others.
+    @Test func theSameSeedGivesTheSameDecisionsAcrossRuns() async throws {
+        let behaviour = Behaviour(
+            envelopesPerMinute: 600, templateFraction: 0.5, inPersonSigners: IntRange(1, 3), remoteSigners: IntRange(0, 1),
+            signingDuration: ClosedSpan(0, 0.02), cancelRate: 0.2, declineRate: 0.2, sync: .every(0.3), maxEnvelopes: 6)
+        func decisions(seed: UInt64) async throws -> [String] {
+            let directory = try Self.temporaryDirectory("node-plan-seed")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (coordinator, endpoint) = try await Self.coordinator(store: directory + "/coordinator.sqlite")
+            defer { Task { await coordinator.terminate() } }
+            let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour)
+            try Self.write(plan, to: directory + "/plan.json")
+            let node = try ChildProcess.launch(try Self.binary(), ["node", "--plan", directory + "/plan.json"], name: "node")
+            defer { Task { await node.terminate() } }
+            try await node.waitForLine(in: .standardOutput, timeout: .seconds(60)) { Self.stats($0)?.composed == 12 }
+            node.signal(SIGUSR1)
+            #expect(try await node.waitForExit(timeout: .seconds(60)) == 0, "\(node.output)")
+            // What each device decided, in its order: the operation, its pen and template, and how it ended.
+            return try HistoryReader.read(path: plan.historyFile).events
+                .filter { [.compose, .sign, .cancel, .decline].contains($0.op) }
+                .sorted { ($0.device ?? "", $0.time) < ($1.device ?? "", $1.time) }
+                .map { "\($0.device ?? "") \($0.type) \($0.op) \($0.transaction ?? "") \($0.details?["pen"] ?? "") \($0.details?["template"] ?? "") \($0.details?["outcome"] ?? "") \($0.sequence.map(String.init) ?? "")" }
+        }
+        let first = try await decisions(seed: Self.seed)
+        let again = try await decisions(seed: Self.seed)
+        let other = try await decisions(seed: Self.seed &+ 7)
+        #expect(first.count >= 24, "\(first)")
+        #expect(first == again, "seed \(Self.seed)")
+        #expect(first != other)
+    }
+}
