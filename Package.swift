@@ -90,6 +90,9 @@ let package = Package(
                 // The launcher's supervisor starts and signals child processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
+                // The checker reads the run's stores and re-verifies with the ingest's rules.
+                "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The TCP fault proxy (Toxiproxy-compatible control API) and, later, connectivity models.
@@ -101,6 +104,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // The checker reads the run's stores and re-verifies with the ingest's rules.
+                "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.
@@ -131,7 +137,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetTesting"]),
+        .testTarget(
+            name: "FleetTests",
+            dependencies: [
+                "Fleet", "FleetTesting",
+                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
         .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
         .testTarget(
             name: "ChaosTests",

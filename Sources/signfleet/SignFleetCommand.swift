@@ -11,7 +11,7 @@ struct SignFleetCommand: AsyncParsableCommand {
         commandName: "signfleet",
         abstract: "Simulate a fleet of offline signing devices and the e-signature server they sync with.",
         version: SignFleetVersion.string,
-        subcommands: [CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self, FleetCommand.self, ProxyCommand.self]
+        subcommands: [CoordinatorCommand.self, NodeCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self, FleetCommand.self, ProxyCommand.self, CheckCommand.self]
     )
 
     /// Arms the parent-death signal before anything else, then parses and runs as usual.

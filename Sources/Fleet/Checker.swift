@@ -1,0 +1,212 @@
+import Foundation
+
+/// Compares a finished run's histories and device stores with the coordinator's store and
+/// reports what went wrong, each anomaly with a minimal witness (docs/checker.md).
+///
+/// Read-only: every store is opened read-only; nothing in the run directory changes except
+/// `check.json`, which callers write with ``CheckReport/write(to:)``.
+public enum Checker {
+    /// Where the inputs are; ``Checker/check(run:)`` fills it from a run directory.
+    public struct Inputs: Sendable {
+        public var coordinatorStore: String
+        public var deviceStores: [String]
+        /// `history/` with one `<process>.jsonl` per process (preferred), …
+        public var historyDirectory: String?
+        /// … or the merged `history.jsonl` when the directory is absent.
+        public var historyFile: String?
+        /// Paths in witnesses are shown relative to this directory.
+        public var root: String?
+
+        public init(
+            coordinatorStore: String, deviceStores: [String], historyDirectory: String? = nil, historyFile: String? = nil,
+            root: String? = nil
+        ) {
+            self.coordinatorStore = coordinatorStore
+            self.deviceStores = deviceStores
+            self.historyDirectory = historyDirectory
+            self.historyFile = historyFile
+            self.root = root
+        }
+    }
+
+    /// Checks a finished run directory.
+    /// - Throws: ``CheckerError/notARunDirectory(path:reason:)`` when `run` is not one (no
+    ///   `coordinator.sqlite`). Unreadable stores or history are reported as
+    ///   ``CheckAnomaly/Kind/unreadableInput`` anomalies (verdict unknown), not thrown.
+    public static func check(run: RunDirectory) throws -> CheckReport {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: run.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw CheckerError.notARunDirectory(path: run.path, reason: "no such directory")
+        }
+        guard FileManager.default.fileExists(atPath: run.coordinatorStore) else {
+            throw CheckerError.notARunDirectory(path: run.path, reason: "it has no coordinator.sqlite")
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: run.devicesDirectory)) ?? []
+        let stores = names.filter { $0.hasSuffix(".sqlite") }.sorted().map {
+            URL(fileURLWithPath: run.devicesDirectory).appendingPathComponent($0).path
+        }
+        let manager = FileManager.default
+        let inputs = Inputs(
+            coordinatorStore: run.coordinatorStore, deviceStores: stores,
+            historyDirectory: manager.fileExists(atPath: run.historyDirectory) ? run.historyDirectory : nil,
+            historyFile: manager.fileExists(atPath: run.historyFile) ? run.historyFile : nil, root: run.path)
+        var report = check(inputs)
+        report.run = run.path
+        return report
+    }
+
+    /// Checks explicit inputs (tests, or stores outside a run directory).
+    public static func check(_ inputs: Inputs) -> CheckReport {
+        var analysis = CheckerAnalysis(root: inputs.root)
+        analysis.load(inputs)
+        analysis.run()
+        return analysis.report()
+    }
+}
+
+/// One check in progress: the inputs as read, and what has been found so far.
+struct CheckerAnalysis {
+    let root: String?
+    var server: ServerSnapshot?
+    var devices: [String: DeviceSnapshot] = [:]
+    var history = HistoryIndex(events: [], truncatedFiles: [])
+    var anomalies: [CheckAnomaly] = []
+    var counts = CheckCounts()
+    var resolvedInfo: [ResolvedInfo] = []
+    var notes: [String] = []
+    /// (device, transaction) pairs already reported as lost / data loss, so one fault is reported once.
+    var reportedMissing: Set<DeviceTransaction> = []
+
+    struct DeviceTransaction: Hashable {
+        var device: String
+        var transaction: String
+    }
+
+    init(root: String?) {
+        self.root = root
+    }
+
+    /// `path` relative to the run directory, for witnesses.
+    func display(_ path: String) -> String {
+        guard let root else { return URL(fileURLWithPath: path).lastPathComponent }
+        let base = URL(fileURLWithPath: root).standardizedFileURL.path
+        let full = URL(fileURLWithPath: path).standardizedFileURL.path
+        return full.hasPrefix(base + "/") ? String(full.dropFirst(base.count + 1)) : full
+    }
+
+    mutating func load(_ inputs: Checker.Inputs) {
+        do {
+            server = try ServerSnapshot.read(path: inputs.coordinatorStore, store: display(inputs.coordinatorStore))
+        } catch {
+            anomalies.append(CheckAnomaly(
+                kind: .unreadableInput, message: "cannot read the coordinator store \(display(inputs.coordinatorStore)): \(error)"))
+        }
+        for path in inputs.deviceStores {
+            do {
+                let snapshot = try DeviceSnapshot.read(path: path, store: display(path))
+                if let other = devices[snapshot.deviceID] {
+                    anomalies.append(CheckAnomaly(
+                        kind: .unreadableInput, device: snapshot.deviceID,
+                        message: "two stores belong to device \(snapshot.deviceID): \(other.store) and \(snapshot.store); only the first is checked"))
+                    continue
+                }
+                devices[snapshot.deviceID] = snapshot
+            } catch {
+                anomalies.append(CheckAnomaly(kind: .unreadableInput, message: "cannot read the device store \(display(path)): \(error)"))
+            }
+        }
+        loadHistory(inputs)
+    }
+
+    private mutating func loadHistory(_ inputs: Checker.Inputs) {
+        do {
+            if let directory = inputs.historyDirectory {
+                let merged = try HistoryReader.readMerged(directory: directory)
+                history = HistoryIndex(events: merged.events, truncatedFiles: merged.truncatedFiles)
+            } else if let file = inputs.historyFile {
+                let contents = try HistoryReader.read(path: file)
+                history = HistoryIndex(events: contents.events, truncatedFiles: contents.truncatedTail ? [display(file)] : [])
+            } else {
+                notes.append("no history: the stores were checked against each other only")
+            }
+        } catch {
+            anomalies.append(CheckAnomaly(kind: .unreadableInput, message: "cannot read the history: \(error)"))
+        }
+        for file in history.truncatedFiles {
+            notes.append("history \(file) ends in a partial line (its writer was killed mid-write); that event is skipped")
+        }
+    }
+
+    mutating func run() {
+        countInputs()
+        guard let server else { return }
+        checkMissingStores(server)
+        checkPresence(server)
+        checkDuplicates(server)
+        checkOrder(server)
+        checkSignatures(server)
+        checkRouting(server)
+        resolveInfo(server)
+        noteUncompleted()
+    }
+
+    func report() -> CheckReport {
+        let order = Dictionary(uniqueKeysWithValues: CheckAnomaly.Kind.allCases.enumerated().map { ($1, $0) })
+        // Stable, readable order: by kind, then device, then sequence.
+        let sorted = anomalies.enumerated().sorted { lhs, rhs in
+            let (a, b) = (lhs.element, rhs.element)
+            if a.kind != b.kind { return order[a.kind, default: 0] < order[b.kind, default: 0] }
+            if a.device != b.device { return (a.device ?? "") < (b.device ?? "") }
+            if a.sequence != b.sequence { return (a.sequence ?? 0) < (b.sequence ?? 0) }
+            return lhs.offset < rhs.offset
+        }.map(\.element)
+        return CheckReport(anomalies: sorted, counts: counts, resolvedInfo: resolvedInfo, notes: notes)
+    }
+
+    private mutating func countInputs() {
+        counts.devices = Set(devices.keys).union(server?.envelopes.map(\.deviceID) ?? []).count
+        counts.historyEvents = history.events.count
+        counts.serverEnvelopes = server?.envelopes.count ?? 0
+        counts.serverRecipients = server?.recipients.values.reduce(0) { $0 + $1.count } ?? 0
+        for (id, device) in devices {
+            var perDevice = CheckCounts.Device()
+            perDevice.signed = device.outbox.count
+            perDevice.acknowledged = device.outbox.filter { $0.status == "synced" }.count
+            perDevice.pending = device.outbox.filter { $0.status == "pending" }.count
+            perDevice.rejected = device.outbox.filter { $0.status == "rejected" }.count
+            counts.perDevice[id] = perDevice
+        }
+        for envelope in server?.envelopes ?? [] { counts.perDevice[envelope.deviceID, default: CheckCounts.Device()].onServer += 1 }
+        for (id, deviceHistory) in history.byDevice {
+            counts.perDevice[id, default: CheckCounts.Device()].historySigned = deviceHistory.signed.count
+            counts.perDevice[id, default: CheckCounts.Device()].historySynced = deviceHistory.synced.count
+        }
+        counts.signed = counts.perDevice.values.reduce(0) { $0 + $1.signed }
+        counts.acknowledged = counts.perDevice.values.reduce(0) { $0 + $1.acknowledged }
+        counts.pending = counts.perDevice.values.reduce(0) { $0 + $1.pending }
+        counts.rejected = counts.perDevice.values.reduce(0) { $0 + $1.rejected }
+    }
+
+    /// A device the server or the history knows but whose store is not among the inputs cannot be checked.
+    private mutating func checkMissingStores(_ server: ServerSnapshot) {
+        var seen = Set(server.envelopes.map(\.deviceID))
+        for (device, deviceHistory) in history.byDevice where !deviceHistory.signed.isEmpty { seen.insert(device) }
+        for device in seen.sorted() where devices[device] == nil {
+            let onServer = server.envelopes.filter { $0.deviceID == device }.count
+            let signed = history.byDevice[device]?.signed.count ?? 0
+            anomalies.append(CheckAnomaly(
+                kind: .unreadableInput, device: device,
+                message: "no store for device \(device) among the device stores (\(onServer) envelopes on the server, \(signed) ok sign in the history); its envelopes cannot be checked",
+                witness: CheckWitness(
+                    events: Array(history.byDevice[device]?.signed.prefix(1) ?? []),
+                    rows: server.envelopes.first { $0.deviceID == device }.map { [witnessRow($0, server)] } ?? [])))
+        }
+    }
+
+    private mutating func noteUncompleted() {
+        let open = history.uncompletedInvocations()
+        guard !open.isEmpty else { return }
+        let parts = open.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
+        notes.append("invocations without a completion (their process stopped first): \(parts.joined(separator: ", "))")
+    }
+}

@@ -1,0 +1,237 @@
+import Coordinator
+import Crypto
+import Foundation
+import GRDB
+
+/// Opens a run's SQLite file read-only: the checker never changes what it judges.
+enum CheckerDatabase {
+    static func openReadOnly(_ path: String) throws -> DatabaseQueue {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CheckerError.unreadable(path: path, reason: "no such file")
+        }
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = "Checker"
+        configuration.busyMode = .timeout(5)
+        return try DatabaseQueue(path: path, configuration: configuration)
+    }
+
+    static func sha256(_ data: Data) -> [UInt8] { Array(SHA256.hash(data: data)) }
+}
+
+/// What the coordinator's store holds, as the checker needs it. Payloads are verified while
+/// they are read (``Envelope/verification``) and not kept.
+struct ServerSnapshot: Sendable {
+    struct Device: Sendable {
+        var id: String
+        var accountID: String
+        var publicKey: [UInt8]
+        var lastAppliedSequence: UInt64
+    }
+
+    struct Envelope: Sendable {
+        var rowid: Int64
+        var id: String
+        var accountID: String
+        var deviceID: String
+        var sequence: UInt64
+        var transactionID: String
+        var localEnvelopeID: String
+        var status: String
+        var createdAt: Date?
+        var payloadSHA256: [UInt8]
+        /// `nil` when the payload verifies with the device's enrolled key; otherwise why not.
+        var verification: String?
+    }
+
+    struct SyncResult: Sendable {
+        var rowid: Int64
+        var deviceID: String
+        var sequence: UInt64
+        var outcome: String
+        var envelopeID: String?
+        var reason: String?
+    }
+
+    struct Recipient: Sendable {
+        var envelopeID: String
+        var recipientID: String
+        var type: String
+        var routingOrder: Int
+        var status: String
+        var statusChangedAt: Date?
+    }
+
+    /// The file name shown in witnesses.
+    var store: String
+    var devices: [String: Device]
+    /// In ingest order (rowid).
+    var envelopes: [Envelope]
+    /// In ingest order (rowid).
+    var syncResults: [SyncResult]
+    var recipients: [String: [Recipient]]
+
+    static func read(path: String, store: String) throws -> ServerSnapshot {
+        let queue = try CheckerDatabase.openReadOnly(path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var devices: [String: Device] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, accountID, publicKey, lastAppliedSequence FROM device") {
+                let key: Data = row["publicKey"]
+                let last: Int64 = row["lastAppliedSequence"]
+                let device = Device(id: row["id"], accountID: row["accountID"], publicKey: Array(key), lastAppliedSequence: UInt64(clamping: last))
+                devices[device.id] = device
+            }
+            var envelopes: [Envelope] = []
+            // A cursor: one payload in memory at a time, verified and dropped.
+            let cursor = try Row.fetchCursor(db, sql: """
+                SELECT rowid AS rid, id, accountID, deviceID, sequence, transactionID, localEnvelopeID, status, createdAt,
+                       payload, deviceSignature
+                FROM envelope ORDER BY rowid
+                """)
+            while let row = try cursor.next() {
+                let payload: Data = row["payload"]
+                let signature: Data = row["deviceSignature"]
+                let sequence: Int64 = row["sequence"]
+                var envelope = Envelope(
+                    rowid: row["rid"], id: row["id"], accountID: row["accountID"], deviceID: row["deviceID"],
+                    sequence: UInt64(clamping: sequence), transactionID: row["transactionID"], localEnvelopeID: row["localEnvelopeID"],
+                    status: row["status"], createdAt: row["createdAt"], payloadSHA256: CheckerDatabase.sha256(payload), verification: nil)
+                envelope.verification = verify(envelope, payload: payload, signature: signature, device: devices[envelope.deviceID])
+                envelopes.append(envelope)
+            }
+            let syncResults = try Row.fetchAll(
+                db, sql: "SELECT rowid AS rid, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY rowid"
+            ).map { row in
+                let sequence: Int64 = row["sequence"]
+                return SyncResult(
+                    rowid: row["rid"], deviceID: row["deviceID"], sequence: UInt64(clamping: sequence), outcome: row["outcome"],
+                    envelopeID: row["envelopeID"], reason: row["reason"])
+            }
+            var recipients: [String: [Recipient]] = [:]
+            for row in try Row.fetchAll(db, sql: """
+                SELECT envelopeID, recipientID, type, routingOrder, status, statusChangedAt
+                FROM envelopeRecipient ORDER BY envelopeID, routingOrder, recipientID
+                """) {
+                let recipient = Recipient(
+                    envelopeID: row["envelopeID"], recipientID: row["recipientID"], type: row["type"], routingOrder: row["routingOrder"],
+                    status: row["status"], statusChangedAt: row["statusChangedAt"])
+                recipients[recipient.envelopeID, default: []].append(recipient)
+            }
+            return ServerSnapshot(store: store, devices: devices, envelopes: envelopes, syncResults: syncResults, recipients: recipients)
+        }
+    }
+
+    /// The ingest's own verification (``SyncIngest/recheck``), plus the row's local envelope id.
+    private static func verify(_ envelope: Envelope, payload: Data, signature: Data, device: Device?) -> String? {
+        guard let device else { return "device \(envelope.deviceID) is not enrolled on the server" }
+        switch SyncIngest.recheck(
+            payload: Array(payload), signature: Array(signature), deviceID: envelope.deviceID, sequence: envelope.sequence,
+            transactionID: envelope.transactionID, publicKey: device.publicKey)
+        {
+        case .failure(let failure):
+            return failure.reason
+        case .success(let decoded):
+            guard decoded.envelopeId == envelope.localEnvelopeID else {
+                return "the payload's envelope id \(decoded.envelopeId) is not the row's local envelope id \(envelope.localEnvelopeID)"
+            }
+            return nil
+        }
+    }
+}
+
+/// What one device's store holds, as the checker needs it.
+struct DeviceSnapshot: Sendable {
+    struct OutboxRow: Sendable {
+        var sequence: UInt64
+        var envelopeId: String
+        var transactionId: String
+        var status: String
+        var attempts: Int
+        var outcome: String?
+        var serverEnvelopeId: String?
+        var reason: String?
+        var payloadSHA256: [UInt8]
+    }
+
+    struct JournalRow: Sendable {
+        var id: Int64
+        var envelopeId: String
+        var transactionId: String
+        var kind: String
+        var state: String
+        var sequence: UInt64?
+        var detail: String?
+    }
+
+    /// The file name shown in witnesses (`devices/<file>`).
+    let store: String
+    let deviceID: String
+    /// By sequence.
+    let outbox: [OutboxRow]
+    /// Cached envelopes by transaction id: (local id, local state).
+    let envelopes: [String: (envelopeId: String, localState: String)]
+    /// The last journal entry of every transaction the device ever journalled.
+    let lastJournal: [String: JournalRow]
+    /// Journal entries of kind `dropped` (forced logout), by transaction.
+    let dropped: [String: JournalRow]
+
+    let outboxBySequence: [UInt64: OutboxRow]
+    let outboxTransactions: Set<String>
+
+    init(
+        store: String, deviceID: String, outbox: [OutboxRow], envelopes: [String: (envelopeId: String, localState: String)],
+        lastJournal: [String: JournalRow], dropped: [String: JournalRow]
+    ) {
+        self.store = store
+        self.deviceID = deviceID
+        self.outbox = outbox
+        self.envelopes = envelopes
+        self.lastJournal = lastJournal
+        self.dropped = dropped
+        outboxBySequence = Dictionary(outbox.map { ($0.sequence, $0) }, uniquingKeysWith: { first, _ in first })
+        outboxTransactions = Set(outbox.map(\.transactionId))
+    }
+
+    /// Whether the store has any trace of the transaction (outbox, cache or journal).
+    func knows(transaction: String) -> Bool {
+        outboxTransactions.contains(transaction) || envelopes[transaction] != nil || lastJournal[transaction] != nil
+    }
+
+    static func read(path: String, store: String) throws -> DeviceSnapshot {
+        let queue = try CheckerDatabase.openReadOnly(path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            guard let deviceID = try String.fetchOne(db, sql: "SELECT deviceId FROM device WHERE id = 1") else {
+                throw CheckerError.unreadable(path: path, reason: "the store has no device row (never opened by a device node)")
+            }
+            let outbox = try Row.fetchAll(db, sql: """
+                SELECT sequence, envelopeId, transactionId, status, attempts, outcome, serverEnvelopeId, reason, payloadSHA256
+                FROM outbox ORDER BY sequence
+                """).map { row in
+                let sequence: Int64 = row["sequence"]
+                let sha: Data = row["payloadSHA256"]
+                return OutboxRow(
+                    sequence: UInt64(clamping: sequence), envelopeId: row["envelopeId"], transactionId: row["transactionId"], status: row["status"],
+                    attempts: row["attempts"], outcome: row["outcome"], serverEnvelopeId: row["serverEnvelopeId"], reason: row["reason"],
+                    payloadSHA256: Array(sha))
+            }
+            var envelopes: [String: (envelopeId: String, localState: String)] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT envelopeId, transactionId, localState FROM envelopes") {
+                envelopes[row["transactionId"]] = (row["envelopeId"], row["localState"])
+            }
+            var last: [String: JournalRow] = [:]
+            var dropped: [String: JournalRow] = [:]
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, envelopeId, transactionId, kind, state, sequence, detail FROM journal ORDER BY id")
+            while let row = try cursor.next() {
+                let sequence: Int64? = row["sequence"]
+                let entry = JournalRow(
+                    id: row["id"], envelopeId: row["envelopeId"], transactionId: row["transactionId"], kind: row["kind"], state: row["state"],
+                    sequence: sequence.map { UInt64(clamping: $0) }, detail: row["detail"])
+                last[entry.transactionId] = entry
+                if entry.kind == "dropped" { dropped[entry.transactionId] = entry }
+            }
+            return DeviceSnapshot(store: store, deviceID: deviceID, outbox: outbox, envelopes: envelopes, lastJournal: last, dropped: dropped)
+        }
+    }
+}

@@ -1,0 +1,292 @@
+import Crypto
+import DeviceNode
+import Foundation
+import GRDB
+import Testing
+
+@testable import Coordinator
+@testable import Fleet
+
+/// The checker on a real run, clean and with one anomaly injected on purpose into a copy:
+/// each injected fault is reported with a witness naming the right device and transaction.
+@Suite struct CheckerTests {
+    static func serverID(_ transaction: String) -> String {
+        SyncIngest.serverEnvelopeID(accountID: "acme", transactionID: transaction)
+    }
+
+    /// Every text of a witness, to look for the names it must show.
+    static func witnessText(_ anomaly: CheckAnomaly) -> String {
+        (anomaly.witness.events.map(CheckReport.describe) + anomaly.witness.rows.map(CheckReport.describe)).joined(separator: "\n")
+    }
+
+    @Test func aCleanRunIsValid() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let report = try Checker.check(run: fixture.run)
+        #expect(report.verdict == .valid, "\(report.summary())")
+        #expect(report.anomalies.isEmpty)
+        #expect(report.counts.devices == 2)
+        #expect(report.counts.signed == 6 && report.counts.acknowledged == 6 && report.counts.pending == 0)
+        #expect(report.counts.serverEnvelopes == 6)
+        #expect(report.counts.perDevice["a-1"]?.onServer == 3)
+        #expect(report.counts.perDevice["b-1"]?.historySigned == 3 && report.counts.perDevice["b-1"]?.historySynced == 3)
+        #expect(report.counts.serverRecipients == 12)
+    }
+
+    @Test func aDeletedServerRowIsLost() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["a-1"]?[1])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.lost], "one fault, reported once: \(report.summary())")
+        let lost = try #require(report.anomalies(.lost).first)
+        #expect(lost.device == "a-1" && lost.transaction == transaction && lost.sequence == 2)
+        let witness = Self.witnessText(lost)
+        #expect(witness.contains("outbox") && witness.contains("status=synced"), "the device's receipt: \(witness)")
+        #expect(witness.contains("ok sync") && witness.contains("transaction=\(transaction)"), "the history's ok sync: \(witness)")
+        #expect(witness.contains("no row with deviceID=a-1 transactionID=\(transaction)"), "the missing server row: \(witness)")
+        #expect(report.verdict.exitCode == 1)
+    }
+
+    @Test func aDuplicatedServerRowIsADuplicate() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["b-1"]?[0])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try CheckerRun.duplicateEnvelope(db, id: Self.serverID(transaction), as: "env-duplicate")
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.duplicate], "\(report.summary())")
+        let duplicate = try #require(report.anomalies(.duplicate).first)
+        #expect(duplicate.device == "b-1" && duplicate.transaction == transaction && duplicate.sequence == 1)
+        #expect(duplicate.witness.rows.map { $0.fields["id"] } == [Self.serverID(transaction), "env-duplicate"])
+    }
+
+    @Test func swappedIngestOrderIsAnOrderViolation() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let first = try #require(fixture.transactions["a-1"]?[0])
+        let second = try #require(fixture.transactions["a-1"]?[1])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            // The server took item 2 before item 1: swap the two rows' ingest positions.
+            let a = try #require(try Int64.fetchOne(db, sql: "SELECT rowid FROM envelope WHERE transactionID = ?", arguments: [first]))
+            let b = try #require(try Int64.fetchOne(db, sql: "SELECT rowid FROM envelope WHERE transactionID = ?", arguments: [second]))
+            try db.execute(sql: "UPDATE envelope SET rowid = -1 WHERE rowid = ?", arguments: [a])
+            try db.execute(sql: "UPDATE envelope SET rowid = ? WHERE rowid = ?", arguments: [a, b])
+            try db.execute(sql: "UPDATE envelope SET rowid = ? WHERE rowid = -1", arguments: [b])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.orderViolation], "\(report.summary())")
+        let violation = try #require(report.anomalies(.orderViolation).first)
+        #expect(violation.device == "a-1" && violation.transaction == first && violation.sequence == 1)
+        #expect(violation.witness.rows.map { $0.fields["transactionID"] } == [second, first], "item 2, then item 1")
+    }
+
+    @Test func aCorruptedSignatureIsAnInvalidSignature() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["b-1"]?[2])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            var signature = try #require(try Data.fetchOne(db, sql: "SELECT deviceSignature FROM envelope WHERE transactionID = ?", arguments: [transaction]))
+            signature[10] ^= 0x01
+            try db.execute(sql: "UPDATE envelope SET deviceSignature = ? WHERE transactionID = ?", arguments: [signature, transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
+        let invalid = try #require(report.anomalies.first)
+        #expect(invalid.device == "b-1" && invalid.transaction == transaction && invalid.serverEnvelope == Self.serverID(transaction))
+        #expect(invalid.message.contains("signature does not verify"), "\(invalid.message)")
+    }
+
+    @Test func aPayloadChangedInPlaceFailsItsSignature() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["a-1"]?[2])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            var payload = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM envelope WHERE transactionID = ?", arguments: [transaction]))
+            payload[payload.count - 1] ^= 0x01
+            try db.execute(sql: "UPDATE envelope SET payload = ? WHERE transactionID = ?", arguments: [payload, transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
+        #expect(report.anomalies.first?.transaction == transaction)
+    }
+
+    @Test func aPayloadReSignedWithTheDeviceKeyIsNotTheOneTheDeviceSigned() async throws {
+        // Someone holding the device's key signed a different payload for the same item: every
+        // signature verifies, but the device's outbox kept the SHA-256 of what it really signed.
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["b-1"]?[0])
+        let keyBytes = try DatabaseQueue(path: broken.deviceStore(device: "b-1")).read { db in
+            try #require(try Data.fetchOne(db, sql: "SELECT privateKey FROM device WHERE id = 1"))
+        }
+        let key = try Curve25519.Signing.PrivateKey(rawRepresentation: keyBytes)
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            let stored = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM envelope WHERE transactionID = ?", arguments: [transaction]))
+            var payload = try SyncPayload(canonicalBytes: Array(stored))
+            payload.name = "Something else entirely"
+            let bytes = try payload.canonicalBytes()
+            let signature = try key.signature(for: bytes)
+            try db.execute(sql: "UPDATE envelope SET payload = ?, deviceSignature = ? WHERE transactionID = ?",
+                           arguments: [Data(bytes), signature, transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
+        let invalid = try #require(report.anomalies.first)
+        #expect(invalid.device == "b-1" && invalid.transaction == transaction)
+        #expect(invalid.message.contains("not the one device b-1 signed"), "\(invalid.message)")
+        #expect(invalid.witness.rows.compactMap { $0.fields["payloadSHA256"] }.count == 2)
+    }
+
+    @Test func aLaterRoutingOrderSignedBeforeAnEarlierOneIsARoutingViolation() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["a-1"]?[0])
+        let id = Self.serverID(transaction)
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            // The remote signer (order 2) signed while the in-person signer (order 1) is still sent.
+            try db.execute(sql: "UPDATE envelopeRecipient SET status = 'sent' WHERE envelopeID = ? AND recipientID = '1'", arguments: [id])
+            try db.execute(sql: "UPDATE envelopeRecipient SET status = 'signed' WHERE envelopeID = ? AND recipientID = 'r1'", arguments: [id])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.routingViolation], "\(report.summary())")
+        let violation = try #require(report.anomalies.first)
+        #expect(violation.device == "a-1" && violation.transaction == transaction && violation.serverEnvelope == id)
+        #expect(violation.witness.rows.compactMap { $0.fields["recipientID"] } == ["1", "r1"])
+    }
+
+    @Test func aLaterOrderFinishingEarlierIsARoutingViolation() {
+        let earlier = Date(timeIntervalSince1970: 1_000)
+        let recipients = [
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "1", type: "inPersonSigner", routingOrder: 1, status: "signed",
+                                     statusChangedAt: earlier.addingTimeInterval(5)),
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "2", type: "signer", routingOrder: 2, status: "signed", statusChangedAt: earlier),
+        ]
+        let violation = CheckerAnalysis.routingViolation(status: "completed", recipients: recipients)
+        #expect(violation?.recipients.map(\.recipientID) == ["1", "2"])
+        // In order, and a carbon copy completed with the envelope, is fine.
+        let fine = [
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "1", type: "signer", routingOrder: 1, status: "signed", statusChangedAt: earlier),
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "2", type: "carbonCopy", routingOrder: 1, status: "completed", statusChangedAt: nil),
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "3", type: "signer", routingOrder: 2, status: "sent", statusChangedAt: earlier),
+            ServerSnapshot.Recipient(envelopeID: "e", recipientID: "4", type: "signer", routingOrder: 3, status: "created", statusChangedAt: nil),
+        ]
+        #expect(CheckerAnalysis.routingViolation(status: "sent", recipients: fine) == nil)
+        #expect(CheckerAnalysis.routingViolation(status: "completed", recipients: fine)?.recipients.map(\.recipientID) == ["3"],
+                "completed while a signer is still sent")
+    }
+
+    @Test func anOutboxLeftUnsyncedIsUnknownUnlessTheHistorySaysItSynced() async throws {
+        let fixture = try await CheckerRun.make(unsynced: ["b-1": 1])
+        defer { fixture.remove() }
+        let transaction = try #require(fixture.transactions["b-1"]?[2])
+        let report = try Checker.check(run: fixture.run)
+        #expect(report.verdict == .unknown, "\(report.summary())")
+        #expect(report.verdict.exitCode == 2)
+        #expect(report.anomalies.map(\.kind) == [.unsynced])
+        let unsynced = try #require(report.anomalies.first)
+        #expect(unsynced.device == "b-1" && unsynced.transaction == transaction && unsynced.sequence == 3)
+        #expect(report.counts.pending == 1)
+
+        // The same outbox, but the history claims the server acknowledged it: now it is lost.
+        let claimed = try fixture.copy()
+        let writer = try HistoryWriter(path: claimed.historyFile(process: "node-b-1"))
+        try writer.append(HistoryEvent(
+            process: "node-b-1", type: .ok, op: .sync, device: "b-1", transaction: transaction, sequence: 3,
+            serverEnvelope: Self.serverID(transaction)))
+        writer.close()
+        let lost = try Checker.check(run: claimed)
+        #expect(lost.verdict == .invalid)
+        #expect(lost.anomalies.map(\.kind) == [.lost], "\(lost.summary())")
+        #expect(lost.anomalies.first?.transaction == transaction)
+    }
+
+    @Test func aReceiptNamingAMissingServerEnvelopeIsReported() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["a-1"]?[0])
+        try CheckerRun.edit(broken.deviceStore(device: "a-1")) { db in
+            try db.execute(sql: "UPDATE outbox SET serverEnvelopeId = 'env-nowhere' WHERE transactionId = ?", arguments: [transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.receiptWithoutServerRecord], "\(report.summary())")
+        let receipt = try #require(report.anomalies.first)
+        #expect(receipt.device == "a-1" && receipt.transaction == transaction)
+        #expect(receipt.message.contains("env-nowhere"))
+    }
+
+    @Test func aDeviceThatLostWhatItReportedSignedIsDeviceDataLoss() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let transaction = try #require(fixture.transactions["b-1"]?[1])
+        try CheckerRun.edit(broken.deviceStore(device: "b-1")) { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE transactionId = ?", arguments: [transaction])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.deviceDataLoss], "\(report.summary())")
+        let loss = try #require(report.anomalies.first)
+        #expect(loss.device == "b-1" && loss.transaction == transaction)
+        #expect(loss.witness.events.map(\.op) == [.sign], "the history's ok sign is the witness")
+    }
+
+    @Test func aMissingDeviceStoreIsUnknown() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        try FileManager.default.removeItem(atPath: broken.deviceStore(device: "a-1"))
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .unknown, "\(report.summary())")
+        #expect(report.anomalies.map(\.kind) == [.unreadableInput])
+        #expect(report.anomalies.first?.device == "a-1")
+    }
+
+    @Test func aServerRowMissingAndDuplicatedTogetherAreBothReportedAndTheReportRoundTrips() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let gone = try #require(fixture.transactions["a-1"]?[2])
+        let twice = try #require(fixture.transactions["b-1"]?[1])
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [gone])
+            try CheckerRun.duplicateEnvelope(db, id: Self.serverID(twice), as: "env-again")
+        }
+        let report = try Checker.check(run: broken)
+        #expect(Set(report.anomalies.map(\.kind)) == [.lost, .duplicate], "\(report.summary())")
+        try report.write(to: broken.checkFile)
+        let read = try CheckReport.read(from: broken.checkFile)
+        #expect(read == report)
+        let summary = report.summary(maxAnomalies: 1)
+        #expect(summary.hasPrefix("verdict: invalid (exit 1)"))
+        #expect(summary.contains("… and 1 more in check.json"), "\(summary)")
+    }
+
+    @Test func aDirectoryWithoutACoordinatorStoreIsNotARunDirectory() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-run-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(throws: CheckerError.notARunDirectory(path: path, reason: "it has no coordinator.sqlite")) {
+            try Checker.check(run: RunDirectory(path: path))
+        }
+        #expect(throws: CheckerError.self) { try Checker.check(run: RunDirectory(path: path + "/nowhere")) }
+    }
+}
