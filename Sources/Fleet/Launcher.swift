@@ -95,7 +95,7 @@ public final class Launcher: Sendable {
     let history: HistoryWriter
     let adminToken: String
     private let interruptedFlag = Mutex(false)
-    let mutable = Mutex(Mutable())
+    let mutable: Mutex<Mutable>
 
     struct Mutable {
         var progress: ProgressLine
@@ -118,7 +118,7 @@ public final class Launcher: Sendable {
         supervisor = Supervisor(executable: configuration.executable, run: run) { state.handle($0) }
         history = try HistoryWriter(path: run.historyFile(process: "launcher"))
         adminToken = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
-        mutable.withLock { $0.progress = ProgressLine(interval: configuration.progressInterval) }
+        mutable = Mutex(Mutable(progress: ProgressLine(interval: configuration.progressInterval)))
     }
 
     /// Ends the run early (SIGINT/SIGTERM): no drain, everything stopped, verdict unknown.
@@ -278,7 +278,7 @@ public final class Launcher: Sendable {
     }
 
     func takeSample(at time: Double, phase: String) {
-        let active = mutable.withLock { $0.active.keys.sorted().compactMap { id in $0.active[id]?.label } }
+        let active = mutable.withLock { state in state.active.keys.sorted().compactMap { state.active[$0]?.label } }
         let sample = state.sample(time: time, activeFaults: active)
         if let line = try? JSONEncoder().encode(sample) {
             appendLine(line, to: run.timelineFile)

@@ -47,8 +47,8 @@ extension Launcher {
             let count = await supervisor.restarts(of: name)
             if count > 0 { restarts[name] = count }
         }
-        let applied = mutable.withLock { state in
-            (state.applied + state.active.values).sorted { ($0.start, $0.kind) < ($1.start, $1.kind) }
+        let applied: [AppliedFault] = mutable.withLock { state in
+            (state.applied + Array(state.active.values)).sorted { ($0.start, $0.kind) < ($1.start, $1.kind) }
         }
         let summary = RunSummary(
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
