@@ -63,7 +63,11 @@ extension Launcher {
                     await supervisor.kill(target)
                     state.setUnavailable(target, true)
                 } else {
+                    // Wait for the new process, so a fault right after this one finds it.
                     await supervisor.restart(target)
+                    if await !supervisor.waitUntilRunning(target, within: .seconds(10)) {
+                        failures.append("\(target) did not start again")
+                    }
                 }
             }
         case .pauseNode, .pauseCoordinator:

@@ -144,10 +144,13 @@ public struct RunReport: Sendable {
     static func rates(_ timeline: [TimelineSample]) -> (signed: [(x: Double, y: Double)], synced: [(x: Double, y: Double)]) {
         var signed: [(x: Double, y: Double)] = []
         var synced: [(x: Double, y: Double)] = []
-        for (previous, current) in zip(timeline, timeline.dropFirst()) where current.time > previous.time {
+        guard var previous = timeline.first else { return ([], []) }
+        // Spans under half a second (the last sample right after the drain) would make spikes.
+        for current in timeline.dropFirst() where current.time - previous.time >= 0.5 {
             let span = current.time - previous.time
             signed.append((current.time, max(0, Double(current.signed - previous.signed)) / span))
             synced.append((current.time, max(0, Double(current.synced - previous.synced)) / span))
+            previous = current
         }
         return (signed, synced)
     }

@@ -26,7 +26,8 @@ struct ReportChart {
         let plotHeight = Self.height - Self.top - Self.bottom
         let xSpan = max(xMax, 1)
         let yMaxRaw = series.flatMap { $0.points.map(\.y) }.max() ?? 0
-        let yMax = Self.niceCeiling(max(yMaxRaw, 1e-9) * 1.05)
+        // Four grid steps of a round size.
+        let yMax = 4 * Self.niceCeiling(max(yMaxRaw, 1e-9) * 1.05 / 4)
         func x(_ value: Double) -> Double { Self.left + min(max(value, 0), xSpan) / xSpan * plotWidth }
         func y(_ value: Double) -> Double { Self.top + plotHeight - max(value, 0) / yMax * plotHeight }
 

@@ -286,6 +286,16 @@ public actor Supervisor {
         return handle
     }
 
+    /// Waits until the child has a running process (after a start or restart); false after `timeout`.
+    public func waitUntilRunning(_ name: String, within timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while children[name]?.pid == nil {
+            guard ContinuousClock.now < deadline, children[name]?.loop != nil else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
     /// Polls (every 20 ms) until `name`'s supervision loop has ended; true if it did within `timeout`.
     private func waitForLoopEnd(_ name: String, within timeout: Duration) async -> Bool {
         let deadline = ContinuousClock.now + timeout
