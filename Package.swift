@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -93,6 +94,8 @@ let package = Package(
                 // The checker reads the run's stores and re-verifies with the ingest's rules.
                 "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Scenario files.
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         // The TCP fault proxy (Toxiproxy-compatible control API) and, later, connectivity models.
@@ -104,9 +107,6 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-                // The checker reads the run's stores and re-verifies with the ingest's rules.
-                "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // Test support shipped as a library: real child processes with deadlines.

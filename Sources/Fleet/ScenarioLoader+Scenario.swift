@@ -1,0 +1,232 @@
+import Foundation
+import SignatureCapture
+import Yams
+
+/// Reads each part of a scenario from its YAML value (keys are snake_case; the
+/// allowed keys of every mapping are listed here and in docs/scenarios.md).
+enum ScenarioReader {
+    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "groups", "faults", "checks"]
+    static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget"]
+    static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity"]
+    static let behaviourKeys = [
+        "envelopes_per_minute", "template_fraction", "in_person_signers", "remote_signers", "embedded_fraction",
+        "signing_duration", "cancel_rate", "decline_rate", "sync", "max_envelopes",
+    ]
+    static let connectivityKeys = ["model", "online_mean", "offline_mean", "start_offline"]
+    static let checksKeys = ["verdict", "thresholds"]
+    static let verdicts = ["valid", "invalid", "unknown"]
+
+    static let scenarioNameCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+    /// Group names become parts of process and device ids (`node-<group>-<n>`, `<group>-<n>`), so no '-'.
+    static let groupNameCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyz0123456789_")
+
+    static func scenario(_ root: YAMLValue) throws -> Scenario {
+        let map = try root.mapping(keys: topKeys, expected: "a mapping of scenario settings (name, duration, groups, …)")
+        let name = try map.required("name", "give the scenario a name").identifier(
+            maximumLength: 64, allowed: scenarioNameCharacters, allowedDescription: "letters, digits, '-', '_' and '.'")
+        let seed = try map.optional("seed")?.uint64()
+        let duration = try map.required("duration", "how long devices generate work, e.g. 60s")
+            .duration(0...ScenarioLoader.maximumRunDuration, positive: true)
+        let drainTimeout = try map.optional("drain_timeout")?.duration(0...3600, positive: true) ?? 60
+        let proxy = try map.optional("proxy")?.bool() ?? false
+        let coordinator = try map.optional("coordinator").map(coordinatorSettings) ?? CoordinatorSettings()
+        let groups = try deviceGroups(map.required("groups", "list at least one device group"))
+        let checks = try map.optional("checks").map(checks) ?? Checks()
+        var scenario = Scenario(
+            name: name, seed: seed, duration: duration, drainTimeout: drainTimeout, coordinator: coordinator, proxy: proxy,
+            groups: groups, checks: checks)
+        if let faults = map.optional("faults") {
+            scenario.faults = try FaultReader(scenario: scenario, proxyKey: map.optional("proxy")).faults(faults)
+        }
+        return scenario
+    }
+
+    static func coordinatorSettings(_ value: YAMLValue) throws -> CoordinatorSettings {
+        let map = try value.mapping(keys: coordinatorKeys)
+        var settings = CoordinatorSettings()
+        if let heartbeat = map.optional("heartbeat") { settings.heartbeat = try heartbeat.duration(0.01...60, positive: true) }
+        settings.rateLimitHourly = try map.optional("rate_limit_hourly")?.int(1...100_000_000)
+        settings.rateLimitBurst = try map.optional("rate_limit_burst")?.int(1...1_000_000)
+        if settings.rateLimitBurst != nil && settings.rateLimitHourly == nil {
+            throw map.error(at: "rate_limit_burst", "needs rate_limit_hourly (the burst is of that budget)")
+        }
+        if let budget = map.optional("restart_budget") { settings.restartBudget = try budget.int(0...1_000) }
+        return settings
+    }
+
+    static func deviceGroups(_ value: YAMLValue) throws -> [DeviceGroup] {
+        let entries = try value.sequence(maximumCount: ScenarioLoader.maximumGroups, expected: "a list of device groups")
+        guard !entries.isEmpty else { throw value.error("needs at least one device group") }
+        var groups: [DeviceGroup] = []
+        var firstLine: [String: Int] = [:]
+        var devices = 0, processes = 0
+        for entry in entries {
+            let group = try deviceGroup(entry)
+            let map = try entry.mapping(keys: groupKeys)
+            if let line = firstLine[group.name] {
+                throw try map.required("name", "").error("duplicate group name `\(group.name)` (first at line \(line))")
+            }
+            firstLine[group.name] = entry.node.mark?.line ?? 0
+            devices += group.count
+            processes += group.processes
+            if devices > ScenarioLoader.maximumDevices {
+                throw try map.required("count", "").error(
+                    "brings the scenario to \(devices) devices; at most \(ScenarioLoader.maximumDevices) in all groups together")
+            }
+            if processes > ScenarioLoader.maximumProcesses {
+                throw try map.required("count", "").error(
+                    "brings the scenario to \(processes) node processes; at most \(ScenarioLoader.maximumProcesses) in all groups together")
+            }
+            groups.append(group)
+        }
+        return groups
+    }
+
+    static func deviceGroup(_ value: YAMLValue) throws -> DeviceGroup {
+        let map = try value.mapping(keys: groupKeys, expected: "a device group (name, count, …)")
+        let name = try map.required("name", "name the group (lowercase letters, digits, '_')").identifier(
+            maximumLength: 32, allowed: groupNameCharacters, allowedDescription: "lowercase letters, digits and '_'")
+        let count = try map.required("count", "how many devices the group has").int(1...ScenarioLoader.maximumDevices)
+        var group = DeviceGroup(name: name, count: count)
+        if let processes = map.optional("processes") {
+            group.processes = try processes.int(1...ScenarioLoader.maximumProcesses)
+            if group.processes > count {
+                throw processes.error("must be at most count (\(count)): every node process hosts at least one device")
+            }
+        }
+        if let budget = map.optional("restart_budget") { group.restartBudget = try budget.int(0...1_000) }
+        if let pens = map.optional("pens") { group.pens = try self.pens(pens) }
+        if let behaviour = map.optional("behaviour") { group.behaviour = try self.behaviour(behaviour) }
+        if let connectivity = map.optional("connectivity") { group.connectivity = try self.connectivity(connectivity) }
+        return group
+    }
+
+    /// `{applePencil: 3, finger: 1}` or `[applePencil, finger]` (equal weights); aliases
+    /// such as `pencil` become the pen's identifier.
+    static func pens(_ value: YAMLValue) throws -> [String: Double] {
+        let known = PenKind.allKinds.map(\.identifier)
+        var pens: [String: Double] = [:]
+        func add(_ nameValue: YAMLValue, _ name: String, weight: Double) throws {
+            guard let kind = PenKind(name: name) else {
+                throw nameValue.error("unknown pen `\(name)`; pens are \(known.joined(separator: ", "))\(Suggestion.hint(for: name, in: known))")
+            }
+            guard pens[kind.identifier] == nil else { throw nameValue.error("names the pen \(kind.identifier) twice") }
+            pens[kind.identifier] = weight
+        }
+        switch value.node {
+        case .sequence:
+            for entry in try value.sequence(maximumCount: 16) { try add(entry, try entry.text(expected: "a pen name"), weight: 1) }
+        case .mapping(let mapping):
+            guard mapping.count <= 16 else { throw value.error("has \(mapping.count) pens; at most 16") }
+            for (key, weightNode) in mapping {
+                let keyValue = YAMLValue(node: key, path: value.path, source: value.source)
+                let name = try keyValue.text(expected: "a pen name")
+                let weight = try value.child(name, weightNode).double(0...1_000_000, what: "a relative weight")
+                guard weight > 0 else { throw value.child(name, weightNode).error("must be more than 0 (leave the pen out instead)") }
+                try add(keyValue, name, weight: weight)
+            }
+        default:
+            throw value.error("expected pens as a mapping {applePencil: 3, finger: 1} or a list [applePencil, finger], got \(value.kindDescription)")
+        }
+        guard !pens.isEmpty else { throw value.error("needs at least one pen: \(known.joined(separator: ", "))") }
+        return pens
+    }
+
+    static func behaviour(_ value: YAMLValue) throws -> Behaviour {
+        let map = try value.mapping(keys: behaviourKeys)
+        var behaviour = Behaviour()
+        if let v = map.optional("envelopes_per_minute") { behaviour.envelopesPerMinute = try v.double(0...600) }
+        if let v = map.optional("template_fraction") { behaviour.templateFraction = try v.fraction() }
+        if let v = map.optional("in_person_signers") { behaviour.inPersonSigners = try v.intRange(0...10) }
+        if let v = map.optional("remote_signers") { behaviour.remoteSigners = try v.intRange(0...10) }
+        if behaviour.inPersonSigners.lower + behaviour.remoteSigners.lower < 1 {
+            let key = map.has("remote_signers") ? "remote_signers" : "in_person_signers"
+            throw map.error(at: key, "every envelope needs a signer: in_person_signers and remote_signers may not both start at 0")
+        }
+        if let v = map.optional("embedded_fraction") { behaviour.embeddedFraction = try v.fraction() }
+        if let v = map.optional("signing_duration") { behaviour.signingDuration = try v.span(0...3600) }
+        if let v = map.optional("cancel_rate") { behaviour.cancelRate = try v.fraction() }
+        if let v = map.optional("decline_rate") { behaviour.declineRate = try v.fraction() }
+        if let v = map.optional("sync") { behaviour.sync = try syncPolicy(v) }
+        behaviour.maxEnvelopes = try map.optional("max_envelopes")?.int(0...1_000_000)
+        return behaviour
+    }
+
+    /// `when_online`, `manual` or `{every: 10s}`.
+    static func syncPolicy(_ value: YAMLValue) throws -> SyncPolicy {
+        if case .mapping = value.node {
+            let map = try value.mapping(keys: ["every"])
+            return .every(try map.required("every", "how often to sync, e.g. {every: 10s}").duration(0.1...3600, positive: true))
+        }
+        switch try value.choice(["when_online", "manual"]) {
+        case "manual": return .manual
+        default: return .whenOnline
+        }
+    }
+
+    /// `always_online`, or a mapping `{model: gilbert_elliott, online_mean: 30s, offline_mean: 10s, start_offline: 0.2}`.
+    static func connectivity(_ value: YAMLValue) throws -> Connectivity {
+        let models = ["always_online", "gilbert_elliott"]
+        if case .scalar = value.node {
+            guard try value.choice(models) == "always_online" else {
+                throw value.error("gilbert_elliott needs its means: {model: gilbert_elliott, online_mean: 30s, offline_mean: 10s}")
+            }
+            return Connectivity()
+        }
+        let map = try value.mapping(keys: connectivityKeys, expected: "always_online or a mapping with model")
+        let model = try map.optional("model")?.choice(models) ?? "always_online"
+        var connectivity = Connectivity()
+        switch model {
+        case "gilbert_elliott":
+            let online = try map.required("online_mean", "the mean time a device stays online, e.g. 30s").duration(0.001...86400, positive: true)
+            let offline = try map.required("offline_mean", "the mean time a device stays offline, e.g. 10s").duration(0.001...86400, positive: true)
+            connectivity.model = .gilbertElliott(onlineMean: online, offlineMean: offline)
+        default:
+            for key in ["online_mean", "offline_mean"] where map.has(key) {
+                throw map.error(at: key, "applies only to model: gilbert_elliott (the model here is always_online)")
+            }
+        }
+        if let v = map.optional("start_offline") { connectivity.startOffline = try v.fraction() }
+        return connectivity
+    }
+
+    static func checks(_ value: YAMLValue) throws -> Checks {
+        let map = try value.mapping(keys: checksKeys)
+        var checks = Checks()
+        if let v = map.optional("verdict") { checks.verdict = try v.choice(verdicts) }
+        if let v = map.optional("thresholds") {
+            checks.thresholds = try v.sequence(maximumCount: 100, expected: "a list of thresholds like \"pending == 0\"").map(threshold)
+        }
+        return checks
+    }
+
+    /// `<metric> <op> <value>`: a dotted metric name, one of < <= > >= == !=, and a
+    /// value (a number, possibly with a unit). The checker gives the metrics meaning.
+    static func threshold(_ value: YAMLValue) throws -> String {
+        let text = try value.text(expected: "a threshold like \"pending == 0\"")
+        guard ThresholdSyntax.split(text) != nil else {
+            throw value.error("expected `<metric> <op> <value>` with op one of <, <=, >, >=, ==, != (e.g. \"sync_ack.p99 < 2s\"), got \(value.kindDescription)")
+        }
+        return text
+    }
+}
+
+/// The shape of a threshold: `metric op value`.
+public enum ThresholdSyntax {
+    public static let operators = ["<=", ">=", "==", "!=", "<", ">"]
+
+    /// (metric, operator, value) or nil if the text is not a threshold.
+    public static func split(_ text: String) -> (metric: String, op: String, value: String)? {
+        for op in operators {
+            guard let range = text.range(of: op) else { continue }
+            let metric = text[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
+            let value = text[range.upperBound...].trimmingCharacters(in: .whitespaces)
+            let metricCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+            guard !metric.isEmpty, metric.unicodeScalars.allSatisfy(metricCharacters.contains), metric.first?.isLetter == true,
+                  !value.isEmpty, !value.contains(" "), !value.contains("<"), !value.contains(">"), !value.contains("=")
+            else { return nil }
+            return (metric, op, value)
+        }
+        return nil
+    }
+}
