@@ -147,12 +147,13 @@ public actor SimulatedDevice {
                     continue
                 }
             } else {
-                if token != nil, let at = nextArrivalAt, at <= now {
-                    try await arrive(node)
-                    continue
-                }
+                // A due sync goes first: "after each signing" means before the next envelope.
                 if online == true, engine != nil, syncDue() {
                     try await syncPass()
+                    continue
+                }
+                if token != nil, let at = nextArrivalAt, at <= now {
+                    try await arrive(node)
                     continue
                 }
                 if configuration.finishWhenDone, nextArrivalAt == nil, resumeEnvelope == nil {
