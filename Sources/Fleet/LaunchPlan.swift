@@ -22,63 +22,29 @@ public struct LaunchPlan: Sendable, Hashable {
         }
     }
 
-    /// One half of a fault: its start or its stop, at a time, on concrete targets.
-    public struct FaultEvent: Sendable, Hashable {
-        /// Seconds from the run's start.
-        public var time: Double
-        public var isStart: Bool
-        /// Pairs a start with its stop.
-        public var id: Int
-        public var fault: Fault
-        /// Process names (node processes, `coordinator`); proxies are named after their node process.
-        public var targets: [String]
-
-        public init(time: Double, isStart: Bool, id: Int, fault: Fault, targets: [String]) {
-            self.time = time
-            self.isStart = isStart
-            self.id = id
-            self.fault = fault
-            self.targets = targets
-        }
-    }
-
     public var nodes: [NodeProcess]
-    /// Sorted by time.
+    /// The concrete fault events (``FaultSchedule``), in order.
     public var faults: [FaultEvent]
+    /// What the schedule could not do as asked (too few free targets, …).
+    public var notes: [String]
 
-    public init(nodes: [NodeProcess], faults: [FaultEvent]) {
+    public init(nodes: [NodeProcess], faults: [FaultEvent], notes: [String] = []) {
         self.nodes = nodes
-        self.faults = faults.sorted { ($0.time, $0.id, $0.isStart ? 1 : 0) < ($1.time, $1.id, $1.isStart ? 1 : 0) }
+        self.faults = faults
+        self.notes = notes
     }
-}
 
-extension Fault {
-    /// The fault's name in histories, progress and report: `kill-node`, `toxic latency`, …
-    public var label: String {
-        switch self {
-        case .killNode: return "kill-node"
-        case .killCoordinator: return "kill-coordinator"
-        case .pauseNode: return "pause-node"
-        case .pauseCoordinator: return "pause-coordinator"
-        case .offline: return "offline"
-        case .toxic(let spec): return "toxic \(spec.type)"
-        case .partition: return "partition"
-        case .templateEdit(let template): return "template-edit \(template)"
+    /// The plan of `scenario` with `seed`: ``FleetLayout`` for the processes and
+    /// devices, ``FaultSchedule`` for the events and the outages.
+    public static func make(scenario: Scenario, seed: UInt64) -> LaunchPlan {
+        let layout = FleetLayout(scenario: scenario, seed: seed)
+        let schedule = FaultSchedule(scenario: scenario, layout: layout, seed: seed)
+        let budgets = Dictionary(scenario.groups.map { ($0.name, $0.restartBudget) }, uniquingKeysWith: { first, _ in first })
+        let nodes = layout.processes.map { process in
+            NodeProcess(
+                process: process.name, group: process.group, devices: process.devices, outages: schedule.outages(for: process.name),
+                restartBudget: budgets[process.group] ?? 5)
         }
-    }
-}
-
-/// The scenario file as run: its text with the seed set, so the copy in the run
-/// directory replays the run on its own.
-public enum ScenarioText {
-    public static func withSeed(_ text: String, seed: UInt64) -> String {
-        var lines = text.components(separatedBy: "\n")
-        // A top-level `seed:` line (no indentation) is replaced; otherwise one is added first.
-        if let index = lines.firstIndex(where: { $0.hasPrefix("seed:") }) {
-            lines[index] = "seed: \(seed)"
-        } else {
-            lines.insert("seed: \(seed)", at: 0)
-        }
-        return lines.joined(separator: "\n")
+        return LaunchPlan(nodes: nodes, faults: schedule.events, notes: schedule.notes.map { "\($0.id) at \($0.time)s: \($0.message)" })
     }
 }

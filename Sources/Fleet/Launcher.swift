@@ -103,7 +103,7 @@ public final class Launcher: Sendable {
         /// The coordinator's ZeroMQ endpoint once known.
         var coordinatorEndpoint: String?
         /// Active faults by their schedule id.
-        var active: [Int: AppliedFault] = [:]
+        var active: [String: AppliedFault] = [:]
         var applied: [AppliedFault] = []
         var runStart: Double = 0
         var templateEdits = 0
@@ -182,20 +182,18 @@ public final class Launcher: Sendable {
         message("coordinator listening on \(endpoint)")
     }
 
-    /// Templates the scenario edits (and one for groups that compose from templates) must exist.
+    /// Templates the scenario edits must exist: the demo ones are seeded with the demo
+    /// account; any other is created (an existing one is left as it is: its
+    /// `create-sample` fails with already_exists in logs/template-<id>.log).
     func prepareTemplates() async throws {
         var names: [String] = []
         for spec in configuration.scenario.faults {
             if case .templateEdit(let template) = spec.fault, !names.contains(template) { names.append(template) }
         }
-        if names.isEmpty, configuration.scenario.groups.contains(where: { $0.behaviour.templateFraction > 0 }) {
-            names.append("standard")
-        }
         for name in names {
-            let exit = await runOnce(
+            _ = await runOnce(
                 name: "template-\(name)",
                 arguments: ["admin", "templates", "create-sample", "--store", run.coordinatorStore, "--name", name, "--id", name])
-            if exit != .exited(0) { message("warning: creating template \(name) ended with \(exit)") }
         }
     }
 

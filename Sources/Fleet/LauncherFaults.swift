@@ -8,35 +8,31 @@ import Glibc
 /// Applying the fault schedule: each start and stop recorded as invoke then ok (or
 /// fail) in the launcher's history, with the fault, its schedule id and its targets.
 extension Launcher {
-    func apply(_ event: LaunchPlan.FaultEvent, healing: Bool = false) async {
-        let op = Self.operation(for: event.fault, isStart: event.isStart, healing: healing)
-        var details = ["fault": event.fault.label, "id": "\(event.id)", "targets": event.targets.joined(separator: ",")]
-        details["phase"] = event.isStart ? "start" : "stop"
+    func apply(_ event: FaultEvent, healing: Bool = false) async {
+        let op = Self.operation(for: event.fault, isStart: event.phase != .stop, healing: healing)
+        var details = ["fault": event.fault.label, "id": event.id, "targets": event.targets.joined(separator: ",")]
+        details["phase"] = event.phase.rawValue
         record(.invoke, op, details: details)
         let failures = await perform(event)
         let time = Date().timeIntervalSince1970 - mutable.withLock { $0.runStart }
         mutable.withLock { state in
-            if event.isStart {
+            switch event.phase {
+            case .start:
                 state.active[event.id] = AppliedFault(kind: event.fault.label, targets: event.targets, start: time)
-            } else if var fault = state.active.removeValue(forKey: event.id) {
-                fault.end = time
-                state.applied.append(fault)
-            }
-        }
-        if case .templateEdit = event.fault, event.isStart {
-            // A one-off: its window is a moment.
-            mutable.withLock { state in
+            case .stop:
                 if var fault = state.active.removeValue(forKey: event.id) {
                     fault.end = time
                     state.applied.append(fault)
                 }
+            case .instant:
+                state.applied.append(AppliedFault(kind: event.fault.label, targets: event.targets, start: time, end: time))
             }
         }
         if failures.isEmpty {
             record(.ok, op, details: details)
         } else {
             record(.fail, op, error: failures.joined(separator: "; "), details: details)
-            message("warning: \(event.fault.label) \(event.isStart ? "start" : "stop"): \(failures.joined(separator: "; "))")
+            message("warning: \(event.label) (\(event.phase.rawValue)): \(failures.joined(separator: "; "))")
         }
     }
 
@@ -53,13 +49,14 @@ extension Launcher {
     }
 
     /// Does what the event says; returns what failed.
-    func perform(_ event: LaunchPlan.FaultEvent) async -> [String] {
+    func perform(_ event: FaultEvent) async -> [String] {
         var failures: [String] = []
+        let isStart = event.phase != .stop
         let client = mutable.withLock { $0.proxyClient }
         switch event.fault {
         case .killNode, .killCoordinator:
             for target in event.targets {
-                if event.isStart {
+                if isStart {
                     await supervisor.kill(target)
                     state.setUnavailable(target, true)
                 } else {
@@ -72,8 +69,8 @@ extension Launcher {
             }
         case .pauseNode, .pauseCoordinator:
             for target in event.targets {
-                let sent = await supervisor.signal(target, event.isStart ? SIGSTOP : SIGCONT)
-                if state.nodeNames.contains(target) { state.setUnavailable(target, event.isStart) }
+                let sent = await supervisor.signal(target, isStart ? SIGSTOP : SIGCONT)
+                if state.nodeNames.contains(target) { state.setUnavailable(target, isStart) }
                 if !sent { failures.append("\(target) is not running") }
             }
         case .offline:
@@ -82,14 +79,14 @@ extension Launcher {
             guard let client else { return ["the scenario has no proxy (proxy: true) for a toxic"] }
             for target in event.targets {
                 do {
-                    if event.isStart {
+                    if isStart {
                         let kind = try ToxicKind(type: spec.type, attributes: spec.attributes.mapValues { Int($0.rounded()) })
                         let toxic = Toxic(
-                            name: "fault-\(event.id)", stream: ToxicStream(rawValue: spec.stream) ?? .downstream,
+                            name: event.id, stream: ToxicStream(rawValue: spec.stream) ?? .downstream,
                             toxicity: spec.toxicity, kind: kind)
                         try await client.addToxic(toxic, to: target)
                     } else {
-                        try await client.removeToxic("fault-\(event.id)", from: target)
+                        try await client.removeToxic(event.id, from: target)
                     }
                 } catch {
                     failures.append("\(target): \(error)")
@@ -99,13 +96,12 @@ extension Launcher {
             guard let client else { return ["the scenario has no proxy (proxy: true) for a partition"] }
             for target in event.targets {
                 do {
-                    try await client.setEnabled(target, !event.isStart)
+                    try await client.setEnabled(target, !isStart)
                 } catch {
                     failures.append("\(target): \(error)")
                 }
             }
         case .templateEdit(let template):
-            guard event.isStart else { break }
             let edits = mutable.withLock { state -> Int in
                 state.templateEdits += 1
                 return state.templateEdits
@@ -128,9 +124,9 @@ extension Launcher {
     func heal() async {
         let active = mutable.withLock { $0.active }
         for id in active.keys.sorted() {
-            guard let start = configuration.plan.faults.first(where: { $0.id == id && $0.isStart }) else { continue }
+            guard let start = configuration.plan.faults.first(where: { $0.id == id && $0.phase == .start }) else { continue }
             var stop = start
-            stop.isStart = false
+            stop.phase = .stop
             stop.time = Date().timeIntervalSince1970 - mutable.withLock { $0.runStart }
             await apply(stop, healing: true)
         }

@@ -75,19 +75,12 @@ struct FleetCommand: AsyncParsableCommand {
             let chosenSeed = seed ?? loaded.seed ?? UInt64.random(in: 1...UInt64(Int64.max))
             loaded.seed = chosenSeed
             if let duration { loaded.duration = duration }
-            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-            let plan: LaunchPlan
-            do {
-                plan = try LaunchPlan.make(scenario: loaded, seed: chosenSeed)
-            } catch {
-                FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-                throw ExitCode(2)
-            }
+            let plan = LaunchPlan.make(scenario: loaded, seed: chosenSeed)
             var replay = "signfleet fleet run \(scenario) --seed \(chosenSeed)"
             if let duration { replay += " --duration \(duration)" }
             let configuration = LauncherConfiguration(
                 executable: FleetCommand.executablePath(), scenario: loaded, seed: chosenSeed,
-                scenarioText: ScenarioText.withSeed(text, seed: chosenSeed), plan: plan, runsRoot: runs, replay: replay,
+                scenarioText: loaded.yaml(seed: chosenSeed), plan: plan, runsRoot: runs, replay: replay,
                 check: FleetCheck.run)
             let launcher: Launcher
             do {

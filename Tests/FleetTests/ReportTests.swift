@@ -60,11 +60,6 @@ import Testing
         #expect(line.contains("ack p99 250ms"))
         #expect(line.contains("faults: kill-node node-a-1, toxic latency node-b-1"))
     }
-
-    @Test func theScenarioCopyCarriesTheSeed() {
-        #expect(ScenarioText.withSeed("name: smoke\nseed: 1\nduration: 60s", seed: 42) == "name: smoke\nseed: 42\nduration: 60s")
-        #expect(ScenarioText.withSeed("name: smoke\n  seed: 1", seed: 7) == "seed: 7\nname: smoke\n  seed: 1")
-    }
 }
 
 @Suite struct ReportRenderTests {
