@@ -136,6 +136,7 @@ public final class Launcher: Sendable {
         var drainedAll = false
         do {
             try Data(configuration.scenarioText.utf8).write(to: URL(fileURLWithPath: run.scenarioFile))
+            try writeSchedule()
             try await startCoordinator()
             try await prepareTemplates()
             if configuration.scenario.proxy { try await startProxy() }
@@ -156,6 +157,22 @@ public final class Launcher: Sendable {
         if interrupted { notes.append("interrupted (SIGINT/SIGTERM): not drained, not checked") }
         return await finish(
             started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, drainedAll: drainedAll, notes: notes)
+    }
+
+    /// `schedule.json`: the fault events as planned from the seed (the launcher's
+    /// history shows them as applied), and what the schedule could not do.
+    public var scheduleFile: String { URL(fileURLWithPath: run.path).appendingPathComponent("schedule.json").path }
+
+    func writeSchedule() throws {
+        struct Planned: Encodable {
+            var seed: UInt64
+            var events: [FaultEvent]
+            var notes: [String]
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let planned = Planned(seed: configuration.seed, events: configuration.plan.faults, notes: configuration.plan.notes)
+        try encoder.encode(planned).write(to: URL(fileURLWithPath: scheduleFile))
     }
 
     // MARK: - Starting

@@ -39,12 +39,15 @@ public struct ProgressLine: Sendable {
 
     /// Writes the line for `sample` if it is time to.
     public mutating func show(_ sample: TimelineSample, phase: String, duration: Double) {
-        let text = Self.render(sample, previous: previous, phase: phase, duration: duration)
-        previous = sample
         if isTerminal {
+            let text = Self.render(sample, previous: previous, phase: phase, duration: duration)
+            previous = sample
             FileHandle.standardError.write(Data(("\r" + text + "\u{1B}[K").utf8))
             shownInPlace = true
         } else if sample.time - lastPrinted >= interval {
+            // Rates since the previous printed line, so they cover the whole interval.
+            let text = Self.render(sample, previous: previous, phase: phase, duration: duration)
+            previous = sample
             lastPrinted = sample.time
             FileHandle.standardError.write(Data((text + "\n").utf8))
         }
