@@ -57,7 +57,7 @@ public struct FaultWindow: Codable, Sendable, Hashable {
 ///   occurrence that finds fewer free processes than it asks for hits those it finds
 ///   and says so in `notes`; one that finds none is dropped (also in `notes`).
 ///   Toxics and outages may overlap anything.
-public struct FaultSchedule: Sendable, Hashable {
+public struct FaultSchedule: Codable, Sendable, Hashable {
     /// The target name of coordinator faults.
     public static let coordinatorProcess = "coordinator"
 

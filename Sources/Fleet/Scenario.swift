@@ -176,12 +176,17 @@ public struct ClosedSpan: Codable, Sendable, Hashable {
 /// One entry of the fault schedule: a fault that starts at `at` and ends `for`
 /// seconds later (its stop half), optionally repeating `every` seconds until `until`.
 /// Whatever is still active when the run's duration ends is healed.
+/// YAML syntax and rules: docs/scenarios.md; `FaultSchedule` makes it concrete.
 public struct FaultSpec: Codable, Sendable, Hashable {
     public var fault: Fault
+    /// The first occurrence, seconds from the start (`at`, or `from` with `every`).
     public var at: Double
     /// How long the fault lasts (kill: downtime before the restart; pause: SIGSTOP to SIGCONT).
+    /// Nil: until the run's end (the final heal); always nil for a template edit.
     public var duration: Double?
+    /// Repeat interval; nil: once.
     public var every: Double?
+    /// With `every`: no occurrence starts at or after this (nil: the run's end).
     public var until: Double?
     public var target: FaultTarget
 

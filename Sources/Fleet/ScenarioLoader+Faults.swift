@@ -7,7 +7,6 @@ import Yams
 /// (`group`, `fraction` or `count` of the group's node processes).
 struct FaultReader {
     let scenario: Scenario
-    let proxyKey: YAMLValue?
 
     static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit"]
     static let timingKeys = ["at", "from", "every", "until", "for"]

@@ -235,7 +235,6 @@ struct MappingReader {
             field: value.path.isEmpty ? key : "\(value.path).\(key)", message: message)
     }
 
-    var presentKeys: [String] { entries.keys.filter { has($0) }.sorted() }
 }
 
 /// Durations as scenario files write them: "500ms", "10s", "2m", "1h", or a bare number of seconds.

@@ -36,7 +36,7 @@ enum ScenarioReader {
             name: name, seed: seed, duration: duration, drainTimeout: drainTimeout, coordinator: coordinator, proxy: proxy,
             groups: groups, checks: checks)
         if let faults = map.optional("faults") {
-            scenario.faults = try FaultReader(scenario: scenario, proxyKey: map.optional("proxy")).faults(faults)
+            scenario.faults = try FaultReader(scenario: scenario).faults(faults)
         }
         return scenario
     }
