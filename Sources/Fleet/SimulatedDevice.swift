@@ -60,6 +60,11 @@ public actor SimulatedDevice {
     private var consumerEnded = false
     private var passWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
     private var pushStartedAt: [UInt64: Double] = [:]
+    /// Consecutive failed logins and sync passes: the next try waits longer (with jitter), so
+    /// a thousand devices facing a slow coordinator back off instead of storming it.
+    private var loginFailures = 0
+    private var syncFailures = 0
+    private var jitter: SeededRandom
 
     public init(
         configuration: SimulatedDeviceConfiguration, loop: ZMQIOLoop, logger: Logger, history: HistoryWriter? = nil,
@@ -75,10 +80,18 @@ public actor SimulatedDevice {
         self.behaviour = BehaviourModel(behaviour: configuration.behaviour, pens: configuration.pens, seed: configuration.seed)
         self.connectivity = ConnectivityModel(
             connectivity: configuration.connectivity, outages: configuration.outages, seed: configuration.seed)
+        self.jitter = SeededRandom(mixing: configuration.seed, 0xBAC0_FF)
     }
 
     private var now: Double { Date().timeIntervalSince1970 }
     private var retryDelay: Double { max(0.05, Self.seconds(configuration.requestTimeout)) }
+
+    /// The wait before the next try after `failures` failures in a row: `requestTimeout`
+    /// doubling up to 30 s (5 s while draining), times a jitter in [0.5, 1.5).
+    private func backoff(after failures: Int) -> Double {
+        let delay = min(retryDelay * Double(1 << min(max(0, failures - 1), 10)), draining ? 5 : 30)
+        return delay * (0.5 + jitter.nextDouble())
+    }
 
     // MARK: Running
 
@@ -126,6 +139,7 @@ public actor SimulatedDevice {
 
     private func work(_ node: DeviceNode) async throws {
         try await restore(node)
+        if configuration.startDelay > 0 { try await sleep(until: now + configuration.startDelay) }
         scheduleNextArrival(from: max(now, configuration.runStart))
         while true {
             try Task.checkCancellation()
@@ -301,6 +315,7 @@ public actor SimulatedDevice {
                 try history.record(.ok, .login)
                 token = reply.accessToken
                 loggedInOnline = true
+                loginFailures = 0
                 makeEngine()
                 await cacheTemplatesIfNeeded()
                 return
@@ -314,7 +329,8 @@ public actor SimulatedDevice {
                 logger.notice("coordinator unreachable; logging in offline", metadata: ["error": "\(error)"])
             }
         }
-        nextLoginAttempt = now + retryDelay
+        loginFailures += 1
+        nextLoginAttempt = now + backoff(after: loginFailures)
         guard token == nil else { return }
         if let account = try? await node.loginOffline() {
             try history.record(.ok, .login, details: ["offline": "true"])
@@ -489,7 +505,8 @@ public actor SimulatedDevice {
         lastSyncAt = now
         needsSync = false
         let retries = draining || configuration.behaviour.sync == .whenOnline
-        retrySyncAt = remaining > 0 && retries ? now + retryDelay : nil
+        syncFailures = remaining > 0 ? syncFailures + 1 : 0
+        retrySyncAt = remaining > 0 && retries ? now + backoff(after: syncFailures) : nil
     }
 
     private func waitForEvents(ofPass pass: Int) async {
