@@ -29,7 +29,10 @@ extension CheckerAnalysis {
             let deviceHistory = history.byDevice[d] ?? CheckedDeviceHistory()
             for item in device.outbox {
                 let key = DeviceTransaction(device: d, transaction: item.transactionId)
-                let rows = byDeviceTransaction[key] ?? byTransaction[item.transactionId] ?? []
+                // Only this device's row counts: the same transaction from another device is another
+                // envelope, and the server answering "duplicate" for it would hide this one.
+                let rows = byDeviceTransaction[key] ?? []
+                let elsewhere = rows.isEmpty ? (byTransaction[item.transactionId] ?? []).first : nil
                 let signEvent = deviceHistory.signEvent(transaction: item.transactionId, sequence: item.sequence)
                 let syncEvent = deviceHistory.syncEvent(transaction: item.transactionId, sequence: item.sequence)
                 let result = results[DeviceSequence(device: d, sequence: item.sequence)]
@@ -50,18 +53,20 @@ extension CheckerAnalysis {
                 let evidence = CheckWitness(
                     events: [signEvent, syncEvent].compactMap { $0 },
                     rows: [witnessRow(item, device)] + (result.map { [witnessRow($0, server)] } ?? [])
-                        + [absentRow(store: server.store, table: "envelope", ["deviceID": d, "transactionID": item.transactionId])])
+                        + [absentRow(store: server.store, table: "envelope", ["deviceID": d, "transactionID": item.transactionId])]
+                        + (elsewhere.map { [witnessRow($0, server)] } ?? []))
+                let other = elsewhere.map { " (only device \($0.deviceID)'s envelope \($0.id) has that transaction)" } ?? ""
                 let serverApplied = result.map { $0.outcome != "rejected" } ?? false
                 switch item.status {
                 case "synced":
-                    reportLost(device: d, item: item, evidence, "device \(d) holds a \(item.outcome ?? "") receipt for item \(item.sequence) (server envelope \(item.serverEnvelopeId ?? "?")), but the server has no envelope for transaction \(item.transactionId)")
+                    reportLost(device: d, item: item, evidence, "device \(d) holds a receipt (\(item.outcome ?? "?"), server envelope \(item.serverEnvelopeId ?? "?")) for item \(item.sequence), but the server has no envelope for transaction \(item.transactionId)\(other)")
                 case "rejected":
                     if serverApplied {
                         reportLost(device: d, item: item, evidence, "the server recorded item \(item.sequence) of device \(d) as \(result?.outcome ?? "") but has no envelope for transaction \(item.transactionId)")
                     }
                 default:
                     if let syncEvent {
-                        reportLost(device: d, item: item, evidence, "the history has ok sync for item \(item.sequence) of device \(d) at \(syncEvent.time), but the server has no envelope for transaction \(item.transactionId)")
+                        reportLost(device: d, item: item, evidence, "the history has ok sync for item \(item.sequence) of device \(d) at \(syncEvent.time), but the server has no envelope for transaction \(item.transactionId)\(other)")
                     } else if serverApplied {
                         reportLost(device: d, item: item, evidence, "the server recorded item \(item.sequence) of device \(d) as \(result?.outcome ?? "") but has no envelope for transaction \(item.transactionId)")
                     } else {

@@ -54,8 +54,7 @@ extension CheckerAnalysis {
 
     /// A row that is not there: the absence is the evidence.
     func absentRow(store: String, table: String, _ lookup: [String: String]) -> WitnessRow {
-        var fields = lookup
-        fields["(none)"] = "no row with " + lookup.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        return WitnessRow(store: store, table: table, fields: fields)
+        let lookedUp = lookup.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        return WitnessRow(store: store, table: table, fields: ["(none)": "no row with " + lookedUp])
     }
 }

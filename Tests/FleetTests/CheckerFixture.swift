@@ -62,6 +62,7 @@ struct CheckerRun {
             let pushed = pending.dropLast(unsynced[device] ?? 0)
             for item in pushed { try record(.invoke, .sync, envelope: item.envelope.localId, transaction: item.envelope.transactionId, sequence: item.sequence) }
             if !pushed.isEmpty {
+                try await node.beginSync(sequences: pushed.map(\.sequence))
                 let ack = try await services.ingest.apply(SyncPush(deviceID: device, items: pushed.compactMap(\.syncItem)), routingID: device)
                 try await node.recordAcknowledgement(ack)
                 for (item, result) in zip(pushed, ack.results) {
@@ -76,10 +77,10 @@ struct CheckerRun {
         return CheckerRun(root: root, run: run, transactions: transactions)
     }
 
-    /// A copy of the run directory to break on purpose.
-    func copy() throws -> RunDirectory {
+    /// A copy of the run directory (or of `source`) to break on purpose.
+    func copy(of source: RunDirectory? = nil) throws -> RunDirectory {
         let path = URL(fileURLWithPath: root).appendingPathComponent("copy-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.copyItem(atPath: run.path, toPath: path)
+        try FileManager.default.copyItem(atPath: (source ?? run).path, toPath: path)
         return RunDirectory(path: path)
     }
 

@@ -131,9 +131,10 @@ import Testing
         defer { fixture.remove() }
         let broken = try fixture.copy()
         let transaction = try #require(fixture.transactions["b-1"]?[0])
-        let keyBytes = try DatabaseQueue(path: broken.deviceStore(device: "b-1")).read { db in
-            try #require(try Data.fetchOne(db, sql: "SELECT privateKey FROM device WHERE id = 1"))
-        }
+        let keyQueue = try DatabaseQueue(path: broken.deviceStore(device: "b-1"))
+        let storedKey: Data? = try await keyQueue.read { db in try Data.fetchOne(db, sql: "SELECT privateKey FROM device WHERE id = 1") }
+        try keyQueue.close()
+        let keyBytes = try #require(storedKey)
         let key = try Curve25519.Signing.PrivateKey(rawRepresentation: keyBytes)
         try CheckerRun.edit(broken.coordinatorStore) { db in
             let stored = try #require(try Data.fetchOne(db, sql: "SELECT payload FROM envelope WHERE transactionID = ?", arguments: [transaction]))
@@ -278,6 +279,62 @@ import Testing
         let summary = report.summary(maxAnomalies: 1)
         #expect(summary.hasPrefix("verdict: invalid (exit 1)"))
         #expect(summary.contains("… and 1 more in check.json"), "\(summary)")
+    }
+
+    @Test func aSequenceTheServerNeverHandledIsAGap() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try db.execute(sql: "DELETE FROM syncResult WHERE deviceID = 'a-1' AND sequence = 2")
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.anomalies.map(\.kind) == [.orderViolation], "\(report.summary())")
+        let gap = try #require(report.anomalies.first)
+        #expect(gap.device == "a-1" && gap.sequence == 2 && gap.message.hasPrefix("gap:"), "\(gap.message)")
+        #expect(gap.witness.rows.compactMap { $0.fields["sequence"] } == ["1", "3"], "the neighbours of the hole")
+    }
+
+    @Test func aStoreLeftWithItsWriteAheadLogIsReadWithIt() async throws {
+        // A coordinator killed mid-run leaves coordinator.sqlite-wal behind; its last writes are
+        // only there. The read-only checker must see them.
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let live = try fixture.copy()
+        let transaction = try #require(fixture.transactions["b-1"]?[2])
+        let pool = try DatabasePool(path: live.coordinatorStore)
+        try await pool.write { db in try db.execute(sql: "DELETE FROM envelopeRecipient WHERE envelopeID = ?", arguments: [Self.serverID(transaction)]) }
+        try await pool.write { db in try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [transaction]) }
+        // Copied while the pool is open: the copy's last write is in its -wal file only.
+        let snapshot = try fixture.copy(of: live)
+        try pool.close()
+        #expect(FileManager.default.fileExists(atPath: snapshot.coordinatorStore + "-wal"))
+        let report = try Checker.check(run: snapshot)
+        #expect(report.anomalies.map(\.kind) == [.lost], "\(report.summary())")
+        #expect(report.anomalies.first?.transaction == transaction)
+    }
+
+    @Test func infoOutcomesAreResolvedAndATruncatedHistoryIsNoted() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let run = try fixture.copy()
+        let synced = try #require(fixture.transactions["a-1"]?[0])
+        let writer = try HistoryWriter(path: run.historyFile(process: "node-a-1"))
+        try writer.append(HistoryEvent(process: "node-a-1", type: .invoke, op: .sync, device: "a-1", transaction: synced, sequence: 1))
+        try writer.append(HistoryEvent(process: "node-a-1", type: .info, op: .sync, device: "a-1", transaction: synced, sequence: 1, error: "timeout"))
+        try writer.append(HistoryEvent(process: "node-a-1", type: .info, op: .sync, device: "a-1", transaction: "a-1-tx-never", error: "timeout"))
+        try writer.append(HistoryEvent(process: "node-a-1", type: .invoke, op: .sign, device: "a-1"))
+        writer.close()
+        let handle = try #require(FileHandle(forWritingAtPath: run.historyFile(process: "node-a-1")))
+        handle.seekToEndOfFile()
+        handle.write(Data("{\"time\":1,\"pro".utf8))
+        try handle.close()
+
+        let report = try Checker.check(run: run)
+        #expect(report.verdict == .valid, "info outcomes and a partial line are not anomalies: \(report.summary())")
+        #expect(report.resolvedInfo.map(\.resolution) == ["happened", "did-not-happen"])
+        #expect(report.notes.contains { $0.contains("node-a-1.jsonl ends in a partial line") }, "\(report.notes)")
+        #expect(report.notes.contains { $0.contains("without a completion") && $0.contains("1 sign") }, "\(report.notes)")
     }
 
     @Test func aDirectoryWithoutACoordinatorStoreIsNotARunDirectory() throws {
