@@ -180,8 +180,8 @@ final class FaultProxy: Sendable {
     }
 
     /// - Throws: ``FaultProxyError`` (409) when a toxic of that name exists.
-    func add(_ toxic: Toxic) throws -> Toxic {
-        try change { toxics, revisions in
+    func add(_ toxic: Toxic) async throws -> Toxic {
+        try await change { toxics, revisions in
             guard !toxics.contains(where: { $0.toxic.name == toxic.name }) else {
                 throw FaultProxyError.toxicAlreadyExists(toxic.name)
             }
@@ -192,9 +192,9 @@ final class FaultProxy: Sendable {
     }
 
     /// - Throws: ``FaultProxyError`` (404) when there is no such toxic, (400) for bad attributes.
-    func update(toxic name: String, with update: (Toxic) throws -> Toxic) throws -> Toxic {
+    func update(toxic name: String, with update: (Toxic) throws -> Toxic) async throws -> Toxic {
         var result: Toxic?
-        try change { toxics, revisions in
+        try await change { toxics, revisions in
             guard let index = toxics.firstIndex(where: { $0.toxic.name == name }) else {
                 throw FaultProxyError.toxicNotFound(name)
             }
@@ -210,8 +210,8 @@ final class FaultProxy: Sendable {
     }
 
     /// - Throws: ``FaultProxyError`` (404) when there is no such toxic.
-    func remove(toxic name: String) throws {
-        try change { toxics, _ in
+    func remove(toxic name: String) async throws {
+        try await change { toxics, _ in
             guard let index = toxics.firstIndex(where: { $0.toxic.name == name }) else {
                 throw FaultProxyError.toxicNotFound(name)
             }
@@ -219,18 +219,20 @@ final class FaultProxy: Sendable {
         }
     }
 
-    func removeAllToxics() {
-        try? change { toxics, _ in toxics.removeAll() }
+    func removeAllToxics() async {
+        try? await change { toxics, _ in toxics.removeAll() }
     }
 
-    /// Applies `body` to the toxics and tells every open connection, each on its event loop.
-    private func change(_ body: (inout [ActiveToxic], inout UInt64) throws -> Void) throws {
+    /// Applies `body` to the toxics and tells every open connection, each on its event loop;
+    /// returns once they all have the change (as Toxiproxy does), so bytes sent after a change
+    /// meet the new toxics.
+    private func change(_ body: (inout [ActiveToxic], inout UInt64) throws -> Void) async throws {
         let (toxics, links) = try state.withLock { state in
             try body(&state.toxics, &state.revisions)
             return (state.toxics, Array(state.links.values))
         }
         for link in links {
-            link.eventLoop.execute { link.value.apply(toxics) }
+            try? await link.eventLoop.submit { link.value.apply(toxics) }.get()
         }
     }
 }

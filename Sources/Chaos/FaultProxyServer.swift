@@ -105,7 +105,7 @@ public actor FaultProxyServer {
     public func reset() async throws {
         try await exclusively {
             for proxy in proxies.values {
-                proxy.removeAllToxics()
+                await proxy.removeAllToxics()
                 try await proxy.setEnabled(true)
             }
         }
@@ -139,19 +139,19 @@ public actor FaultProxyServer {
     /// Adds a toxic; open connections get it at once (`POST /proxies/{name}/toxics`).
     /// - Throws: ``FaultProxyError``: 404 for an unknown proxy, 409 when the toxic name is taken.
     @discardableResult
-    public func addToxic(_ toxic: Toxic, to proxy: String) throws -> Toxic {
-        try existing(proxy).add(toxic)
+    public func addToxic(_ toxic: Toxic, to proxy: String) async throws -> Toxic {
+        try await existing(proxy).add(toxic)
     }
 
     /// Changes a toxic's attributes or toxicity (`POST /proxies/{name}/toxics/{toxic}`).
     @discardableResult
-    public func updateToxic(_ name: String, of proxy: String, _ update: ToxicUpdate) throws -> Toxic {
-        try existing(proxy).update(toxic: name) { try update.applied(to: $0) }
+    public func updateToxic(_ name: String, of proxy: String, _ update: ToxicUpdate) async throws -> Toxic {
+        try await existing(proxy).update(toxic: name) { try update.applied(to: $0) }
     }
 
     /// `DELETE /proxies/{name}/toxics/{toxic}`.
-    public func removeToxic(_ name: String, from proxy: String) throws {
-        try existing(proxy).remove(toxic: name)
+    public func removeToxic(_ name: String, from proxy: String) async throws {
+        try await existing(proxy).remove(toxic: name)
     }
 
     // MARK: - Helpers
@@ -163,7 +163,7 @@ public actor FaultProxyServer {
 
     private func makeProxy(_ definition: ProxyDefinition) async throws -> ProxyDefinition {
         let proxy = try FaultProxy(definition: definition, seed: seed, group: group, logger: logger)
-        for toxic in definition.toxics { _ = try proxy.add(toxic) }
+        for toxic in definition.toxics { _ = try await proxy.add(toxic) }
         try await proxy.start()
         proxies[definition.name] = proxy
         return proxy.definition

@@ -80,6 +80,7 @@ final class ProxyLink {
         toDownstream.sink = downstream
         toUpstream.apply(toxics, applies: applies)
         toDownstream.apply(toxics, applies: applies)
+        // A channel not active yet is pumped again by its handler's channelActive.
         toUpstream.pump()
         toDownstream.pump()
     }
@@ -135,6 +136,11 @@ final class LinkSideHandler: ChannelInboundHandler {
     init(link: ProxyLink, side: Side) {
         self.link = link
         self.side = side
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        link.pipe(readingFrom: side)?.pump()
+        context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

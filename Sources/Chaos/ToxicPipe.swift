@@ -76,7 +76,9 @@ final class ToxicPipe {
 
     /// Asks the source for more when there is room.
     func pump() {
-        guard !isFinished, !readRequested, held < Self.highWater, let source, let sink, sink.isWritable else { return }
+        // A read asked of a channel NIO has not finished activating is lost: wait for channelActive.
+        guard !isFinished, !readRequested, held < Self.highWater, let source, source.isActive, let sink, sink.isWritable
+        else { return }
         readRequested = true
         source.read()
     }
@@ -161,3 +163,4 @@ final class ToxicPipe {
         for stage in stages { _ = stage.drain() }
     }
 }
+
