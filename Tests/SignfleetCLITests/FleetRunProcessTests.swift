@@ -133,7 +133,8 @@ import Glibc
         #expect(try await refused.waitForExit(timeout: .seconds(30)) == 1, "\(refused.output)")
         let error = refused.lines(.standardError).joined(separator: "\n")
         #expect(error.contains("envelopes_per_minute"), "\(error)")
-        #expect(error.contains("11"), "names line 11: \(error)")
+        let line = try #require(Self.shortScenario.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("envelopes_per_minute") }) + 1
+        #expect(error.contains("bad.yaml:\(line):"), "names line \(line): \(error)")
 
         // `fleet run` refuses it too, before starting anything.
         let run = try ChildProcess.launch(binary, ["fleet", "run", bad, "--runs", directory + "/runs"])
@@ -144,7 +145,14 @@ import Glibc
     /// Reads `<run>/pids` until it names the coordinator, the proxy and both nodes.
     static func waitForChildren(in runs: String, launcher: ChildProcess) async throws -> [Int32] {
         _ = try await launcher.waitForLine(in: .standardError, timeout: .seconds(60)) { $0.hasPrefix("started 2 node processes") }
-        let text = try String(contentsOfFile: runs + "/latest/pids", encoding: .utf8)
+        // The nodes' pids are written once they are spawned, just after that line.
+        let deadline = Date().addingTimeInterval(30)
+        var text = ""
+        while Date() < deadline {
+            text = (try? String(contentsOfFile: runs + "/latest/pids", encoding: .utf8)) ?? ""
+            if text.split(separator: "\n").count >= 4 { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let entries = text.split(separator: "\n").map { $0.split(separator: " ") }
         #expect(Set(entries.map { String($0[0]) }) == ["coordinator", "proxy", "node-a-1", "node-a-2"], "\(text)")
         return entries.compactMap { Int32($0[1]) }
