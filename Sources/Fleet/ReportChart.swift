@@ -67,8 +67,9 @@ struct ReportChart {
         out += "<rect class=\"frame\" x=\"\(Self.left)\" y=\"\(Self.top)\" width=\"\(plotWidth)\" height=\"\(plotHeight)\" />\n"
         // Series and legend.
         for (index, line) in series.enumerated() {
-            if !line.points.isEmpty {
-                let path = line.points.map { "\(Self.f(x($0.x))),\(Self.f(y($0.y)))" }.joined(separator: " ")
+            // A gap in the samples (no sync acks for a while) breaks the line rather than bridging it.
+            for segment in Self.segments(line.points, maxGap: gapLimit) {
+                let path = segment.map { "\(Self.f(x($0.x))),\(Self.f(y($0.y)))" }.joined(separator: " ")
                 out += "<polyline class=\"series\" data-series=\"\(Self.escape(line.name))\" points=\"\(path)\" stroke=\"\(line.color)\" />\n"
             }
             let legendX = Self.left + plotWidth - 170 * Double(series.count - index)
@@ -77,6 +78,22 @@ struct ReportChart {
         }
         out += "</svg>"
         return out
+    }
+
+    /// Seconds without a point after which a line is broken.
+    var gapLimit = 2.5
+
+    /// `points` split where consecutive x values are more than `maxGap` apart.
+    static func segments(_ points: [(x: Double, y: Double)], maxGap: Double) -> [[(x: Double, y: Double)]] {
+        var result: [[(x: Double, y: Double)]] = []
+        for point in points {
+            if let last = result.last?.last, point.x - last.x <= maxGap {
+                result[result.count - 1].append(point)
+            } else {
+                result.append([point])
+            }
+        }
+        return result
     }
 
     /// 1, 2 or 5 times a power of ten, at least `value`.

@@ -90,7 +90,9 @@ struct FleetCommand: AsyncParsableCommand {
                 throw ExitCode(2)
             }
             print("seed \(chosenSeed) (replay: \(replay))")
-            print("run directory \(launcher.run.path)")
+            print("run directory \(FleetCommand.display(launcher.run.path))")
+            // Before the progress on standard error, even when standard output is a pipe.
+            fflush(nil)  // every output stream
             let signals = FleetSignals.install(launcher: launcher)
             let result = await launcher.execute()
             signals.cancel()
@@ -104,9 +106,15 @@ struct FleetCommand: AsyncParsableCommand {
             print("faults applied: \(s.faults.count), unexpected restarts: \(s.totalRestarts)")
             for note in s.notes { print("note: \(note)") }
             print("verdict: \(s.verdict) (\(s.anomalies) anomalies)")
-            print("report: \(result.run.reportFile)")
+            print("report: \(FleetCommand.display(result.run.reportFile))")
             if result.exitCode != 0 { throw ExitCode(result.exitCode) }
         }
+    }
+
+    /// `path` relative to the current directory when it is inside it.
+    static func display(_ path: String) -> String {
+        let current = FileManager.default.currentDirectoryPath + "/"
+        return path.hasPrefix(current) ? String(path.dropFirst(current.count)) : path
     }
 
     /// This very binary, so every child runs the same build.
