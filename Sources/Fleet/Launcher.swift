@@ -107,6 +107,9 @@ public final class Launcher: Sendable {
         var applied: [AppliedFault] = []
         var runStart: Double = 0
         var templateEdits = 0
+        /// Each node process's proxy listener, to bring the proxies back on the same ports after a proxy restart.
+        var proxyListeners: [String: String] = [:]
+        var proxyStarts = 0
     }
 
     public init(configuration: LauncherConfiguration) throws {
@@ -219,7 +222,11 @@ public final class Launcher: Sendable {
             ChildSpec(name: "proxy", arguments: ["proxy", "--api", "127.0.0.1:0", "--seed", "\(configuration.seed)"], restartBudget: 3))
         let api = try await waitForAnnounced("api", by: "proxy")
         let client = FaultProxyClient(address: api)
-        mutable.withLock { $0.proxyClient = client }
+        let starts = state.starts(of: "proxy")
+        mutable.withLock {
+            $0.proxyClient = client
+            $0.proxyStarts = starts
+        }
         message("fault proxy api on \(api)")
     }
 
@@ -239,6 +246,7 @@ public final class Launcher: Sendable {
                 do {
                     let proxy = try await client.create(ProxyDefinition(name: node.process, upstream: coordinatorAddress))
                     endpoints[node.process] = "tcp://\(proxy.listen)"
+                    mutable.withLock { $0.proxyListeners[node.process] = proxy.listen }
                 } catch {
                     throw LauncherError.proxySetup("creating the proxy for \(node.process): \(error)")
                 }
@@ -283,6 +291,7 @@ public final class Launcher: Sendable {
                 if events[nextFault].time < duration { await apply(events[nextFault]) }
                 nextFault += 1
             }
+            await reviveProxiesIfRestarted()
             if now >= nextSample {
                 takeSample(at: now, phase: "run")
                 nextSample += configuration.tick
@@ -290,6 +299,30 @@ public final class Launcher: Sendable {
             try? await Task.sleep(for: .milliseconds(50))
         }
         return min(duration, Date().timeIntervalSince1970 - runStart)
+    }
+
+    /// A proxy process that crashed and was restarted by the supervisor has lost its
+    /// proxies: create them again on the same ports (the nodes keep their endpoints).
+    /// Toxics and partitions active at the crash are gone with it.
+    func reviveProxiesIfRestarted() async {
+        guard configuration.scenario.proxy else { return }
+        let (known, listeners) = mutable.withLock { ($0.proxyStarts, $0.proxyListeners) }
+        let starts = state.starts(of: "proxy")
+        guard starts > known, let api = state.announced("api", by: "proxy") else { return }
+        let client = FaultProxyClient(address: api)
+        mutable.withLock {
+            $0.proxyStarts = starts
+            $0.proxyClient = client
+        }
+        for (name, listen) in listeners.sorted(by: { $0.key < $1.key }) {
+            do {
+                try await client.create(ProxyDefinition(name: name, listen: listen, upstream: coordinatorAddress))
+            } catch {
+                message("warning: recreating the proxy of \(name) on \(listen): \(error)")
+            }
+        }
+        record(.info, .restart, details: ["process": "proxy", "proxies": "\(listeners.count)"])
+        message("the fault proxy restarted; its \(listeners.count) proxies are back on their ports")
     }
 
     func takeSample(at time: Double, phase: String) {

@@ -172,6 +172,7 @@ extension Launcher {
                 }
             }
             if waiting == 0 { break }
+            await reviveProxiesIfRestarted()
             let now = Date().timeIntervalSince1970 - runStart
             if now >= nextSample {
                 takeSample(at: now, phase: "drain")
