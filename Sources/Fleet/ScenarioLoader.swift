@@ -72,8 +72,10 @@ public enum ScenarioLoader {
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
             .composer(let context, let problem, let mark, _):
-            let during = context.map { " (\($0.text) at line \($0.mark.line))" } ?? ""
-            return make(mark, "YAML syntax: \(problem)\(during)")
+            // libyaml words it as "<context>, but <problem>" ("while parsing a flow sequence", "did not find expected ','").
+            guard let context else { return make(mark, "YAML syntax: \(problem)") }
+            let trimmed = problem.hasPrefix("but ") ? String(problem.dropFirst(4)) : problem
+            return make(mark, "YAML syntax: \(context.text) (line \(context.mark.line)): \(trimmed)")
         case .duplicatedKeysInMapping(let duplicates, let context):
             return make(context.mark, "the key `\(duplicates.joined(separator: "`, `"))` appears twice in one mapping")
         case .reader(let problem, _, _, _):

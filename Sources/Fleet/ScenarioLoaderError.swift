@@ -36,7 +36,9 @@ enum Suggestion {
         var best: (String, Int)?
         for candidate in candidates {
             let distance = editDistance(lowered, candidate.lowercased())
-            if distance <= max(1, candidate.count / 3), distance < (best?.1 ?? Int.max) {
+            // Close, and not just as far as the words are long ("b" is not a typo of "a").
+            if distance <= max(1, candidate.count / 3), distance < min(lowered.count, candidate.count),
+               distance < (best?.1 ?? Int.max) {
                 best = (candidate, distance)
             }
         }

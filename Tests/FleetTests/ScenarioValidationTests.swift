@@ -165,3 +165,24 @@ import Testing
         #expect(scenario.checks.thresholds == ["rate >= 2*x", "a < *b"])
     }
 }
+
+@Suite struct ScenarioSuggestionTests {
+    @Test func closeWordsAreSuggestedFarOnesAreNot() {
+        #expect(Suggestion.closest(to: "nmae", in: ["name", "count"]) == "name")
+        #expect(Suggestion.closest(to: "envelopes_per_min", in: ScenarioReader.behaviourKeys) == "envelopes_per_minute")
+        #expect(Suggestion.closest(to: "speed", in: ScenarioReader.behaviourKeys) == nil)
+        #expect(Suggestion.closest(to: "envelope_per_minute", in: ScenarioReader.behaviourKeys) == "envelopes_per_minute")
+        #expect(Suggestion.closest(to: "b", in: ["a"]) == nil)
+        #expect(Suggestion.closest(to: "Duration", in: ScenarioReader.topKeys) == "duration")
+        #expect(Suggestion.editDistance("kitten", "sitting") == 3)
+        #expect(Suggestion.editDistance("ab", "ba") == 1)
+    }
+
+    @Test func aSecondDocumentIsASyntaxErrorAtItsLine() {
+        let error = #expect(throws: ScenarioError.self) {
+            try ScenarioLoader.parse(yaml: "name: x\n---\nname: y", source: "two.yaml")
+        }
+        #expect(error?.line == 2)
+        #expect(error?.message == "YAML syntax: expected a single document in the stream (line 1): found another document")
+    }
+}
