@@ -39,13 +39,15 @@ extension NodePlan {
     }
 
     private static func explain(_ error: DecodingError) -> String {
-        func at(_ context: DecodingError.Context) -> String {
-            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            return keys.isEmpty ? context.debugDescription : "\(keys.dropFirst(keys.hasPrefix(".") ? 1 : 0)): \(context.debugDescription)"
+        func field(_ path: [any CodingKey]) -> String {
+            path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().drop { $0 == "." }.description
         }
         switch error {
-        case .keyNotFound(let key, let context): return "missing \(at(context)) \(key.stringValue)"
-        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context): return at(context)
+        case .keyNotFound(let key, let context): return "missing field '\(field(context.codingPath + [key]))'"
+        case .typeMismatch(let type, let context): return "'\(field(context.codingPath))' is not a \(type)"
+        case .valueNotFound(_, let context): return "'\(field(context.codingPath))' is null"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not JSON" : "'\(field(context.codingPath))': \(context.debugDescription)"
         @unknown default: return "\(error)"
         }
     }

@@ -45,6 +45,8 @@ public actor SimulatedDevice {
     private var connectivityUntil = Double.infinity
     private var composed = 0
     private var nextArrivalAt: Double?
+    /// With ``SimulatedDeviceConfiguration/gapsFromIdle``: the next arrival is scheduled once idle.
+    private var scheduleWhenIdle = false
     private var resumeEnvelope: (id: String, number: Int)?
     private var needsSync = false
     private var lastSyncAt = 0.0
@@ -168,6 +170,11 @@ public actor SimulatedDevice {
                 }
                 if token != nil, let at = nextArrivalAt, at <= now {
                     try await arrive(node)
+                    continue
+                }
+                if scheduleWhenIdle {
+                    scheduleWhenIdle = false
+                    scheduleNextArrival(from: now)
                     continue
                 }
                 if configuration.finishWhenDone, nextArrivalAt == nil, resumeEnvelope == nil {
@@ -383,7 +390,12 @@ public actor SimulatedDevice {
         }
         try history.record(.invoke, .compose, transaction: transaction, details: details.isEmpty ? nil : details)
         composed = number
-        scheduleNextArrival(from: base)
+        if configuration.gapsFromIdle {
+            nextArrivalAt = nil
+            scheduleWhenIdle = true
+        } else {
+            scheduleNextArrival(from: base)
+        }
         let envelopeId: String
         do {
             let user = await node.currentAccount?.user

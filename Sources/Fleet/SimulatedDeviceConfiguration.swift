@@ -30,6 +30,10 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var finishWhenDone: Bool
     /// Seconds the device waits before it first goes online, spreading a large node's logins.
     public var startDelay: Double = 0
+    /// Measure each gap between envelopes from when the device is idle again (signed and
+    /// synced), not from the previous arrival: the `--envelopes` mode's pacing, which stretches
+    /// with a slow machine as the process tests expect.
+    public var gapsFromIdle = false
 
     public init(
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
@@ -67,6 +71,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
         self.init(
             deviceID: deviceID, endpoint: endpoint, storeDirectory: storeDirectory, email: email, secret: secret, seed: seed,
             behaviour: behaviour, requestTimeout: requestTimeout, finishWhenDone: true)
+        gapsFromIdle = true
     }
 
     /// Device `device` of a node plan.

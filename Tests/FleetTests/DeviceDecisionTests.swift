@@ -66,4 +66,17 @@ import Testing
         plan.outages = [Outage(start: 5, end: 2)]
         #expect((try? plan.validate()) == nil)
     }
+
+    @Test func aPlanFileThatIsNotAPlanIsNamedWithItsMissingField() throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("plan-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(#"{"process":"node-a-1"}"#.utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: NodePlanError(path: path, "not a node plan: missing field 'group'")) { try NodePlan.load(path: path) }
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: path))
+        #expect(throws: NodePlanError(path: path, "not a node plan: not JSON")) { try NodePlan.load(path: path) }
+        var plan = NodeProcessTests.plan(directory: "/tmp/x", endpoint: "tcp://127.0.0.1:1", devices: 1, seed: 1)
+        plan.statsInterval = 0
+        try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
+        #expect(throws: NodePlanError(path: path, "statsInterval: must be at least 0.05 s")) { try NodePlan.load(path: path) }
+    }
 }
