@@ -43,6 +43,7 @@ final class ProxyLink {
         ClientBootstrap(group: downstream.eventLoop)
             .channelOption(.autoRead, value: false)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.recvAllocator, value: FaultProxy.receiveBuffers)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 do {

@@ -1,6 +1,7 @@
 import Chaos
 import FleetTesting
 import Foundation
+import Logging
 import Testing
 
 #if canImport(Glibc)
@@ -206,7 +207,9 @@ import Glibc
         let upstream = try await TestUpstream()
         let address = upstream.address
         await upstream.close()
-        let server = FaultProxyServer(seed: 1)
+        var logger = Logger(label: "chaos-tests")
+        logger.logLevel = .critical
+        let server = FaultProxyServer(seed: 1, logger: logger)
         let proxy = try await server.create(ProxyDefinition(name: "dead", upstream: address))
         let port = Int(proxy.listen.split(separator: ":").last ?? "") ?? 0
         let client = try await RawClient.connect(port: port)
