@@ -69,7 +69,7 @@ final class FaultProxy: Sendable {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.autoRead, value: false)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelOption(.recvAllocator, value: Self.receiveBuffers)
                 .childChannelInitializer { [self] channel in
                     accept(channel)
