@@ -27,6 +27,10 @@ final class FaultProxy: Sendable {
         var connections: UInt64 = 0
     }
 
+    /// Reads start at 64 KB (NIO's default starts at 2 KB), so a large frame crosses in one read
+    /// and one write rather than several.
+    static let receiveBuffers = AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 64 * 1024, maximum: 1024 * 1024)
+
     init(definition: ProxyDefinition, seed: UInt64, group: any EventLoopGroup, logger: Logger) throws {
         name = definition.name
         self.seed = seed
@@ -65,7 +69,8 @@ final class FaultProxy: Sendable {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelOption(.autoRead, value: false)
-                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
+                .childChannelOption(.recvAllocator, value: Self.receiveBuffers)
                 .childChannelInitializer { [self] channel in
                     accept(channel)
                     return channel.eventLoop.makeSucceededVoidFuture()

@@ -42,7 +42,8 @@ final class ProxyLink {
         let bound = NIOLoopBound(self, eventLoop: downstream.eventLoop)
         ClientBootstrap(group: downstream.eventLoop)
             .channelOption(.autoRead, value: false)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelOption(.recvAllocator, value: FaultProxy.receiveBuffers)
             .connectTimeout(.seconds(10))
             .channelInitializer { channel in
                 do {

@@ -45,7 +45,9 @@ final class ToxicPipe {
     /// Bytes read from the source and not yet written to the sink or dropped.
     private var held = 0
     private var readRequested = false
-    private var lastWrite: EventLoopFuture<Void>?
+    /// Between a channelRead and its channelReadComplete: writes wait for one flush at the end.
+    private var inReadCycle = false
+    private var unflushed = false
 
     var eventLoop: EventLoop { link.downstream.eventLoop }
     var isFinished: Bool { link.isClosed }
@@ -61,6 +63,7 @@ final class ToxicPipe {
     func receive(_ buffer: ByteBuffer) {
         guard !isFinished else { return }
         held += buffer.readableBytes
+        inReadCycle = true
         enter(.data(buffer))
     }
 
@@ -70,6 +73,11 @@ final class ToxicPipe {
     }
 
     func readComplete() {
+        inReadCycle = false
+        if unflushed, let sink {
+            unflushed = false
+            sink.flush()
+        }
         readRequested = false
         pump()
     }
@@ -96,16 +104,17 @@ final class ToxicPipe {
         switch item {
         case .data(let buffer):
             held -= buffer.readableBytes
-            let write = sink.writeAndFlush(buffer)
-            lastWrite = write
+            if inReadCycle {
+                sink.write(buffer, promise: nil)
+                unflushed = true
+            } else {
+                sink.writeAndFlush(buffer, promise: nil)
+            }
             pump()
         case .end:
+            // Writes complete in order: once this empty one is done, everything before it is out.
             let link = self.link
-            if let lastWrite {
-                lastWrite.assumeIsolated().whenComplete { _ in link.close(reset: false) }
-            } else {
-                link.close(reset: false)
-            }
+            sink.writeAndFlush(ByteBuffer()).assumeIsolated().whenComplete { _ in link.close(reset: false) }
         }
     }
 

@@ -18,7 +18,7 @@ struct ProxyCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Control API host:port; port 0 picks a free port (default 127.0.0.1:8474, Toxiproxy's).")
+    @Option(help: "Control API host:port (Toxiproxy's port by default); port 0 picks a free port.")
     var api: String = "127.0.0.1:8474"
 
     @Option(help: "JSON file with an array of proxies to create at start.")

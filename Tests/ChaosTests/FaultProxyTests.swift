@@ -1,6 +1,7 @@
 import Chaos
 import FleetTesting
 import Foundation
+import Logging
 import Testing
 
 #if canImport(Glibc)
@@ -202,11 +203,26 @@ import Glibc
         #expect(other != predicted, "another seed draws differently")
     }
 
+    @Test func movingTheUpstreamSendsNewConnectionsThere() async throws {
+        let rig = try await ProxyRig()
+        let other = try await TestUpstream(.replyAndClose)
+        let moved = try await rig.server.update("p", ProxyUpdate(upstream: other.address))
+        #expect(moved.upstream == other.address && moved.listen == rig.proxy.listen)
+        let client = try await RawClient.connect(port: rig.port)
+        try client.send([3])
+        let (bytes, stop) = await client.readToEnd()
+        #expect(bytes == [3] && stop == .end, "the new upstream answers once and closes")
+        await other.close()
+        await rig.stop()
+    }
+
     @Test func unreachableUpstreamClosesTheClient() async throws {
         let upstream = try await TestUpstream()
         let address = upstream.address
         await upstream.close()
-        let server = FaultProxyServer(seed: 1)
+        var logger = Logger(label: "chaos-tests")
+        logger.logLevel = .critical
+        let server = FaultProxyServer(seed: 1, logger: logger)
         let proxy = try await server.create(ProxyDefinition(name: "dead", upstream: address))
         let port = Int(proxy.listen.split(separator: ":").last ?? "") ?? 0
         let client = try await RawClient.connect(port: port)
