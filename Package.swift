@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
         .library(name: "Coordinator", targets: ["Coordinator"]),
         .library(name: "Fleet", targets: ["Fleet"]),
+        .library(name: "Chaos", targets: ["Chaos"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
         .library(name: "LoadGenerator", targets: ["LoadGenerator"]),
     ],
@@ -29,6 +30,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
@@ -83,11 +87,28 @@ let package = Package(
             name: "Fleet",
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
+                // The launcher drives the fault proxy with its client.
+                "Chaos",
                 .product(name: "Logging", package: "swift-log"),
+                // The launcher's supervisor starts and signals child processes.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 // The checker reads the run's stores and re-verifies with the ingest's rules.
                 "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                // Scenario files.
                 .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        // The TCP fault proxy (Toxiproxy-compatible control API).
+        .target(
+            name: "Chaos",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Open-loop load: arrival schedules, coordinated-omission-corrected histograms, thresholds, reports.
@@ -104,7 +125,8 @@ let package = Package(
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet", "LoadGenerator", "FleetTesting",
+                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator", "Fleet",
+                "Chaos", "LoadGenerator", "FleetTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -142,6 +164,14 @@ let package = Package(
             dependencies: [
                 "LoadGenerator", "FleetProtocol", "ZeroMQ", "FleetTesting", "Coordinator",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(
+            name: "ChaosTests",
+            dependencies: [
+                "Chaos", "ZeroMQ", "FleetTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `signfleet` binary as real child processes.

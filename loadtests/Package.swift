@@ -22,6 +22,7 @@ let package = Package(
                 .product(name: "DeviceNode", package: "SignFleet"),
                 .product(name: "Envelopes", package: "SignFleet"),
                 .product(name: "Coordinator", package: "SignFleet"),
+                .product(name: "Chaos", package: "SignFleet"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]

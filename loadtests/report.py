@@ -29,6 +29,8 @@ COMPARISONS = [
     ("ingest", "sync ingest, 10 devices vs raw SQLite inserts", "ingest.devices10.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 100 devices vs raw SQLite inserts", "ingest.devices100.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 100 devices vs raw Ed25519 verification (one core)", "ingest.devices100.envelopes_per_s", "ref.ed25519_verify_per_s", True, "(reference: one verification per core)"),
+    ("proxy", "ZeroMQ round trip 64 B through the fault proxy (no toxics) vs direct", "via_proxy.rtt.64B.per_s", "direct.rtt.64B.per_s", True, "(cost of the extra hop)"),
+    ("proxy", "ZeroMQ round trip 6 KB through the fault proxy (no toxics) vs direct", "via_proxy.rtt.6KB.per_s", "direct.rtt.6KB.per_s", True, "(cost of the extra hop)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).

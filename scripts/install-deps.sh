@@ -5,7 +5,8 @@
 set -euo pipefail
 
 APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gcc make python3)
-# Headless browser for the captive-signing page tests (Tests/CoordinatorTests/browser).
+# Headless Chromium: the captive-signing page tests (Tests/CoordinatorTests/browser)
+# and the fleet report's rendering test.
 APT_PACKAGES+=(chromium chromium-driver)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 

@@ -4,7 +4,7 @@ import Foundation
 ///
 /// Per-envelope events carry `transaction` and/or `sequence`; an event with neither (a whole
 /// sync pass, say) is counted but matches no envelope.
-struct DeviceHistory: Sendable {
+struct CheckedDeviceHistory: Sendable {
     /// `ok sign` / `ok decline`: the envelope was queued for sync on the device.
     var signed: [HistoryEvent] = []
     /// `ok sync`: the server acknowledged the envelope (applied or duplicate).
@@ -49,7 +49,7 @@ struct DeviceHistory: Sendable {
 /// The run's history, read and indexed by device.
 struct HistoryIndex: Sendable {
     var events: [HistoryEvent] = []
-    var byDevice: [String: DeviceHistory] = [:]
+    var byDevice: [String: CheckedDeviceHistory] = [:]
     var truncatedFiles: [String] = []
 
     init(events: [HistoryEvent], truncatedFiles: [String]) {
@@ -57,7 +57,7 @@ struct HistoryIndex: Sendable {
         self.truncatedFiles = truncatedFiles
         for event in events {
             guard let device = event.device else { continue }
-            byDevice[device, default: DeviceHistory()].add(event)
+            byDevice[device, default: CheckedDeviceHistory()].add(event)
         }
     }
 

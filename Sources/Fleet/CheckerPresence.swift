@@ -26,7 +26,7 @@ extension CheckerAnalysis {
 
         for device in devices.values.sorted(by: { $0.deviceID < $1.deviceID }) {
             let d = device.deviceID
-            let deviceHistory = history.byDevice[d] ?? DeviceHistory()
+            let deviceHistory = history.byDevice[d] ?? CheckedDeviceHistory()
             for item in device.outbox {
                 let key = DeviceTransaction(device: d, transaction: item.transactionId)
                 // Only this device's row counts: the same transaction from another device is another
@@ -132,7 +132,7 @@ extension CheckerAnalysis {
 
     /// History `ok sign` / `ok decline` whose envelope the device's store does not have.
     private mutating func checkReportedSignings(
-        device: DeviceSnapshot, _ deviceHistory: DeviceHistory, byDeviceTransaction: [DeviceTransaction: [ServerSnapshot.Envelope]],
+        device: DeviceSnapshot, _ deviceHistory: CheckedDeviceHistory, byDeviceTransaction: [DeviceTransaction: [ServerSnapshot.Envelope]],
         server: ServerSnapshot
     ) {
         let d = device.deviceID

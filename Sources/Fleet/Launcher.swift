@@ -1,0 +1,375 @@
+import Chaos
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The checker's answer as the launcher uses it.
+public struct CheckOutcome: Sendable {
+    /// valid, invalid or unknown.
+    public var verdict: String
+    public var anomalies: [ReportAnomaly]
+    /// Why the checker could not decide, if it could not.
+    public var notes: [String]
+
+    public init(verdict: String, anomalies: [ReportAnomaly] = [], notes: [String] = []) {
+        self.verdict = verdict
+        self.anomalies = anomalies
+        self.notes = notes
+    }
+}
+
+/// Everything a fleet run needs, decided before it starts.
+public struct LauncherConfiguration: Sendable {
+    /// The `signfleet` binary every child runs.
+    public var executable: String
+    /// The scenario with its seed filled in.
+    public var scenario: Scenario
+    public var seed: UInt64
+    /// The scenario file's text with its seed, written to the run directory.
+    public var scenarioText: String
+    public var plan: LaunchPlan
+    /// Where `runs/<time>` is created.
+    public var runsRoot: String
+    /// The command that replays this run.
+    public var replay: String
+    /// Runs the checker on the finished run directory (and writes check.json).
+    public var check: @Sendable (RunDirectory) async -> CheckOutcome
+    /// Seconds between timeline samples.
+    public var tick: Double = 1
+    /// Seconds between progress lines when standard error is not a terminal.
+    public var progressInterval: Double = 5
+    /// How long a child may take to announce itself (`listening`, `api`, first stats).
+    public var startTimeout: Double = 60
+    /// SIGTERM to SIGKILL when stopping the coordinator, the proxy and what did not drain.
+    public var stopGrace: Double = 5
+
+    public init(
+        executable: String, scenario: Scenario, seed: UInt64, scenarioText: String, plan: LaunchPlan, runsRoot: String,
+        replay: String, check: @escaping @Sendable (RunDirectory) async -> CheckOutcome
+    ) {
+        self.executable = executable
+        self.scenario = scenario
+        self.seed = seed
+        self.scenarioText = scenarioText
+        self.plan = plan
+        self.runsRoot = runsRoot
+        self.replay = replay
+        self.check = check
+    }
+}
+
+/// How a run ended.
+public struct LaunchResult: Sendable {
+    public var run: RunDirectory
+    public var summary: RunSummary
+    /// 0 valid, 1 invalid, 2 unknown.
+    public var exitCode: Int32
+}
+
+public enum LauncherError: Error, CustomStringConvertible {
+    case childDidNotStart(process: String, waitingFor: String, logFile: String)
+    case proxySetup(String)
+
+    public var description: String {
+        switch self {
+        case .childDidNotStart(let process, let what, let log):
+            return "\(process) did not announce `\(what)` in time (see \(log))"
+        case .proxySetup(let message): return "fault proxy setup failed: \(message)"
+        }
+    }
+}
+
+/// `signfleet fleet run`: starts the coordinator, the fault proxy and the node
+/// processes under a ``Supervisor``, applies the fault schedule at its times
+/// (recording each as invoke/ok in `history/launcher.jsonl`), shows live progress,
+/// then heals, drains, stops everything, runs the checker and writes the run
+/// directory's summary and report. See docs/fleet.md.
+public final class Launcher: Sendable {
+    let configuration: LauncherConfiguration
+    public let run: RunDirectory
+    let supervisor: Supervisor
+    let state: LauncherState
+    let history: HistoryWriter
+    let adminToken: String
+    private let interruptedFlag = Mutex(false)
+    let mutable: Mutex<Mutable>
+
+    struct Mutable {
+        var progress: ProgressLine
+        var proxyClient: FaultProxyClient?
+        /// The coordinator's ZeroMQ endpoint once known.
+        var coordinatorEndpoint: String?
+        /// Active faults by their schedule id.
+        var active: [String: AppliedFault] = [:]
+        var applied: [AppliedFault] = []
+        var runStart: Double = 0
+        var templateEdits = 0
+        /// Each node process's proxy listener, to bring the proxies back on the same ports after a proxy restart.
+        var proxyListeners: [String: String] = [:]
+        var proxyStarts = 0
+    }
+
+    public init(configuration: LauncherConfiguration) throws {
+        self.configuration = configuration
+        run = try RunDirectory.create(root: configuration.runsRoot)
+        let devices = Dictionary(configuration.plan.nodes.map { ($0.process, $0.devices.count) }, uniquingKeysWith: +)
+        let state = LauncherState(devicesPerProcess: devices)
+        self.state = state
+        supervisor = Supervisor(executable: configuration.executable, run: run) { state.handle($0) }
+        history = try HistoryWriter(path: run.historyFile(process: "launcher"))
+        adminToken = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
+        mutable = Mutex(Mutable(progress: ProgressLine(interval: configuration.progressInterval)))
+    }
+
+    /// Ends the run early (SIGINT/SIGTERM): no drain, everything stopped, verdict unknown.
+    public func interrupt() { interruptedFlag.withLock { $0 = true } }
+    var interrupted: Bool { interruptedFlag.withLock { $0 } }
+
+    func message(_ text: String) { mutable.withLock { $0.progress.message(text) } }
+
+    /// Runs the whole scenario; never leaves a child behind.
+    public func execute() async -> LaunchResult {
+        let started = Date().timeIntervalSince1970
+        var notes: [String] = []
+        var runSeconds = 0.0
+        var drainSeconds = 0.0
+        var drainedAll = false
+        do {
+            try Data(configuration.scenarioText.utf8).write(to: URL(fileURLWithPath: run.scenarioFile))
+            try writeSchedule()
+            try await startCoordinator()
+            try await prepareTemplates()
+            if configuration.scenario.proxy { try await startProxy() }
+            try await startNodes()
+            runSeconds = await runSchedule()
+            if !interrupted {
+                let drainStart = Date().timeIntervalSince1970
+                await heal()
+                drainedAll = await drain()
+                drainSeconds = Date().timeIntervalSince1970 - drainStart
+            }
+        } catch {
+            notes.append("the run stopped early: \(error)")
+            message("error: \(error)")
+        }
+        mutable.withLock { $0.progress.finish() }
+        await stopEverything()
+        if interrupted { notes.append("interrupted (SIGINT/SIGTERM): not drained, not checked") }
+        return await finish(
+            started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, drainedAll: drainedAll, notes: notes)
+    }
+
+    /// `schedule.json`: the fault events as planned from the seed (the launcher's
+    /// history shows them as applied), and what the schedule could not do.
+    public var scheduleFile: String { URL(fileURLWithPath: run.path).appendingPathComponent("schedule.json").path }
+
+    func writeSchedule() throws {
+        struct Planned: Encodable {
+            var seed: UInt64
+            var events: [FaultEvent]
+            var notes: [String]
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let planned = Planned(seed: configuration.seed, events: configuration.plan.faults, notes: configuration.plan.notes)
+        try encoder.encode(planned).write(to: URL(fileURLWithPath: scheduleFile))
+    }
+
+    // MARK: - Starting
+
+    func coordinatorArguments(bind: String) -> [String] {
+        [
+            "coordinator", "--bind", bind, "--store", run.coordinatorStore, "--seed-demo", "--http", "127.0.0.1:0",
+            "--admin-token", adminToken, "--heartbeat-ms", "\(max(10, Int(configuration.scenario.coordinator.heartbeat * 1000)))",
+        ]
+    }
+
+    func startCoordinator() async throws {
+        let spec = ChildSpec(
+            name: "coordinator", arguments: coordinatorArguments(bind: "tcp://127.0.0.1:*"),
+            restartBudget: configuration.scenario.coordinator.restartBudget)
+        await supervisor.start(spec)
+        let endpoint = try await waitForAnnounced("listening", by: "coordinator")
+        // A restart (crash or scheduled kill) comes back on the same endpoint and store.
+        var again = spec
+        again.arguments = coordinatorArguments(bind: endpoint)
+        await supervisor.update(again)
+        mutable.withLock { $0.coordinatorEndpoint = endpoint }
+        _ = try await waitForAnnounced("http", by: "coordinator")
+        message("coordinator listening on \(endpoint)")
+    }
+
+    /// Templates the scenario edits must exist: the demo ones are seeded with the demo
+    /// account; any other is created (an existing one is left as it is: its
+    /// `create-sample` fails with already_exists in logs/template-<id>.log).
+    func prepareTemplates() async throws {
+        var names: [String] = []
+        for spec in configuration.scenario.faults {
+            if case .templateEdit(let template) = spec.fault, !names.contains(template) { names.append(template) }
+        }
+        for name in names {
+            _ = await runOnce(
+                name: "template-\(name)",
+                arguments: ["admin", "templates", "create-sample", "--store", run.coordinatorStore, "--name", name, "--id", name])
+        }
+    }
+
+    func startProxy() async throws {
+        await supervisor.start(
+            ChildSpec(name: "proxy", arguments: ["proxy", "--api", "127.0.0.1:0", "--seed", "\(configuration.seed)"], restartBudget: 3))
+        let api = try await waitForAnnounced("api", by: "proxy")
+        let client = FaultProxyClient(address: api)
+        let starts = state.starts(of: "proxy")
+        mutable.withLock {
+            $0.proxyClient = client
+            $0.proxyStarts = starts
+        }
+        message("fault proxy api on \(api)")
+    }
+
+    /// The upstream `host:port` of the proxies: the coordinator's endpoint without `tcp://`.
+    var coordinatorAddress: String {
+        let endpoint = mutable.withLock { $0.coordinatorEndpoint } ?? ""
+        return endpoint.hasPrefix("tcp://") ? String(endpoint.dropFirst(6)) : endpoint
+    }
+
+    func startNodes() async throws {
+        let scenario = configuration.scenario
+        let groups = Dictionary(scenario.groups.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let client = mutable.withLock { $0.proxyClient }
+        var endpoints: [String: String] = [:]
+        for node in configuration.plan.nodes {
+            if let client {
+                do {
+                    let proxy = try await client.create(ProxyDefinition(name: node.process, upstream: coordinatorAddress))
+                    endpoints[node.process] = "tcp://\(proxy.listen)"
+                    mutable.withLock { $0.proxyListeners[node.process] = proxy.listen }
+                } catch {
+                    throw LauncherError.proxySetup("creating the proxy for \(node.process): \(error)")
+                }
+            } else {
+                endpoints[node.process] = mutable.withLock { $0.coordinatorEndpoint } ?? ""
+            }
+        }
+        let runStart = Date().timeIntervalSince1970
+        mutable.withLock { $0.runStart = runStart }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        for node in configuration.plan.nodes {
+            guard let group = groups[node.group] else { continue }
+            let plan = NodePlan(
+                process: node.process, group: node.group, endpoint: endpoints[node.process] ?? "",
+                dataDirectory: run.devicesDirectory, historyFile: run.historyFile(process: node.process), runStart: runStart,
+                duration: scenario.duration, devices: node.devices, behaviour: group.behaviour, connectivity: group.connectivity,
+                pens: group.pens, outages: node.outages, statsInterval: configuration.tick,
+                requestTimeout: 1)
+            let path = run.nodePlanFile(process: node.process)
+            try encoder.encode(plan).write(to: URL(fileURLWithPath: path))
+            await supervisor.start(ChildSpec(name: node.process, arguments: ["node", "--plan", path], restartBudget: node.restartBudget))
+        }
+        record(.ok, .start, details: ["nodes": "\(configuration.plan.nodes.count)", "seed": "\(configuration.seed)"])
+        message("started \(configuration.plan.nodes.count) node processes with \(configuration.plan.nodes.reduce(0) { $0 + $1.devices.count }) devices")
+    }
+
+    // MARK: - Running the schedule
+
+    /// Applies the fault events at their times and samples the fleet until the
+    /// duration ends (or an interrupt); returns the seconds run.
+    func runSchedule() async -> Double {
+        let runStart = mutable.withLock { $0.runStart }
+        let duration = configuration.scenario.duration
+        var nextFault = 0
+        var nextSample = 0.0
+        while !interrupted {
+            let now = Date().timeIntervalSince1970 - runStart
+            if now >= duration { break }
+            let events = configuration.plan.faults
+            while nextFault < events.count, events[nextFault].time <= now {
+                if events[nextFault].time < duration { await apply(events[nextFault]) }
+                nextFault += 1
+            }
+            await reviveProxiesIfRestarted()
+            if now >= nextSample {
+                takeSample(at: now, phase: "run")
+                nextSample += configuration.tick
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return min(duration, Date().timeIntervalSince1970 - runStart)
+    }
+
+    /// A proxy process that crashed and was restarted by the supervisor has lost its
+    /// proxies: create them again on the same ports (the nodes keep their endpoints).
+    /// Toxics and partitions active at the crash are gone with it.
+    func reviveProxiesIfRestarted() async {
+        guard configuration.scenario.proxy else { return }
+        let (known, listeners) = mutable.withLock { ($0.proxyStarts, $0.proxyListeners) }
+        let starts = state.starts(of: "proxy")
+        guard starts > known, let api = state.announced("api", by: "proxy") else { return }
+        let client = FaultProxyClient(address: api)
+        mutable.withLock {
+            $0.proxyStarts = starts
+            $0.proxyClient = client
+        }
+        for (name, listen) in listeners.sorted(by: { $0.key < $1.key }) {
+            do {
+                try await client.create(ProxyDefinition(name: name, listen: listen, upstream: coordinatorAddress))
+            } catch {
+                message("warning: recreating the proxy of \(name) on \(listen): \(error)")
+            }
+        }
+        record(.info, .restart, details: ["process": "proxy", "proxies": "\(listeners.count)"])
+        message("the fault proxy restarted; its \(listeners.count) proxies are back on their ports")
+    }
+
+    func takeSample(at time: Double, phase: String) {
+        let active = mutable.withLock { state in state.active.keys.sorted().compactMap { state.active[$0]?.label } }
+        let sample = state.sample(time: time, activeFaults: active)
+        if let line = try? JSONEncoder().encode(sample) {
+            appendLine(line, to: run.timelineFile)
+        }
+        let duration = configuration.scenario.duration
+        mutable.withLock { $0.progress.show(sample, phase: phase, duration: duration) }
+    }
+
+    func appendLine(_ data: Data, to path: String) {
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: path) else { return }
+        handle.seekToEndOfFile()
+        handle.write(data + Data("\n".utf8))
+        try? handle.close()
+    }
+
+    func record(_ type: HistoryEvent.Kind, _ op: HistoryEvent.Operation, error: String? = nil, details: [String: String]? = nil) {
+        do {
+            try history.append(HistoryEvent(process: "launcher", type: type, op: op, error: error, details: details))
+        } catch {
+            message("warning: cannot write the launcher's history: \(error)")
+        }
+    }
+
+    // MARK: - Waiting
+
+    /// Waits until `process` prints `<key> <value>` (since its latest start) and returns the value.
+    func waitForAnnounced(_ key: String, by process: String, timeout: Double? = nil) async throws -> String {
+        let deadline = Date().timeIntervalSince1970 + (timeout ?? configuration.startTimeout)
+        while Date().timeIntervalSince1970 < deadline, !interrupted {
+            if let value = state.announced(key, by: process) { return value }
+            if state.gaveUp.contains(process) { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        throw LauncherError.childDidNotStart(process: process, waitingFor: key, logFile: run.logFile(process: process))
+    }
+
+    /// Runs a one-shot `signfleet` command (not supervised) and waits for it.
+    func runOnce(name: String, arguments: [String]) async -> ChildExit {
+        let oneShot = Supervisor(executable: configuration.executable, run: run) { _ in }
+        await oneShot.start(ChildSpec(name: name, arguments: arguments, restartBudget: 0))
+        _ = await oneShot.waitUntilDown(name, within: .seconds(configuration.startTimeout))
+        await oneShot.stop(name, grace: .seconds(1))
+        return await oneShot.lastExit(of: name) ?? .failedToStart("no exit seen")
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+
+/// After everything stopped: merge the histories, run the checker, write the
+/// summary and the report, and decide the exit code.
+extension Launcher {
+    func finish(started: Double, runSeconds: Double, drainSeconds: Double, drainedAll: Bool, notes initialNotes: [String]) async
+        -> LaunchResult
+    {
+        var notes = initialNotes
+        var events: [HistoryEvent] = []
+        do {
+            let merged = try HistoryReader.readMerged(directory: run.historyDirectory)
+            events = merged.events
+            if !merged.truncatedFiles.isEmpty {
+                notes.append("a partial last line was skipped in \(merged.truncatedFiles.joined(separator: ", ")) (a process killed mid-write)")
+            }
+            try writeMergedHistory(events)
+        } catch {
+            notes.append("cannot merge the histories: \(error)")
+        }
+
+        var outcome = CheckOutcome(verdict: "unknown")
+        if !interrupted {
+            outcome = await configuration.check(run)
+            notes += outcome.notes
+        }
+        let exhausted = await supervisor.exhausted
+        if !exhausted.isEmpty { notes.append("restart budget exhausted: \(exhausted.joined(separator: ", "))") }
+        if !drainedAll && !interrupted { notes.append("not every node drained within \(configuration.scenario.drainTimeout) s") }
+        // An invalid history stays invalid; otherwise anything the launcher could not vouch for makes it unknown.
+        var verdict = outcome.verdict
+        if verdict == "valid" && (!exhausted.isEmpty || !drainedAll || interrupted) { verdict = "unknown" }
+
+        let timeline = RunReport.readTimeline(path: run.timelineFile)
+        let last = timeline.last
+        var counts = RunSummary.Counts()
+        counts.composed = last?.composed ?? 0
+        counts.signed = last?.signed ?? 0
+        counts.cancelled = last?.cancelled ?? 0
+        counts.declined = last?.declined ?? 0
+        counts.synced = last?.synced ?? 0
+        counts.pending = last?.pending ?? 0
+        counts.syncFailures = last?.syncFailures ?? 0
+        let latencies = SyncLatency.latencies(in: events)
+        var restarts: [String: Int] = [:]
+        for name in await supervisor.names {
+            let count = await supervisor.restarts(of: name)
+            if count > 0 { restarts[name] = count }
+        }
+        let applied: [AppliedFault] = mutable.withLock { state in
+            (state.applied + Array(state.active.values)).sorted { ($0.start, $0.kind) < ($1.start, $1.kind) }
+        }
+        let summary = RunSummary(
+            scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
+            startedAt: started,
+            durations: .init(run: runSeconds, drain: drainSeconds, total: Date().timeIntervalSince1970 - started),
+            devices: configuration.plan.nodes.reduce(0) { $0 + $1.devices.count }, nodeProcesses: configuration.plan.nodes.count,
+            counts: counts,
+            signedPerSecond: runSeconds > 0 ? Double(counts.signed) / runSeconds : 0,
+            syncedPerSecond: runSeconds > 0 ? Double(counts.synced) / runSeconds : 0,
+            syncAck: .init(
+                samples: latencies.count, p50: SyncLatency.percentile(latencies, 0.5), p99: SyncLatency.percentile(latencies, 0.99),
+                max: latencies.max()),
+            faults: applied, restarts: restarts, totalRestarts: restarts.values.reduce(0, +), exhausted: exhausted,
+            drained: state.drained.intersection(configuration.plan.nodes.map(\.process)).count, interrupted: interrupted,
+            verdict: verdict, anomalies: outcome.anomalies.count, notes: notes)
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(summary).write(to: URL(fileURLWithPath: run.summaryFile))
+            try RunReport(summary: summary, timeline: timeline, anomalies: outcome.anomalies, scenarioText: configuration.scenarioText)
+                .write(to: run.reportFile)
+        } catch {
+            message("error: cannot write the summary or the report: \(error)")
+        }
+        let exitCode: Int32 = verdict == "valid" ? 0 : verdict == "invalid" ? 1 : 2
+        return LaunchResult(run: run, summary: summary, exitCode: exitCode)
+    }
+
+    func writeMergedHistory(_ events: [HistoryEvent]) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var data = Data()
+        for event in events {
+            data.append(try encoder.encode(event))
+            data.append(UInt8(ascii: "\n"))
+        }
+        try data.write(to: URL(fileURLWithPath: run.historyFile))
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+
+/// A fault the launcher applied, with its window (seconds since the run's start).
+public struct AppliedFault: Codable, Sendable, Hashable {
+    /// `kill-node`, `pause-coordinator`, `toxic latency`, `partition`, …
+    public var kind: String
+    /// Processes (or proxies) it hit.
+    public var targets: [String]
+    public var start: Double
+    /// When it was stopped (healed); nil while active.
+    public var end: Double?
+
+    public init(kind: String, targets: [String], start: Double, end: Double? = nil) {
+        self.kind = kind
+        self.targets = targets
+        self.start = start
+        self.end = end
+    }
+
+    /// How the progress line and the report name it.
+    public var label: String {
+        targets.isEmpty ? kind : "\(kind) \(targets.joined(separator: ","))"
+    }
+}
+
+/// `summary.json`: what a run did and how it ended.
+public struct RunSummary: Codable, Sendable, Hashable {
+    public struct Counts: Codable, Sendable, Hashable {
+        public var composed = 0, signed = 0, cancelled = 0, declined = 0, synced = 0, pending = 0, syncFailures = 0
+        public init() {}
+    }
+
+    public struct Latency: Codable, Sendable, Hashable {
+        /// Completed syncs measured (invoke to ok in the devices' histories).
+        public var samples: Int
+        /// Seconds.
+        public var p50: Double?
+        public var p99: Double?
+        public var max: Double?
+    }
+
+    public struct Durations: Codable, Sendable, Hashable {
+        /// Seconds of generated work (the scenario's duration, or less when interrupted).
+        public var run: Double
+        /// Seconds from the heal to the last node drained (or the drain timeout).
+        public var drain: Double
+        /// Seconds from start to the verdict.
+        public var total: Double
+    }
+
+    public var scenario: String
+    public var seed: UInt64
+    public var replay: String
+    public var runDirectory: String
+    /// Seconds since the Unix epoch.
+    public var startedAt: Double
+    public var durations: Durations
+    public var devices: Int
+    public var nodeProcesses: Int
+    public var counts: Counts
+    /// Per second of `durations.run`.
+    public var signedPerSecond: Double
+    public var syncedPerSecond: Double
+    public var syncAck: Latency
+    public var faults: [AppliedFault]
+    public var restarts: [String: Int]
+    public var totalRestarts: Int
+    /// Processes whose restart budget ran out.
+    public var exhausted: [String]
+    /// Node processes that printed `drained` before the drain timeout.
+    public var drained: Int
+    public var interrupted: Bool
+    /// valid, invalid or unknown.
+    public var verdict: String
+    public var anomalies: Int
+    /// Why the verdict is unknown, when it is.
+    public var notes: [String]
+}
+
+public enum SyncLatency {
+    /// Sync-ack latencies (seconds) from device histories: each `sync` `ok` paired
+    /// with the latest `sync` `invoke` of the same device before it.
+    public static func latencies(in events: [HistoryEvent]) -> [Double] {
+        var openInvokes: [String: Double] = [:]
+        var result: [Double] = []
+        for event in events where event.op == .sync {
+            guard let device = event.device else { continue }
+            switch event.type {
+            case .invoke: openInvokes[device] = event.time
+            case .ok:
+                if let start = openInvokes.removeValue(forKey: device) { result.append(max(0, event.time - start)) }
+            case .fail, .info: openInvokes.removeValue(forKey: device)
+            }
+        }
+        return result
+    }
+
+    /// The `q` quantile (0…1) of `values` by the nearest-rank method; nil when empty.
+    public static func percentile(_ values: [Double], _ q: Double) -> Double? {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let rank = Int((q * Double(sorted.count)).rounded(.up))
+        return sorted[min(sorted.count - 1, max(0, rank - 1))]
+    }
+}

@@ -1,0 +1,227 @@
+import FleetTesting
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `signfleet fleet run` as a user runs it: real coordinator, fault proxy and node
+/// processes, real faults, the checker, the run directory. One fleet at a time
+/// (serialized), so these tests do not load the machine for the others.
+@Suite(.serialized) struct FleetRunProcessTests {
+    /// ~14 s of work by 4 devices in 2 node processes through the fault proxy, with a
+    /// node kill, a pause, a coordinator crash and a latency toxic.
+    static let shortScenario = """
+        name: launcher-test
+        duration: 14s
+        drain_timeout: 45s
+        proxy: true
+        coordinator:
+          heartbeat: 500ms
+          restart_budget: 3
+        groups:
+          - name: a
+            count: 4
+            processes: 2
+            behaviour:
+              envelopes_per_minute: 30
+              in_person_signers: 1
+              signing_duration: 200ms..500ms
+              sync: when_online
+            connectivity: always_online
+        faults:
+          - {at: 2s, for: 2s, kill: node, group: a, count: 1}
+          - {at: 5s, for: 2s, pause: node, group: a, count: 1}
+          - {at: 8s, for: 1500ms, kill: coordinator}
+          - {at: 10s, for: 3s, toxic: {type: latency, stream: downstream, latency: 100, jitter: 20}, fraction: 0.5}
+        checks:
+          verdict: valid
+
+        """
+
+    static func temporaryDirectory(_ name: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func json(_ path: String) throws -> [String: Any] {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    static func lines(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aShortScenarioWithKillsPausesACrashAndAToxicEndsValidWithEveryFile() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/short.yaml"
+        try Self.shortScenario.write(toFile: scenario, atomically: true, encoding: .utf8)
+
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--seed", "4242", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(150))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).first == "seed 4242 (replay: signfleet fleet run \(scenario) --seed 4242)")
+
+        let run = directory + "/runs/latest"
+        let manager = FileManager.default
+        for file in [
+            "scenario.yaml", "schedule.json", "summary.json", "check.json", "history.jsonl", "history/launcher.jsonl",
+            "history/node-a-1.jsonl", "history/node-a-2.jsonl", "timeline.jsonl", "logs/coordinator.log", "logs/coordinator.out",
+            "logs/proxy.log", "logs/node-a-1.log", "logs/node-a-2.out", "nodes/node-a-1.json", "nodes/node-a-2.json",
+            "coordinator.sqlite", "devices/a-1.sqlite", "devices/a-4.sqlite", "pids", "report.html",
+        ] {
+            #expect(manager.fileExists(atPath: "\(run)/\(file)"), "the run directory lacks \(file)")
+        }
+        #expect(try String(contentsOfFile: run + "/scenario.yaml", encoding: .utf8).contains("seed: 4242"))
+
+        let summary = try Self.json(run + "/summary.json")
+        #expect(summary["verdict"] as? String == "valid")
+        #expect(summary["seed"] as? UInt64 == 4242)
+        #expect(summary["drained"] as? Int == 2)
+        let counts = try #require(summary["counts"] as? [String: Any])
+        #expect((counts["synced"] as? Int ?? 0) > 0, "the devices synced something")
+        #expect(counts["pending"] as? Int == 0)
+        let faults = try #require(summary["faults"] as? [[String: Any]])
+        #expect(Set(faults.compactMap { $0["kind"] as? String }) == ["kill node", "pause node", "kill coordinator", "toxic latency"])
+        #expect(try Self.json(run + "/check.json")["verdict"] as? String == "valid")
+
+        // The applied schedule is the planned one: every event, in order, on the same targets, each invoked then ok.
+        let planned = try #require(try Self.json(run + "/schedule.json")["events"] as? [[String: Any]])
+        #expect(planned.count == 8)
+        let launcherHistory = try Self.lines(run + "/history/launcher.jsonl")
+        let applied = launcherHistory.filter { ($0["details"] as? [String: String])?["id"] != nil }
+        let invoked = applied.filter { $0["type"] as? String == "invoke" }.map { $0["details"] as? [String: String] ?? [:] }
+        let oks = applied.filter { $0["type"] as? String == "ok" }
+        #expect(oks.count == invoked.count, "every fault step completed: \(applied)")
+        #expect(invoked.map { $0["id"] ?? "" } == planned.map { $0["id"] as? String ?? "-" })
+        #expect(invoked.map { $0["phase"] ?? "" } == planned.map { $0["phase"] as? String ?? "-" })
+        #expect(invoked.map { $0["targets"] ?? "" } == planned.map { ($0["targets"] as? [String] ?? []).joined(separator: ",") })
+
+        // The coordinator was restarted once (the crash), on the same endpoint.
+        let pids = try String(contentsOfFile: run + "/pids", encoding: .utf8).split(separator: "\n")
+        #expect(pids.filter { $0.hasPrefix("coordinator ") }.count == 2)
+        let endpoints = try String(contentsOfFile: run + "/logs/coordinator.out", encoding: .utf8).split(separator: "\n")
+            .filter { $0.hasPrefix("listening ") }
+        #expect(endpoints.count == 2 && Set(endpoints).count == 1, "\(endpoints)")
+
+        let report = try String(contentsOfFile: run + "/report.html", encoding: .utf8)
+        for plot in ["throughput", "latency", "devices", "outbox"] { #expect(report.contains("id=\"\(plot)\"")) }
+        #expect(report.contains("kill coordinator"))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func validateNamesTheLineAndFieldOfAnError() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-validate")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let good = directory + "/good.yaml"
+        try Self.shortScenario.write(toFile: good, atomically: true, encoding: .utf8)
+        let ok = try ChildProcess.launch(binary, ["fleet", "validate", good])
+        #expect(try await ok.waitForExit(timeout: .seconds(30)) == 0, "\(ok.output)")
+        #expect(ok.lines(.standardOutput).first?.hasPrefix("OK ") == true, "\(ok.output)")
+
+        let bad = directory + "/bad.yaml"
+        try Self.shortScenario.replacingOccurrences(of: "envelopes_per_minute: 30", with: "envelopes_per_minute: lots")
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let refused = try ChildProcess.launch(binary, ["fleet", "validate", bad])
+        #expect(try await refused.waitForExit(timeout: .seconds(30)) == 1, "\(refused.output)")
+        let error = refused.lines(.standardError).joined(separator: "\n")
+        #expect(error.contains("envelopes_per_minute"), "\(error)")
+        let line = try #require(Self.shortScenario.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("envelopes_per_minute") }) + 1
+        #expect(error.contains("bad.yaml:\(line):"), "names line \(line): \(error)")
+
+        // `fleet run` refuses it too, before starting anything.
+        let run = try ChildProcess.launch(binary, ["fleet", "run", bad, "--runs", directory + "/runs"])
+        #expect(try await run.waitForExit(timeout: .seconds(30)) == 2, "\(run.output)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/runs"))
+    }
+
+    /// Reads `<run>/pids` until it names the coordinator, the proxy and both nodes, each
+    /// with a live process (a child restarted by its supervisor appears again with its new
+    /// pid); returns every pid recorded.
+    static func waitForChildren(in runs: String, launcher: ChildProcess) async throws -> [Int32] {
+        _ = try await launcher.waitForLine(in: .standardError, timeout: .seconds(60)) { $0.hasPrefix("started 2 node processes") }
+        let deadline = Date().addingTimeInterval(30)
+        var entries: [(name: String, pid: Int32)] = []
+        while Date() < deadline {
+            let text = (try? String(contentsOfFile: runs + "/latest/pids", encoding: .utf8)) ?? ""
+            entries = text.split(separator: "\n").compactMap { line in
+                let parts = line.split(separator: " ")
+                guard parts.count == 2, let pid = Int32(parts[1]) else { return nil }
+                return (String(parts[0]), pid)
+            }
+            let latest = Dictionary(entries.map { ($0.name, $0.pid) }, uniquingKeysWith: { _, last in last })
+            if Set(latest.keys) == ["coordinator", "proxy", "node-a-1", "node-a-2"], latest.values.allSatisfy(isAlive) { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let latest = Dictionary(entries.map { ($0.name, $0.pid) }, uniquingKeysWith: { _, last in last })
+        #expect(Set(latest.keys) == ["coordinator", "proxy", "node-a-1", "node-a-2"], "\(entries)")
+        #expect(latest.values.allSatisfy(isAlive), "every child runs before the launcher is stopped")
+        return entries.map(\.pid)
+    }
+
+    /// Alive, and not a zombie waiting for a parent that will not reap it.
+    static func isAlive(_ pid: Int32) -> Bool {
+        guard kill(pid, 0) == 0 else { return false }
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        let state = stat[stat.index(close, offsetBy: 2)]
+        return state != "Z" && state != "X"
+    }
+
+    static func waitUntilGone(_ pids: [Int32], within seconds: Double) async -> [Int32] {
+        let deadline = Date().addingTimeInterval(seconds)
+        var alive = pids.filter(isAlive)
+        while !alive.isEmpty, Date() < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+            alive = alive.filter(isAlive)
+        }
+        return alive
+    }
+
+    static func longScenario() -> String {
+        shortScenario.replacingOccurrences(of: "duration: 14s", with: "duration: 5m")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func noProcessOutlivesALauncherKilledWithSIGKILL() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-orphans")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/long.yaml"
+        try Self.longScenario().write(toFile: scenario, atomically: true, encoding: .utf8)
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--runs", directory + "/runs"], name: "fleet")
+        let pids = try await Self.waitForChildren(in: directory + "/runs", launcher: launcher)
+
+        launcher.signal(SIGKILL)
+        _ = try await launcher.waitForExit(timeout: .seconds(10))
+        let survivors = await Self.waitUntilGone(pids, within: 10)
+        #expect(survivors.isEmpty, "left behind: \(survivors)")
+    }
+
+    @Test(.timeLimit(.minutes(2))) func sigtermStopsEveryChildAndStillWritesTheRun() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-sigterm")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/long.yaml"
+        try Self.longScenario().write(toFile: scenario, atomically: true, encoding: .utf8)
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--runs", directory + "/runs"], name: "fleet")
+        let pids = try await Self.waitForChildren(in: directory + "/runs", launcher: launcher)
+
+        launcher.signal(SIGTERM)
+        #expect(try await launcher.waitForExit(timeout: .seconds(60)) == 2, "\(launcher.output)")
+        let survivors = await Self.waitUntilGone(pids, within: 5)
+        #expect(survivors.isEmpty, "left behind: \(survivors)")
+        let summary = try Self.json(directory + "/runs/latest/summary.json")
+        #expect(summary["verdict"] as? String == "unknown")
+        #expect(summary["interrupted"] as? Bool == true)
+        #expect(FileManager.default.fileExists(atPath: directory + "/runs/latest/report.html"))
+    }
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Fleet scale (issue #7's benchmark): runs a 2-minute `offline-field-day` at growing
+# device counts and reports, for each, the verdict, the sync-ack p50/p99 (from the
+# devices' histories, summary.json) and the node processes' peak resident memory per
+# device (VmRSS of every node-* process in the run's pids file, sampled every 2 s).
+# The answer is the largest count with a valid verdict and p99 < 1 s.
+#
+#   loadtests/fleet-scale.sh [COUNTS...]        default: 100 250 500 1000
+#   SIGNFLEET_BIN=... SEED=... DURATION=2m loadtests/fleet-scale.sh 200
+#
+# The scenario is scenarios/offline-field-day.yaml scaled: 80% rural, 20% depot,
+# ~50 devices per node process, its faults moved into the 2 minutes (the rural
+# outage from 30s to 75s, half the depot offline 40s-60s, a depot node killed at 90s
+# for 10s). Results: loadtests/out/fleet-scale/results.tsv and each run's directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${SIGNFLEET_BIN:-.build/release/signfleet}
+[ -x "$BIN" ] || BIN=.build/debug/signfleet
+SEED=${SEED:-20261121}
+DURATION=${DURATION:-2m}
+OUT=loadtests/out/fleet-scale
+mkdir -p "$OUT"
+COUNTS=("$@")
+[ ${#COUNTS[@]} -gt 0 ] || COUNTS=(100 250 500 1000)
+
+scenario() {  # $1 = devices
+    local total=$1 rural=$(($1 * 4 / 5)) depot=$(($1 - $1 * 4 / 5))
+    local rp=$(((rural + 49) / 50)) dp=$(((depot + 49) / 50))
+    cat <<EOF
+name: offline-field-day-$total
+duration: $DURATION
+drain_timeout: 3m
+proxy: false
+coordinator: {heartbeat: 1s, restart_budget: 3}
+groups:
+  - name: rural
+    count: $rural
+    processes: $rp
+    pens: {applePencil: 2, finger: 1}
+    behaviour: {envelopes_per_minute: 1, template_fraction: 0.5, in_person_signers: 1..3, signing_duration: 2s..10s, cancel_rate: 0.05, decline_rate: 0.03, sync: when_online}
+    connectivity: {model: gilbert_elliott, online_mean: 30s, offline_mean: 2m, start_offline: 0.8}
+  - name: depot
+    count: $depot
+    processes: $dp
+    pens: [signaturePad]
+    behaviour: {envelopes_per_minute: 2, in_person_signers: 1, remote_signers: 0..1, embedded_fraction: 1, signing_duration: 1s..4s, sync: {every: 30s}}
+    connectivity: {model: gilbert_elliott, online_mean: 5m, offline_mean: 20s}
+faults:
+  - {at: 30s, for: 45s, offline: {group: rural}}
+  - {at: 40s, for: 20s, offline: {group: depot, fraction: 0.5}}
+  - {at: 90s, for: 10s, kill: node, group: depot, count: 1}
+checks: {verdict: valid}
+EOF
+}
+
+# Peak summed VmRSS (kB) of the run's node processes, sampled while $1 (the launcher) lives.
+sample_memory() {
+    local launcher=$1 runs=$2 peak=0
+    while kill -0 "$launcher" 2>/dev/null; do
+        local pids total=0
+        pids=$(awk '$1 ~ /^node-/ {print $2}' "$runs/latest/pids" 2>/dev/null || true)
+        for p in $pids; do
+            rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
+            total=$((total + ${rss:-0}))
+        done
+        [ "$total" -gt "$peak" ] && peak=$total
+        sleep 2
+    done
+    echo "$peak"
+}
+
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_rss_mb\trss_kb_per_device\trun\n' >"$OUT/results.tsv"
+for n in "${COUNTS[@]}"; do
+    file="$OUT/offline-field-day-$n.yaml"
+    scenario "$n" >"$file"
+    runs="$OUT/runs-$n"
+    echo "==> $n devices ($file)"
+    set +e
+    "$BIN" fleet run "$file" --seed "$SEED" --runs "$runs" >"$OUT/fleet-$n.out" 2>"$OUT/fleet-$n.err" &
+    launcher=$!
+    peak=$(sample_memory "$launcher" "$runs")
+    wait "$launcher"
+    code=$?
+    set -e
+    summary="$runs/latest/summary.json"
+    row=$(python3 - "$summary" "$n" "$peak" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3])
+ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
+print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAck"].get("p99")), str(s["syncAck"]["samples"]),
+                 "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), s["runDirectory"]]))
+PY
+)
+    echo "$row" | tee -a "$OUT/results.tsv"
+    echo "    exit $code"
+done
+echo
+column -t -s $'\t' "$OUT/results.tsv"
