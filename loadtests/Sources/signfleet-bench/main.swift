@@ -7,6 +7,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "capture": captureBenchmark,
     "device": deviceBenchmark,
     "ingest": ingestBenchmark,
+    "ingest-profile": ingestProfile,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
