@@ -9,17 +9,41 @@ public final class CoordinatorStore: Sendable {
     let database: DatabasePool
     public let path: String
 
+    /// How hard each commit (and so each sync ack) pushes to disk.
+    public enum Durability: String, Sendable, Hashable, CaseIterable {
+        /// WAL with `synchronous = NORMAL`: a committed push survives a killed coordinator
+        /// process; the commits since the last checkpoint can be lost on power loss or a kernel
+        /// crash (the file is never corrupt). The default.
+        case processCrash
+        /// WAL with `synchronous = FULL`: the WAL is synced before each commit returns, so an
+        /// acked push survives power loss too. Group commit (``IngestCommitQueue``) makes one
+        /// sync serve every push waiting for the writer.
+        case powerLoss
+
+        var synchronous: String { self == .powerLoss ? "FULL" : "NORMAL" }
+    }
+
+    public let durability: Durability
+
     /// Opens (creating if needed) the store at `path` and migrates it.
     /// - Throws: GRDB's `DatabaseError` when the file cannot be opened or migrated.
-    public init(path: String) throws {
+    public init(path: String, durability: Durability = .processCrash) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = NORMAL")  // WAL + NORMAL: durable at checkpoint, never corrupt
-        }
         database = try DatabasePool(path: path, configuration: configuration)
+        // Set on the writer after opening: GRDB's DatabasePool runs `PRAGMA synchronous = NORMAL`
+        // when it turns WAL on, after `prepareDatabase`, so a setting made there is overwritten.
+        try database.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability.synchronous)")
+        }
         self.path = path
+        self.durability = durability
         try Self.migrator.migrate(database)
+    }
+
+    /// The writer connection's `PRAGMA synchronous` (1 = NORMAL, 2 = FULL), as SQLite reports it.
+    public func synchronousSetting() throws -> Int {
+        try database.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     static var migrator: DatabaseMigrator {

@@ -9,25 +9,30 @@ import SignatureCapture
 /// Applies devices' sync pushes exactly once and in order (shared/DESIGN.md, "Sync";
 /// docs/sync.md).
 ///
-/// Each push is one write transaction that walks the items in order against the
-/// device's last applied sequence, stored in the same transaction as the effects:
+/// Each push runs in a write transaction (its own savepoint) that walks the items in order
+/// against the device's last applied sequence, stored in the same transaction as the effects:
 /// - `seq <= last`: a duplicate, answered with the result stored the first time;
 /// - `seq == last + 1`: verified and applied, or recorded as rejected with its reason;
 ///   either way `last` advances, so one bad item never blocks a device;
 /// - `seq > last + 1`: the walk stops and the answer is `gap`, expecting `last + 1`.
 ///
-/// Verification (Ed25519 signatures, document hashes, bindings) needs no database
-/// state beyond the device's enrolled key, so it runs before the transaction and
-/// the writer lock is held only for the walk and the inserts.
+/// Verification (Ed25519 signatures, document hashes, bindings) needs no database state
+/// beyond the device's enrolled key, so it runs before the transaction, spread over the
+/// cores, and the writer lock is held only for the walk and the inserts. Pushes that arrive
+/// while a transaction runs share the next one (``IngestCommitQueue``, group commit).
+/// docs/performance.md, "What bounds ingest, and what changed", has the profile behind this.
 public struct SyncIngest: Sendable {
     let store: CoordinatorStore
     let devices: DeviceRegistry
     let now: @Sendable () -> Date
     /// The most items one push may carry.
     public var maxItemsPerPush: Int
+    /// Which signatures are checked before an item is applied (default: every one).
+    public var verification: IngestVerification = .everySignature
     /// Test failpoints (inert unless armed; see ``Failpoints``).
     public var failpoints = Failpoints.fromEnvironment()
     let metrics: SyncIngestMetrics
+    let commitQueue: IngestCommitQueue
 
     /// - Parameter metricsFactory: where ``SyncIngestMetrics`` are reported; the process-wide
     ///   `MetricsSystem.factory` unless given.
@@ -40,6 +45,7 @@ public struct SyncIngest: Sendable {
         self.devices = devices
         self.maxItemsPerPush = maxItemsPerPush
         self.now = now
+        self.commitQueue = IngestCommitQueue(database: store.database)
     }
 
     /// Applies a push from the device whose socket has `routingID`.
@@ -60,12 +66,13 @@ public struct SyncIngest: Sendable {
         return ack
     }
 
+    /// Transactions the group commit ran and the pushes they carried, so far.
+    public func commitCounts() async -> (transactions: Int, pushes: Int) {
+        (await commitQueue.transactions, await commitQueue.pushes)
+    }
+
     private func applyUnmeasured(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
-        let device = try await devices.authenticate(deviceID: push.deviceID, routingID: routingID)
-        let accountID = device.accountID
-        guard let account = try await store.database.read({ db in try AccountRecord.fetchOne(db, key: accountID) }) else {
-            throw FleetError(.unauthenticated, "the device's account no longer exists")
-        }
+        let (device, account) = try await sender(of: push, routingID: routingID)
         try meter(AccountDirectory.account(account))
         guard push.items.count <= maxItemsPerPush else {
             throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
@@ -75,48 +82,94 @@ public struct SyncIngest: Sendable {
                 .featureDisabled,
                 "account \"\(account.name)\" does not have offline signing; envelopes signed offline cannot be accepted")
         }
-        let verdicts = push.items.map { Self.verify($0, device: device) }
+        let key = try? Curve25519.Signing.PublicKey(rawRepresentation: device.publicKey)
+        let verdicts = await Self.verifyAll(
+            push.items, device: device, key: key, appliedThrough: device.lastAppliedSequence, verification: verification)
         let recordedAt = now()
-        let ack = try await store.database.write { db in
-            guard var row = try DeviceRecord.fetchOne(db, key: device.id) else {
-                throw FleetError(.unauthenticated, "device \"\(device.id)\" is not enrolled")
-            }
-            var last = UInt64(row.lastAppliedSequence)
-            var results: [SyncItemResult] = []
-            var gapExpected: UInt64?
-            for (item, verdict) in zip(push.items, verdicts) {
-                if item.sequence <= last {
-                    results.append(try Self.storedResult(db, device: device.id, sequence: item.sequence))
-                    continue
-                }
-                guard item.sequence == last + 1 else {
-                    gapExpected = last + 1
-                    break
-                }
-                let result = try Self.applyNext(
-                    db, item: item, verdict: verdict, device: device, recordedAt: recordedAt)
-                try SyncResultRecord(
-                    deviceID: device.id, sequence: Int64(item.sequence), outcome: result.outcome.rawValue,
-                    envelopeID: result.envelopeID, reason: result.reason, recordedAt: recordedAt
-                ).insert(db)
-                results.append(result)
-                last = item.sequence
-            }
-            row.lastAppliedSequence = Int64(last)
-            try row.update(db)
-            if let gapExpected {
-                return SyncAck(status: .gap, lastApplied: last, expectedSequence: gapExpected, results: results)
-            }
-            return SyncAck(status: .ok, lastApplied: last, results: results)
+        let verification = self.verification
+        let ack = try await commitQueue.commit { db in
+            try Self.walk(db, push: push, verdicts: verdicts, device: device, key: key, verification: verification, recordedAt: recordedAt)
         }
         failpoints.hit(Failpoints.syncAfterCommit)
         return ack
     }
 
+    /// The enrolled device the push comes from and its account, in one read.
+    private func sender(of push: SyncPush, routingID: String) async throws -> (EnrolledDevice, AccountRecord) {
+        guard push.deviceID == routingID else {
+            throw FleetError(.forbidden, "device \"\(routingID)\" cannot act for device \"\(push.deviceID)\"")
+        }
+        let deviceID = push.deviceID
+        let found = try await store.database.read { db -> (DeviceRecord, AccountRecord?)? in
+            guard
+                let device = try DeviceRecord.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM device WHERE id = ?"), arguments: [deviceID])
+            else { return nil }
+            let account = try AccountRecord.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM account WHERE id = ?"), arguments: [device.accountID])
+            return (device, account)
+        }
+        guard let (record, account) = found else {
+            throw FleetError(.unauthenticated, "device \"\(deviceID)\" is not enrolled; send device.enroll first")
+        }
+        guard let account else {
+            throw FleetError(.unauthenticated, "the device's account no longer exists")
+        }
+        let device = EnrolledDevice(
+            id: record.id, accountID: record.accountID, userID: record.userID, publicKey: Array(record.publicKey),
+            enrolledAt: record.enrolledAt, lastAppliedSequence: UInt64(max(0, record.lastAppliedSequence)))
+        return (device, account)
+    }
+
+    /// One push's walk inside the write transaction (see the type's discussion).
+    static func walk(
+        _ db: Database, push: SyncPush, verdicts: [Verdict?], device: EnrolledDevice, key: Curve25519.Signing.PublicKey?,
+        verification: IngestVerification, recordedAt: Date
+    ) throws -> SyncAck {
+        guard
+            let stored = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT lastAppliedSequence FROM device WHERE id = ?"), arguments: [device.id])
+        else {
+            throw FleetError(.unauthenticated, "device \"\(device.id)\" is not enrolled")
+        }
+        let at = recordedAt.databaseValue  // formatted once per push
+        var last = UInt64(max(0, stored))
+        var results: [SyncItemResult] = []
+        var gapExpected: UInt64?
+        for (item, verdict) in zip(push.items, verdicts) {
+            if item.sequence <= last {
+                results.append(try Self.storedResult(db, device: device.id, sequence: item.sequence))
+                continue
+            }
+            guard item.sequence == last + 1 else {
+                gapExpected = last + 1
+                break
+            }
+            // Items above the `last` read before verification always have a verdict.
+            let checked = verdict ?? Self.verify(item, device: device, key: key, verification: verification)
+            let result = try Self.applyNext(db, item: item, verdict: checked, device: device, recordedAt: recordedAt)
+            try db.cachedStatement(
+                sql: "INSERT INTO syncResult (deviceID, sequence, outcome, envelopeID, reason, recordedAt) VALUES (?, ?, ?, ?, ?, ?)"
+            ).execute(arguments: [device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at])
+            results.append(result)
+            last = item.sequence
+        }
+        if Int64(last) != stored {
+            try db.cachedStatement(sql: "UPDATE device SET lastAppliedSequence = ? WHERE id = ?")
+                .execute(arguments: [Int64(last), device.id])
+        }
+        if let gapExpected {
+            return SyncAck(status: .gap, lastApplied: last, expectedSequence: gapExpected, results: results)
+        }
+        return SyncAck(status: .ok, lastApplied: last, results: results)
+    }
+
     /// The answer recorded for an already-handled sequence.
     static func storedResult(_ db: Database, device: String, sequence: UInt64) throws -> SyncItemResult {
         guard sequence <= UInt64(Int64.max),
-            let stored = try SyncResultRecord.fetchOne(db, key: ["deviceID": device, "sequence": Int64(sequence)])
+            let stored = try SyncResultRecord.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM syncResult WHERE deviceID = ? AND sequence = ?"),
+                arguments: [device, Int64(sequence)])
         else {
             // Sequences at or below `last` always have a stored result; none means a damaged store.
             throw FleetError(.internal, "no stored result for sequence \(sequence) of device \"\(device)\"", retryable: false)
@@ -138,11 +191,16 @@ public struct SyncIngest: Sendable {
             payload = verified
         }
         let envelopeID = serverEnvelopeID(accountID: device.accountID, transactionID: payload.transactionId)
-        if let existing = try EnvelopeRecord.fetchOne(db, key: envelopeID) {
+        // Only the columns the answer needs: the full row would read the payload blob back.
+        if let existing = try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT sequence, deviceID FROM envelope WHERE id = ?"), arguments: [envelopeID])
+        {
             // The transaction id already made an envelope: never create a second one.
+            let sequence: Int64 = existing["sequence"]
+            let deviceID: String = existing["deviceID"]
             return SyncItemResult(
-                sequence: item.sequence, outcome: .duplicate, envelopeID: existing.id,
-                reason: "transaction \(payload.transactionId) was already applied as item \(existing.sequence) of device \(existing.deviceID)")
+                sequence: item.sequence, outcome: .duplicate, envelopeID: envelopeID,
+                reason: "transaction \(payload.transactionId) was already applied as item \(sequence) of device \(deviceID)")
         }
         var lifecycle = EnvelopeLifecycle(payload: payload)
         let routed: [String]
@@ -151,12 +209,16 @@ public struct SyncIngest: Sendable {
         } catch {
             return SyncItemResult(sequence: item.sequence, outcome: .rejected, reason: "the envelope cannot start its lifecycle: \(error.message)")
         }
-        try EnvelopeRecord(
-            id: envelopeID, accountID: device.accountID, deviceID: device.id, sequence: Int64(item.sequence),
-            transactionID: payload.transactionId, localEnvelopeID: payload.envelopeId, name: payload.name,
-            status: lifecycle.status.rawValue, payload: Data(item.payload), deviceSignature: Data(item.signature),
-            createdAt: recordedAt
-        ).insert(db)
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO envelope (id, accountID, deviceID, sequence, transactionID, localEnvelopeID, name, status,
+                                      payload, deviceSignature, createdAt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            envelopeID, device.accountID, device.id, Int64(item.sequence), payload.transactionId, payload.envelopeId,
+            payload.name, lifecycle.status.rawValue, Data(item.payload), Data(item.signature), recordedAt,
+        ])
         try EnvelopeService.insertRecipients(db, envelopeID: envelopeID, payload: payload, lifecycle: lifecycle, routed: routed, at: recordedAt)
         return SyncItemResult(sequence: item.sequence, outcome: .applied, envelopeID: envelopeID)
     }
@@ -165,8 +227,14 @@ public struct SyncIngest: Sendable {
     /// the same transaction always names the same envelope (and replays are reproducible).
     public static func serverEnvelopeID(accountID: String, transactionID: String) -> String {
         let digest = Array(SHA256.hash(data: Data("\(accountID)\n\(transactionID)".utf8)))
-        let hex = digest.prefix(16).map { String(format: "%02x", $0) }.joined()
-        return "env-" + hex
+        let digits = Array("0123456789abcdef".utf8)
+        var text = Array("env-".utf8)
+        text.reserveCapacity(36)
+        for byte in digest.prefix(16) {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// Where a synced envelope starts on the server (``EnvelopeLifecycle``, event `synced`):
@@ -176,58 +244,5 @@ public struct SyncIngest: Sendable {
         var lifecycle = EnvelopeLifecycle(payload: payload)
         _ = try? lifecycle.apply(.synced)
         return lifecycle.status.rawValue
-    }
-
-    struct Rejection: Error {
-        var reason: String
-    }
-
-    /// Checks one item against the device's key: the payload signature, the payload's own
-    /// claims, every document's hash, and every signature binding.
-    static func verify(_ item: SyncItem, device: EnrolledDevice) -> Result<SyncPayload, Rejection> {
-        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: device.publicKey) else {
-            return .failure(Rejection(reason: "the device's enrolled key is unusable"))
-        }
-        guard item.signature.count == 64, key.isValidSignature(item.signature, for: item.payload) else {
-            return .failure(Rejection(reason: "the device signature does not verify over the payload"))
-        }
-        let payload: SyncPayload
-        do {
-            payload = try SyncPayload(canonicalBytes: item.payload)
-        } catch {
-            return .failure(Rejection(reason: "the payload is not a valid envelope: \(error)"))
-        }
-        guard payload.format == SyncPayload.currentFormat else {
-            return .failure(Rejection(reason: "unknown payload format \"\(payload.format)\""))
-        }
-        guard payload.deviceId == device.id, payload.sequence == item.sequence, payload.transactionId == item.transactionID else {
-            return .failure(
-                Rejection(
-                    reason: "the payload names device \(payload.deviceId), item \(payload.sequence), transaction \(payload.transactionId), but was pushed as device \(device.id), item \(item.sequence), transaction \(item.transactionID)"
-                ))
-        }
-        var documents: [String: PayloadDocument] = [:]
-        for document in payload.documents {
-            guard Array(SHA256.hash(data: document.pdf)) == document.sha256 else {
-                return .failure(Rejection(reason: "document \(document.documentId): its bytes do not match its SHA-256"))
-            }
-            documents[document.documentId] = document
-        }
-        for signature in payload.signatures {
-            guard let document = documents[signature.documentId] else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex) names unknown document \(signature.documentId)"))
-            }
-            guard let binding = try? SignatureBinding(canonicalBytes: signature.binding) else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex): the binding is unreadable"))
-            }
-            guard binding.matches(document: Array(document.pdf), iso: signature.isoRecord) else {
-                return .failure(
-                    Rejection(reason: "signature for tab \(signature.tabIndex): the binding does not match document \(document.documentId) or its ISO record"))
-            }
-            guard binding.verify(signature: signature.bindingSignature, publicKey: device.publicKey) else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex): the binding's device signature does not verify"))
-            }
-        }
-        return .success(payload)
     }
 }

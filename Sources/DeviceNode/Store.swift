@@ -53,13 +53,16 @@ final class DeviceStore: Sendable {
     ) throws -> DeviceStore {
         var configuration = Configuration()
         let synchronous = durability == .powerLoss ? "FULL" : "NORMAL"
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-        }
         // Wait for a lock held by another connection rather than failing at once.
         configuration.busyMode = .timeout(10)
         configuration.label = "DeviceNode"
         let pool = try DatabasePool(path: path, configuration: configuration)
+        // Set on the writer after opening: GRDB's DatabasePool runs `PRAGMA synchronous = NORMAL`
+        // when it turns WAL on, after `prepareDatabase`, so a setting made there was overwritten
+        // (powerLoss measured the same as processCrash: no sync per commit).
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
         try migrator.migrate(pool)
         let now = clock().timeIntervalSince1970
         let (deviceId, keyBytes) = try pool.write { db -> (String, Data) in
@@ -80,6 +83,11 @@ final class DeviceStore: Sendable {
         let store = DeviceStore(pool: pool, deviceId: deviceId, privateKey: key, clock: clock, logger: logger)
         try store.recoverAfterRestart()
         return store
+    }
+
+    /// The writer connection's `PRAGMA synchronous` (1 = NORMAL, 2 = FULL), as SQLite reports it.
+    func synchronousSetting() throws -> Int {
+        try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     static var migrator: DatabaseMigrator {

@@ -51,11 +51,17 @@ func ingestBenchmark(_ arguments: [String]) async throws {
         path: "\(root)/raw.sqlite", item: base, items: itemsPerScenario * 2, batch: batch)
     Report.emit(bench, "ref.sqlite_inserts_per_s", sqliteRate, "ops/s")  // items: an envelope row + a result row each
 
-    // Throughput with 1, 10 and 100 devices, each scenario in a fresh store.
-    var best = 0.0
-    for devices in [1, 10, 100] {
+    // Throughput with 1, 10 and 100 devices, each scenario in a fresh store, with the defaults
+    // (every signature verified, synchronous = NORMAL); then 100 devices with payload-only
+    // verification and with synchronous = FULL (an fsync per group commit).
+    func throughput(
+        devices: Int, name: String, verification: IngestVerification = .everySignature,
+        durability: CoordinatorStore.Durability = .processCrash
+    ) async throws -> Double {
         let perDevice = max(batch, itemsPerScenario / devices)
-        let rig = try await IngestRig(path: "\(root)/ingest-\(devices).sqlite", devices: devices, items: perDevice, base: base)
+        let rig = try await IngestRig(
+            path: "\(root)/ingest-\(name).sqlite", devices: devices, items: perDevice, base: base,
+            verification: verification, durability: durability)
         let pushes = rig.pushes(batch: batch)
         let start = ContinuousClock.now
         let applied = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -75,20 +81,30 @@ func ingestBenchmark(_ arguments: [String]) async throws {
         guard applied == devices * perDevice else {
             fatalError("ingest: \(applied) of \(devices * perDevice) items applied")
         }
-        Report.emit(bench, "ingest.devices\(devices).envelopes_per_s", rate, "ops/s")
-        best = max(best, rate)
+        let counts = await rig.services.ingest.commitCounts()
+        Report.emit(bench, "ingest.\(name).envelopes_per_s", rate, "ops/s")
+        Report.emit(bench, "ingest.\(name).pushes_per_commit", Double(counts.pushes) / Double(max(1, counts.transactions)), "ratio")
+        return rate
     }
+    var best = 0.0
+    for devices in [1, 10, 100] {
+        best = max(best, try await throughput(devices: devices, name: "devices\(devices)"))
+    }
+    _ = try await throughput(devices: 100, name: "payload_verify.devices100", verification: .payloadSignature)
+    _ = try await throughput(devices: 100, name: "fsync.devices100", durability: .powerLoss)
+    _ = try await throughput(devices: 100, name: "fsync_payload_verify.devices100", verification: .payloadSignature, durability: .powerLoss)
     Report.emit(bench, "ingest.vs_sqlite_inserts", best / sqliteRate, "ratio")
     Report.emit(bench, "ingest.vs_ed25519_verify", best / verifyRate, "ratio")
 
     // Ack latency at 50% and 90% of the best rate: 100 devices, open-loop schedule.
-    for percent in [50, 90] {
-        let target = best * Double(percent) / 100
+    for (percent, fixed) in [(50, nil), (90, nil), (0, 5000.0)] as [(Int, Double?)] {
+        let target = fixed ?? best * Double(percent) / 100
+        let label = fixed.map { "\(Int($0))" } ?? "\(percent)pct"
         let devices = 100
         let totalPushes = max(devices, Int(target * latencySeconds) / batch)
         let perDevice = (totalPushes + devices - 1) / devices * batch
         let rig = try await IngestRig(
-            path: "\(root)/latency-\(percent).sqlite", devices: devices, items: perDevice, base: base)
+            path: "\(root)/latency-\(label).sqlite", devices: devices, items: perDevice, base: base)
         let pushes = rig.pushes(batch: batch)
         let interval = Double(batch) / target  // seconds between pushes, fleet-wide
         let start = ContinuousClock.now + .milliseconds(50)
@@ -108,10 +124,10 @@ func ingestBenchmark(_ arguments: [String]) async throws {
             return try await group.reduce(into: [Double]()) { $0 += $1 }.sorted()
         }
         let achieved = Double(pushes.reduce(0) { $0 + $1.count } * batch) / IngestBench.seconds(start.duration(to: .now))
-        Report.emit(bench, "ingest.offered_envelopes_per_s_at\(percent)pct", target, "ops/s")
-        Report.emit(bench, "ingest.achieved_envelopes_per_s_at\(percent)pct", achieved, "ops/s")
-        Report.emit(bench, "ingest.p50_ms_at\(percent)pct", IngestBench.percentile(latencies, 0.50), "ms")
-        Report.emit(bench, "ingest.p99_ms_at\(percent)pct", IngestBench.percentile(latencies, 0.99), "ms")
+        Report.emit(bench, "ingest.offered_envelopes_per_s_at\(label)", target, "ops/s")
+        Report.emit(bench, "ingest.achieved_envelopes_per_s_at\(label)", achieved, "ops/s")
+        Report.emit(bench, "ingest.p50_ms_at\(label)", IngestBench.percentile(latencies, 0.50), "ms")
+        Report.emit(bench, "ingest.p99_ms_at\(label)", IngestBench.percentile(latencies, 0.99), "ms")
     }
 }
 
@@ -122,9 +138,14 @@ struct IngestRig: Sendable {
     /// `items[device]`: that device's items, sequences 1...n.
     let items: [[SyncItem]]
 
-    init(path: String, devices: Int, items count: Int, base: SyncItem) async throws {
-        let store = try CoordinatorStore(path: path)
-        services = CoordinatorServices(store: store)
+    init(
+        path: String, devices: Int, items count: Int, base: SyncItem, verification: IngestVerification = .everySignature,
+        durability: CoordinatorStore.Durability = .processCrash
+    ) async throws {
+        let store = try CoordinatorStore(path: path, durability: durability)
+        var services = CoordinatorServices(store: store)
+        services.ingest.verification = verification
+        self.services = services
         _ = try await services.accounts.createAccount(
             id: "bench", name: "Bench", offlineSigning: true,
             rateLimits: RateLimits(hourly: 1_000_000_000, burst: 1_000_000_000, burstWindowSeconds: 30))

@@ -8,6 +8,8 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "device": deviceBenchmark,
     "ingest": ingestBenchmark,
     "proxy": proxyBenchmark,
+    "ingest-profile": ingestProfile,
+    "ingest-wire": ingestWireBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")

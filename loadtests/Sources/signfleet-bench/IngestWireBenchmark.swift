@@ -1,0 +1,115 @@
+import Coordinator
+import FleetProtocol
+import Foundation
+import Logging
+import ZeroMQ
+
+/// `signfleet-bench ingest-wire [--devices D] [--items N] [--batch B] [--rate R] [--seconds S]`:
+/// sync ingest over real ZeroMQ — D devices, each a `FleetClient` (DEALER) on its own socket,
+/// pushing to the coordinator's `FleetServer` (ROUTER) and `SyncIngest` in this process, over
+/// TCP on 127.0.0.1. First closed loop (each device pushes its items in order, as fast as acks
+/// come back), then open loop at R envelopes/s offered (default 5,000) for S seconds with p50/p99
+/// ack latency counted from each push's scheduled time.
+func ingestWireBenchmark(_ arguments: [String]) async throws {
+    func option(_ name: String) -> Double? {
+        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+        return Double(arguments[i + 1])
+    }
+    let devices = Int(option("--devices") ?? 100)
+    let items = Int(option("--items") ?? 4000)
+    let batch = Int(option("--batch") ?? 10)
+    let rate = option("--rate") ?? 5000
+    let seconds = option("--seconds") ?? 2
+    let bench = "ingest"
+    let root = NSTemporaryDirectory() + "signfleet-bench-wire-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: root) }
+    let base = try await IngestBench.realItem(directory: root)
+
+    var logger = Logger(label: "ingest-wire")
+    logger.logLevel = .critical
+    let context = try ZMQContext()
+    let serverLoop = try ZMQIOLoop(context: context, label: "wire-server")
+    let clientLoop = try ZMQIOLoop(context: context, label: "wire-clients")
+
+    /// Runs `body` with a served coordinator on a fresh store and connected clients.
+    func withWire<T: Sendable>(
+        _ name: String, perDevice: Int, _ body: @Sendable (IngestRig, [FleetClient], [[SyncPush]]) async throws -> T
+    ) async throws -> T {
+        let rig = try await IngestRig(path: "\(root)/wire-\(name).sqlite", devices: devices, items: perDevice, base: base)
+        var router = RequestRouter()
+        rig.services.register(in: &router)
+        let server = FleetServer(
+            configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: serverLoop, logger: logger)
+        let endpoint = try await server.bind()
+        let serving = Task { try? await server.run() }
+        let clients = rig.forgers.map { forger in
+            FleetClient(
+                configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: forger.id, requestTimeout: .seconds(30), maxAttempts: 1),
+                loop: clientLoop, logger: logger)
+        }
+        let connections = clients.map { client in Task { await client.run() } }
+        defer {
+            for connection in connections { connection.cancel() }
+            serving.cancel()
+        }
+        return try await body(rig, clients, rig.pushes(batch: batch))
+    }
+
+    // Closed loop: every device pushes its items in order.
+    let perDevice = max(batch, items / devices)
+    let closed = try await withWire("closed", perDevice: perDevice) { rig, clients, pushes in
+        let start = ContinuousClock.now
+        let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, devicePushes) in pushes.enumerated() {
+                group.addTask {
+                    var applied = 0
+                    for push in devicePushes {
+                        let ack = try await clients[index].request(push)
+                        applied += ack.results.filter { $0.outcome == .applied }.count
+                    }
+                    return applied
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let commits = await rig.services.ingest.commitCounts()
+        return (Double(applied) / IngestBench.seconds(start.duration(to: .now)), applied, commits)
+    }
+    guard closed.1 == devices * perDevice else { fatalError("ingest-wire: \(closed.1) of \(devices * perDevice) items applied") }
+    Report.emit(bench, "ingest.zmq.devices\(devices).envelopes_per_s", closed.0, "ops/s")
+    Report.emit(bench, "ingest.zmq.devices\(devices).pushes_per_commit", Double(closed.2.pushes) / Double(max(1, closed.2.transactions)), "ratio")
+
+    // Open loop at `rate` offered.
+    let totalPushes = max(devices, Int(rate * seconds) / batch)
+    let openPerDevice = (totalPushes + devices - 1) / devices * batch
+    let (achieved, latencies) = try await withWire("open", perDevice: openPerDevice) { _, clients, pushes in
+        let interval = Double(batch) / rate
+        let start = ContinuousClock.now + .milliseconds(200)
+        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for (index, devicePushes) in pushes.enumerated() {
+                group.addTask {
+                    var latencies: [Double] = []
+                    for (j, push) in devicePushes.enumerated() {
+                        let scheduled = start + .seconds(Double(j * devices + index) * interval)
+                        try await Task.sleep(until: scheduled, clock: .continuous)
+                        _ = try await clients[index].request(push)
+                        latencies.append(IngestBench.seconds(scheduled.duration(to: .now)) * 1000)
+                    }
+                    return latencies
+                }
+            }
+            return try await group.reduce(into: [Double]()) { $0 += $1 }.sorted()
+        }
+        let achieved = Double(pushes.reduce(0) { $0 + $1.count } * batch) / IngestBench.seconds(start.duration(to: .now))
+        return (achieved, latencies)
+    }
+    let label = "\(Int(rate))"
+    Report.emit(bench, "ingest.zmq.offered_envelopes_per_s_at\(label)", rate, "ops/s")
+    Report.emit(bench, "ingest.zmq.achieved_envelopes_per_s_at\(label)", achieved, "ops/s")
+    Report.emit(bench, "ingest.zmq.p50_ms_at\(label)", IngestBench.percentile(latencies, 0.50), "ms")
+    Report.emit(bench, "ingest.zmq.p99_ms_at\(label)", IngestBench.percentile(latencies, 0.99), "ms")
+    await serverLoop.shutdown()
+    await clientLoop.shutdown()
+    context.shutdown()
+}
