@@ -1,3 +1,4 @@
+import Crypto
 import DeviceNode
 import FleetProtocol
 import Foundation
@@ -15,7 +16,10 @@ extension SyncIngest {
             id: deviceID, accountID: "", userID: "", publicKey: publicKey, enrolledAt: Date(timeIntervalSince1970: 0),
             lastAppliedSequence: 0)
         let item = SyncItem(sequence: sequence, transactionID: transactionID, payload: payload, signature: signature)
-        return verify(item, device: device).mapError { RecheckFailure(reason: $0.reason) }
+        return verify(
+            item, device: device, key: try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey),
+            verification: .everySignature
+        ).mapError { RecheckFailure(reason: $0.reason) }
     }
 
     /// Why a stored envelope does not verify.

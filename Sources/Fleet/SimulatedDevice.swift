@@ -102,6 +102,9 @@ public actor SimulatedDevice {
     public func run() async throws {
         var storeConfiguration = DeviceConfiguration(storePath: configuration.storePath)
         storeConfiguration.deviceId = configuration.deviceID
+        // The fleet simulates killed processes, not power loss; many devices share one disk,
+        // so an fsync per commit per device would measure the disk, not the fleet.
+        storeConfiguration.durability = .processCrash
         let node = try await DeviceNode.open(
             configuration: storeConfiguration, accountService: services, templateService: services, logger: logger)
         self.node = node
