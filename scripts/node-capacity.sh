@@ -7,6 +7,7 @@
 #   scripts/node-capacity.sh [devices] [envelopes-per-minute] [window-seconds] [binary]
 #   scripts/node-capacity.sh 1000 0        # idle
 #   scripts/node-capacity.sh 1000 2 20     # active: 2 envelopes per device per minute
+#   REQUEST_TIMEOUT=5 KEEP=1 scripts/...   # the plan's requestTimeout; keep the work directory
 set -euo pipefail
 devices=${1:-1000}
 rate=${2:-0}
@@ -14,6 +15,7 @@ window=${3:-20}
 bin=${4:-.build/debug/signfleet}
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] && echo "kept $work" || rm -rf "$work"' EXIT
+trap 'exit 1' TERM INT
 
 "$bin" coordinator --bind 'tcp://127.0.0.1:*' --store "$work/coordinator.sqlite" --seed-demo --log-level warning \
     >"$work/coordinator.out" 2>"$work/coordinator.err" &
@@ -34,7 +36,7 @@ endpoint=$(sed -n 's/^listening //p' "$work/coordinator.out" | head -1)
     printf '"remoteSigners":{"lower":0,"upper":0},"embeddedFraction":0,"signingDuration":{"lower":1,"upper":3},'
     printf '"cancelRate":0,"declineRate":0,"sync":{"whenOnline":{}}},'
     printf '"connectivity":{"model":{"alwaysOnline":{}},"startOffline":0},"pens":{"applePencil":1},"outages":[],'
-    printf '"statsInterval":1,"requestTimeout":2}\n'
+    printf '"statsInterval":1,"requestTimeout":%s}\n' "${REQUEST_TIMEOUT:-2}"
 } >"$work/plan.json"
 
 start=$(date +%s.%N)
@@ -65,5 +67,10 @@ echo "last $stats"
 d0=$(date +%s.%N)
 kill -USR1 $node
 for _ in $(seq 1200); do grep -q '^drained$' "$work/node.out" && break; sleep 0.25; done
-wait $node && echo "drained in $(echo "$(date +%s.%N) - $d0" | bc)s, exit 0" || echo "node exited $?"
+if grep -q '^drained$' "$work/node.out"; then
+    wait $node && echo "drained in $(echo "$(date +%s.%N) - $d0" | bc)s, exit 0" || echo "node exited $?"
+else
+    echo "not drained after 300 s"
+    kill $node
+fi
 grep '^stats ' "$work/node.out" | tail -1
