@@ -33,6 +33,8 @@ final class SyncRig: Sendable {
         let endpoint = try await server.bind()
         serving = Task { try? await server.run() }
         (node, _) = try await signedItems(count: envelopes, directory: fixture.temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
+        // 2 s, not less: with the whole suite running in parallel (fleets, Chromium) a first
+        // request can take longer than a few hundred milliseconds, and one attempt only.
         client = FleetClient(
             configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(3), maxAttempts: 1),
             loop: loop, logger: logger)
