@@ -26,7 +26,7 @@ struct CaptiveWork: Sendable, Hashable {
     /// Ceremonies of the current signer that ended in an error (a timeout, a dropped request).
     var errors = 0
     /// Errors tolerated per signer before the envelope's remaining signers are given up.
-    static let maxErrors = 3
+    static let maxErrors = 5
 
     /// The envelope's embedded remote signers in routing order, or `nil` when it has none.
     init?(envelope: Envelope, localId: String, number: Int) {

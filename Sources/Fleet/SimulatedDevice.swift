@@ -62,6 +62,8 @@ public actor SimulatedDevice {
     /// A captive ceremony is abandoned after this long (the headless browser's own requests
     /// time out after 30 s).
     private let captiveDeadline = 30.0
+    /// After a ceremony's error, the next one waits (the back-off of sync passes).
+    private var captiveRetryAt: Double?
 
     private var draining = false
     private var drained = false
@@ -171,11 +173,15 @@ public actor SimulatedDevice {
             if draining {
                 if try await node.pendingOutboxItems(limit: 1).isEmpty {
                     if canPresentCaptive, !captiveQueue.isEmpty {
-                        try await presentNextCaptive(node)
-                        continue
+                        // Drained only once the ceremonies ran (or were given up).
+                        if captiveDue {
+                            try await presentNextCaptive(node)
+                            continue
+                        }
+                    } else {
+                        if !drained { try await finishDrain(node) }
+                        if configuration.finishWhenDone { return }
                     }
-                    if !drained { try await finishDrain(node) }
-                    if configuration.finishWhenDone { return }
                 } else if online == true, engine != nil, (retrySyncAt ?? 0) <= now {
                     try await syncPass()
                     continue
@@ -186,7 +192,7 @@ public actor SimulatedDevice {
                     try await syncPass()
                     continue
                 }
-                if canPresentCaptive, !captiveQueue.isEmpty {
+                if canPresentCaptive, !captiveQueue.isEmpty, captiveDue {
                     try await presentNextCaptive(node)
                     continue
                 }
@@ -217,6 +223,7 @@ public actor SimulatedDevice {
             if online == true, case .every(let seconds) = configuration.behaviour.sync { next = min(next, lastSyncAt + seconds) }
         }
         if let retry = retrySyncAt, online == true { next = min(next, retry) }
+        if let retry = captiveRetryAt, online == true, !captiveQueue.isEmpty { next = min(next, retry) }
         if token == nil || (online == true && !loggedInOnline) { next = min(next, nextLoginAttempt) }
         return next
     }
@@ -538,6 +545,8 @@ public actor SimulatedDevice {
         online == true && link != nil && loggedInOnline && token != nil
     }
 
+    private var captiveDue: Bool { (captiveRetryAt ?? 0) <= now }
+
     /// Presents captive signing for the next embedded remote signer (the lookup variant: server
     /// envelope id + client user id) with a synthetic signer. `signing_complete` is `ok captive`;
     /// another ending is `fail captive` with the exit reason; an error or the deadline is
@@ -568,6 +577,7 @@ public actor SimulatedDevice {
             if result.event == .signingComplete {
                 counters.add(.captive)
                 work.errors = 0
+                captiveRetryAt = nil
                 try note(.ok)
                 logger.info("captive signed", metadata: ["transaction": "\(work.transaction)", "recipient": "\(signer.recipientId)"])
                 if !work.signers.isEmpty { captiveQueue.insert(work, at: 0) }
@@ -580,6 +590,7 @@ public actor SimulatedDevice {
             try note(.info, error: "\(error)")
             // Asking again is safe: a new URL, or a refusal when the first attempt did sign.
             work.errors += 1
+            captiveRetryAt = now + backoff(after: work.errors)
             if work.errors < CaptiveWork.maxErrors {
                 work.signers.insert(signer, at: 0)
                 captiveQueue.append(work)
