@@ -12,10 +12,13 @@ public enum SampleEnvelope {
     ///   - transactionId: the transaction id (pass a stable one to make compose idempotent).
     ///   - hostName: the host's name.
     ///   - hostEmail: the host's email (usually the logged-in user).
+    ///   - remoteClientUserIds: a client user id per remote signer, in order (`nil` or missing:
+    ///     not embedded); an embedded remote signer signs by captive signing (docs/captive-signing.md).
     /// - Throws: `EnvelopeValidationError` (only for invalid arguments, such as `signers < 1` with no remote signer).
     public static func inPerson(
         signers: Int, remoteSigners: Int = 0, transactionId: String = UUID().uuidString,
-        hostName: String = "Ann Host", hostEmail: String = "host@example.com", createdAt: Date = Date()
+        hostName: String = "Ann Host", hostEmail: String = "host@example.com", remoteClientUserIds: [String?] = [],
+        createdAt: Date = Date()
     ) throws -> Envelope {
         let document = try DocumentBuilder().documentId("doc1").name("Agreement")
             .pdfBytes(SamplePDF.make(pages: 2, title: "Agreement")).build()
@@ -34,8 +37,10 @@ public enum SampleEnvelope {
         }
         for index in 0..<max(0, remoteSigners) {
             let id = "r\(index + 1)"
-            let signer = try RecipientBuilder(type: .signer).recipientId(id).name("Remote Signer \(index + 1)")
-                .email("remote\(index + 1)@example.com").routingOrder(max(0, signers) + index + 1).build()
+            var remote = RecipientBuilder(type: .signer).recipientId(id).name("Remote Signer \(index + 1)")
+                .email("remote\(index + 1)@example.com").routingOrder(max(0, signers) + index + 1)
+            if index < remoteClientUserIds.count, let clientUserId = remoteClientUserIds[index] { remote = remote.clientUserId(clientUserId) }
+            let signer = try remote.build()
             let signHere = try TabBuilder(type: .signHere).tabId("sign-\(id)").documentId("doc1").recipientId(id)
                 .pageNumber(2).frame(x: 300, y: 500 + Double(index) * 60, width: 160, height: 50).build()
             builder = builder.addRecipient(signer, tabs: [signHere])

@@ -34,6 +34,13 @@ public struct EnvelopeDecision: Hashable, Sendable, Codable {
     public var pen: String
     /// Seeds the synthetic signers' handwriting.
     public var signerSeed: UInt64
+    /// Per remote signer (`remoteSigners` of them): embedded (signs by captive signing on this
+    /// device once the envelope has synced) or not. Drawn after every other choice, so adding it
+    /// changed none of them.
+    public var embeddedRemoteSigners: [Bool] = []
+
+    /// How many remote signers are embedded.
+    public var embeddedCount: Int { embeddedRemoteSigners.filter { $0 }.count }
 
     /// Seconds the signers take together, for `signers` in-person signers (who all sign).
     public func signingTime(signers: Int) -> Double {
@@ -93,9 +100,12 @@ public struct BehaviourModel: Sendable {
         }
         let penDraw = random.nextDouble()
         let pen = pens.first { penDraw < $0.cumulative }?.name ?? pens[pens.count - 1].name
+        let signerSeed = random.next()
+        let embedded = (0..<remote).map { _ in random.nextDouble() < behaviour.embeddedFraction }
         return EnvelopeDecision(
             number: number, gap: gap, fromTemplate: fromTemplate, templateDraw: templateDraw, inPersonSigners: signers,
-            remoteSigners: remote, signingDurations: durations, outcome: outcome, pen: pen, signerSeed: random.next())
+            remoteSigners: remote, signingDurations: durations, outcome: outcome, pen: pen, signerSeed: signerSeed,
+            embeddedRemoteSigners: embedded)
     }
 
     private static func ordered(_ range: IntRange) -> ClosedRange<Int> {

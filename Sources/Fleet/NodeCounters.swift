@@ -8,6 +8,8 @@ import Synchronization
 public final class NodeCounters: Sendable {
     public enum Counter: Sendable {
         case composed, signed, cancelled, declined, synced, syncFailures
+        /// Captive signing ceremonies that ended with `signing_complete`.
+        case captive
     }
 
     private struct Totals {
@@ -19,6 +21,7 @@ public final class NodeCounters: Sendable {
         var synced = 0
         var pending = 0
         var syncFailures = 0
+        var captive = 0
         var latencies: [Double] = []
     }
 
@@ -37,6 +40,7 @@ public final class NodeCounters: Sendable {
             case .declined: totals.declined += amount
             case .synced: totals.synced += amount
             case .syncFailures: totals.syncFailures += amount
+            case .captive: totals.captive += amount
             }
         }
     }
@@ -67,7 +71,8 @@ public final class NodeCounters: Sendable {
         return NodeStats(
             time: time, devices: devices, online: t.online, offline: devices - t.online, composed: t.composed,
             signed: t.signed, cancelled: t.cancelled, declined: t.declined, synced: t.synced, pending: t.pending,
-            syncFailures: t.syncFailures, syncAckP50: Self.percentile(sorted, 0.50), syncAckP99: Self.percentile(sorted, 0.99))
+            syncFailures: t.syncFailures, syncAckP50: Self.percentile(sorted, 0.50), syncAckP99: Self.percentile(sorted, 0.99),
+            captive: t.captive)
     }
 
     /// Nearest-rank percentile of sorted values (nil when empty).

@@ -100,11 +100,13 @@ public struct NodeStats: Codable, Sendable, Hashable {
     /// Sync-ack latency percentiles over the last interval, in seconds (nil: none).
     public var syncAckP50: Double?
     public var syncAckP99: Double?
+    /// Captive signing ceremonies completed (embedded remote signers); absent from older nodes.
+    public var captive: Int?
 
     public init(
         time: Double, devices: Int, online: Int, offline: Int, composed: Int, signed: Int, cancelled: Int = 0,
         declined: Int = 0, synced: Int, pending: Int, syncFailures: Int = 0, syncAckP50: Double? = nil,
-        syncAckP99: Double? = nil
+        syncAckP99: Double? = nil, captive: Int? = nil
     ) {
         self.time = time
         self.devices = devices
@@ -119,6 +121,7 @@ public struct NodeStats: Codable, Sendable, Hashable {
         self.syncFailures = syncFailures
         self.syncAckP50 = syncAckP50
         self.syncAckP99 = syncAckP99
+        self.captive = captive
     }
 
     /// The stdout line prefix.

@@ -16,6 +16,10 @@ import ZeroMQ
 /// between operations (a sync pass or a signing in progress finishes first). Offline, the device
 /// has no socket at all.
 ///
+/// Embedded remote signers (``Behaviour/embeddedFraction``) sign by captive signing on this
+/// device once their envelope has synced: one ceremony at a time, in routing order, while
+/// online (deferred while offline), each with a deadline (``CaptiveWork``).
+///
 /// After a restart it finds its store and carries on. What is replayed: the number of envelopes
 /// it composed (`n`, the highest `<device>-<n>` transaction id among its cached envelopes and
 /// outbox items), so envelope `n + 1` gets the same decisions as without the restart; the last
@@ -51,6 +55,15 @@ public actor SimulatedDevice {
     private var needsSync = false
     private var lastSyncAt = 0.0
     private var retrySyncAt: Double?
+    /// Envelopes with embedded remote signers, by transaction, until their sync is acknowledged.
+    private var awaitingSync: [String: CaptiveWork] = [:]
+    /// Synced envelopes whose embedded remote signers are still to be presented, oldest first.
+    private var captiveQueue: [CaptiveWork] = []
+    /// A captive ceremony is abandoned after this long (the headless browser's own requests
+    /// time out after 30 s).
+    private let captiveDeadline = 30.0
+    /// After a ceremony's error, the next one waits (the back-off of sync passes).
+    private var captiveRetryAt: Double?
 
     private var draining = false
     private var drained = false
@@ -159,8 +172,16 @@ public actor SimulatedDevice {
             }
             if draining {
                 if try await node.pendingOutboxItems(limit: 1).isEmpty {
-                    if !drained { try await finishDrain(node) }
-                    if configuration.finishWhenDone { return }
+                    if canPresentCaptive, !captiveQueue.isEmpty {
+                        // Drained only once the ceremonies ran (or were given up).
+                        if captiveDue {
+                            try await presentNextCaptive(node)
+                            continue
+                        }
+                    } else {
+                        if !drained { try await finishDrain(node) }
+                        if configuration.finishWhenDone { return }
+                    }
                 } else if online == true, engine != nil, (retrySyncAt ?? 0) <= now {
                     try await syncPass()
                     continue
@@ -169,6 +190,10 @@ public actor SimulatedDevice {
                 // A due sync goes first: "after each signing" means before the next envelope.
                 if online == true, engine != nil, syncDue() {
                     try await syncPass()
+                    continue
+                }
+                if canPresentCaptive, !captiveQueue.isEmpty, captiveDue {
+                    try await presentNextCaptive(node)
                     continue
                 }
                 if token != nil, let at = nextArrivalAt, at <= now {
@@ -198,6 +223,7 @@ public actor SimulatedDevice {
             if online == true, case .every(let seconds) = configuration.behaviour.sync { next = min(next, lastSyncAt + seconds) }
         }
         if let retry = retrySyncAt, online == true { next = min(next, retry) }
+        if let retry = captiveRetryAt, online == true, !captiveQueue.isEmpty { next = min(next, retry) }
         if token == nil || (online == true && !loggedInOnline) { next = min(next, nextLoginAttempt) }
         return next
     }
@@ -251,7 +277,14 @@ public actor SimulatedDevice {
         {
             resumeEnvelope = (last.envelope.localId, composed)
         }
-        let pending = outbox.filter { $0.status == .pending }.count
+        let pendingItems = outbox.filter { $0.status == .pending }
+        for item in pendingItems {
+            guard let number = number(item.envelope.transactionId), let envelope = try await node.cachedEnvelope(id: item.envelope.localId),
+                let work = CaptiveWork(envelope: envelope, localId: item.envelope.localId, number: number)
+            else { continue }
+            awaitingSync[work.transaction] = work
+        }
+        let pending = pendingItems.count
         counters.addPending(pending)
         if composed > 0 {
             logger.info("restored", metadata: ["composed": "\(composed)", "pending": "\(pending)"])
@@ -411,9 +444,14 @@ public actor SimulatedDevice {
                     fromTemplate: template.template.templateId, TemplateComposition(roles: roles), mode: .offline,
                     transactionId: transaction)
             } else {
+                // Embedded remote signers route first among the remote ones: a signer by email
+                // (who never signs in the simulation) would otherwise block their turn.
+                let embedded = (0..<decision.remoteSigners).map { index in
+                    index < decision.embeddedCount ? CaptiveWork.clientUserId(transaction: transaction, remote: index + 1) : nil
+                }
                 let envelope = try SampleEnvelope.inPerson(
                     signers: decision.inPersonSigners, remoteSigners: decision.remoteSigners, transactionId: transaction,
-                    hostEmail: user?.email ?? configuration.email)
+                    hostEmail: user?.email ?? configuration.email, remoteClientUserIds: embedded)
                 envelopeId = try await node.compose(envelope, mode: .offline)
             }
         } catch is CancellationError {
@@ -485,6 +523,10 @@ public actor SimulatedDevice {
             .ok, op, envelope: envelopeId, transaction: transaction, sequence: sequence,
             details: ["outcome": Self.describe(outcome)])
         if sequence != nil, configuration.behaviour.sync == .whenOnline { needsSync = true }
+        // Signed by everyone here and queued: the embedded remote signers come once it has synced.
+        if sequence != nil, op != .decline, let work = CaptiveWork(envelope: envelope, localId: envelopeId, number: decision.number) {
+            awaitingSync[transaction] = work
+        }
     }
 
     private static func describe(_ outcome: SigningOutcome) -> String {
@@ -494,6 +536,69 @@ public actor SimulatedDevice {
         case .declined: return "declined"
         case .cancelled: return "cancelled"
         }
+    }
+
+    // MARK: Captive signing
+
+    /// Online with a login the coordinator accepted: captive signing needs both.
+    private var canPresentCaptive: Bool {
+        online == true && link != nil && loggedInOnline && token != nil
+    }
+
+    private var captiveDue: Bool { (captiveRetryAt ?? 0) <= now }
+
+    /// Presents captive signing for the next embedded remote signer (the lookup variant: server
+    /// envelope id + client user id) with a synthetic signer. `signing_complete` is `ok captive`;
+    /// another ending is `fail captive` with the exit reason; an error or the deadline is
+    /// `info captive` (the server may have recorded the signature) and is tried again later, up to
+    /// ``CaptiveWork/maxErrors`` times. After another ending, or too many errors, the envelope's
+    /// later embedded signers are not presented (it would never be their turn).
+    private func presentNextCaptive(_ node: DeviceNode) async throws {
+        guard let link, !captiveQueue.isEmpty else { return }
+        var work = captiveQueue.removeFirst()
+        guard let server = work.serverEnvelope, !work.signers.isEmpty else { return }
+        let signer = work.signers.removeFirst()
+        let decision = behaviour.decision(for: work.number)
+        let person = CaptiveSigner(
+            seed: decision.signerSeed &+ UInt64(work.presented + 1), pen: PenKind(name: decision.pen) ?? .applePencil)
+        work.presented += 1
+        let details = ["recipient": signer.recipientId, "clientUserId": signer.clientUserId]
+        func note(_ type: HistoryEvent.Kind, error: String? = nil) throws {
+            try history.record(
+                type, .captive, envelope: work.localId, transaction: work.transaction, serverEnvelope: server, error: error, details: details)
+        }
+        try note(.invoke)
+        let service = RemoteRecipientViewService(client: link.client)
+        do {
+            let result = try await CaptiveWork.withDeadline(captiveDeadline) {
+                try await node.presentCaptiveSigning(
+                    envelopeId: server, recipientClientUserId: signer.clientUserId, service: service, signer: person)
+            }
+            if result.event == .signingComplete {
+                counters.add(.captive)
+                work.errors = 0
+                captiveRetryAt = nil
+                try note(.ok)
+                logger.info("captive signed", metadata: ["transaction": "\(work.transaction)", "recipient": "\(signer.recipientId)"])
+                if !work.signers.isEmpty { captiveQueue.insert(work, at: 0) }
+                return
+            }
+            try note(.fail, error: "exit reason: \(result.event?.rawValue ?? "left open")")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            try note(.info, error: "\(error)")
+            // Asking again is safe: a new URL, or a refusal when the first attempt did sign.
+            work.errors += 1
+            captiveRetryAt = now + backoff(after: work.errors)
+            if work.errors < CaptiveWork.maxErrors {
+                work.signers.insert(signer, at: 0)
+                captiveQueue.append(work)
+                return
+            }
+        }
+        logger.notice(
+            "captive signing did not complete", metadata: ["transaction": "\(work.transaction)", "recipient": "\(signer.recipientId)"])
     }
 
     // MARK: Sync
@@ -557,6 +662,10 @@ public actor SimulatedDevice {
             try history.record(
                 .ok, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
                 sequence: progress.sequence, serverEnvelope: progress.envelope.serverId)
+            if let server = progress.envelope.serverId, var work = awaitingSync.removeValue(forKey: progress.envelope.transactionId) {
+                work.serverEnvelope = server
+                captiveQueue.append(work)
+            }
         case .syncFailed(let progress):
             counters.add(.syncFailures)
             if progress.willRetry {

@@ -24,6 +24,27 @@ import Testing
         #expect(model.decision(for: 150) == first[149])
     }
 
+    @Test func embeddedRemoteSignersFollowTheFractionAndLeaveEveryOtherDecisionAsItWas() {
+        var embedding = Self.behaviour
+        embedding.embeddedFraction = 0.3
+        let plain = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed)
+        let model = BehaviourModel(behaviour: embedding, pens: Self.pens, seed: Self.seed)
+        var remote = 0
+        var embedded = 0
+        for number in 1...20_000 {
+            let decision = model.decision(for: number)
+            var without = decision
+            without.embeddedRemoteSigners = (0..<decision.remoteSigners).map { _ in false }
+            #expect(without == plain.decision(for: number), "envelope \(number), seed \(Self.seed)")
+            #expect(decision.embeddedRemoteSigners.count == decision.remoteSigners)
+            remote += decision.remoteSigners
+            embedded += decision.embeddedCount
+        }
+        let share = Double(embedded) / Double(remote)
+        #expect(abs(share - 0.3) < 0.015, "embedded share \(share) of \(remote) remote signers (seed \(Self.seed))")
+        #expect(plain.decision(for: 7).embeddedCount == 0, "fraction 0 embeds nobody")
+    }
+
     @Test func decisionsFollowTheBehaviourStatistics() {
         let model = BehaviourModel(behaviour: Self.behaviour, pens: Self.pens, seed: Self.seed)
         let decisions = (1...40_000).map(model.decision(for:))
