@@ -144,13 +144,14 @@ def update_groups(figures_path, command, at):
         group = name[: -len(".jsonl")]
         with open(os.path.join(groups_dir, name)) as f:
             lines = f.readlines()
-        meta = {"command": "unknown", "at": "unknown"}
+        meta = {"command": "unknown", "at": "unknown", "note": ""}
         try:
             with open(os.path.join(groups_dir, f"{group}.meta.json")) as f:
                 meta = json.load(f)
         except (OSError, ValueError):
             pass
-        groups[group] = (lines, meta["command"], meta["at"])
+        command_text = f"`{meta['command']}`" + (f" ({meta['note']})" if meta.get("note") else "")
+        groups[group] = (lines, command_text, meta["at"])
     return groups
 
 
@@ -221,7 +222,7 @@ def main():
     out.append("| group | measured by | at |")
     out.append("|---|---|---|")
     for group in sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER), g)):
-        out.append(f"| {group} | `{groups[group][1]}` | {groups[group][2]} |")
+        out.append(f"| {group} | {groups[group][1]} | {groups[group][2]} |")
     out.append("")
     out.append("## Machine\n")
     for key, value in machine().items():
