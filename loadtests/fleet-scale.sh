@@ -18,7 +18,7 @@ BIN=${SIGNFLEET_BIN:-.build/release/signfleet}
 [ -x "$BIN" ] || BIN=.build/debug/signfleet
 SEED=${SEED:-20261121}
 DURATION=${DURATION:-2m}
-OUT=loadtests/out/fleet-scale
+OUT=${FLEET_OUT:-loadtests/out/fleet-scale}
 mkdir -p "$OUT"
 COUNTS=("$@")
 [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(100 250 500 1000)
