@@ -56,6 +56,9 @@ TARGETS = [
     ("captive", "complete captive ceremonies per second, 8 concurrent signers", "ceremonies.k8.per_s", "(no target yet)", None),
 ]
 
+# Where loadtests/run keeps its outputs (kept figures by group, fleet scale).
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
 GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "proxy", "captive"]
 
 
@@ -125,7 +128,7 @@ def read_figures(lines):
 
 def update_groups(figures_path, command, at):
     """Stores this run's groups beside earlier ones; returns {group: (lines, command, at)}."""
-    groups_dir = os.path.join(os.path.dirname(os.path.abspath(figures_path)), "groups")
+    groups_dir = os.path.join(OUT_DIR, "groups")
     os.makedirs(groups_dir, exist_ok=True)
     measured = {}
     with open(figures_path) as f:
@@ -262,7 +265,7 @@ def main():
             out.append(f"| {bench} | {what} | {fmt(item['value'])} {item['unit']} | {target} | {met} |")
         out.append("")
 
-    out += fleet_section(os.path.dirname(os.path.abspath(figures_path)))
+    out += fleet_section(OUT_DIR)
 
     out.append("## Every figure\n")
     for bench in benches:
