@@ -18,7 +18,7 @@ BIN=${SIGNFLEET_BIN:-.build/release/signfleet}
 [ -x "$BIN" ] || BIN=.build/debug/signfleet
 SEED=${SEED:-20261121}
 DURATION=${DURATION:-2m}
-OUT=loadtests/out/fleet-scale
+OUT=${FLEET_OUT:-loadtests/out/fleet-scale}
 mkdir -p "$OUT"
 COUNTS=("$@")
 [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(100 250 500 1000)
@@ -83,6 +83,11 @@ for n in "${COUNTS[@]}"; do
     code=$?
     set -e
     summary="$runs/latest/summary.json"
+    if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
+        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" "$runs" | tee -a "$OUT/results.tsv"
+        echo "    exit $code (see $OUT/fleet-$n.err)"
+        continue
+    fi
     row=$(python3 - "$summary" "$n" "$peak" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3])

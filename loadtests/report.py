@@ -2,8 +2,14 @@
 """Writes docs/performance.md from the JSON lines a loadtests/run produced.
 
 Usage: report.py FIGURES.jsonl OUTPUT.md "COMMAND"
-Only figures measured in this run appear; a comparison whose reference is
-missing is shown as "not measured", never filled in.
+The figures of this run replace those of the same groups kept in
+loadtests/out/groups/ (one file per group, with the command and time that
+measured it), so `loadtests/run captive` after `loadtests/run` updates the
+captive rows and keeps the others; each group says when and how it was
+measured. A figure and its reference always come from the same group, so from
+the same run. A comparison whose reference is missing is shown as
+"not measured", never filled in. Fleet scale comes from
+loadtests/out/fleet-scale/results.tsv (`loadtests/run fleet`) when present.
 """
 import json
 import os
@@ -31,6 +37,8 @@ COMPARISONS = [
     ("ingest", "sync ingest, 100 devices vs raw Ed25519 verification (one core)", "ingest.devices100.envelopes_per_s", "ref.ed25519_verify_per_s", True, "(reference: one verification per core)"),
     ("proxy", "ZeroMQ round trip 64 B through the fault proxy (no toxics) vs direct", "via_proxy.rtt.64B.per_s", "direct.rtt.64B.per_s", True, "(cost of the extra hop)"),
     ("proxy", "ZeroMQ round trip 6 KB through the fault proxy (no toxics) vs direct", "via_proxy.rtt.6KB.per_s", "direct.rtt.6KB.per_s", True, "(cost of the extra hop)"),
+    ("captive", "captive ceremonies (issue URL, open page, finish, redirect), 8 concurrent signers vs GET /health, same server, client and concurrency", "ceremonies.k8.per_s", "health.k8.per_s", True, "(cost of the signing flow over the bare server)"),
+    ("captive", "HTTP requests of those ceremonies (3 each) vs GET /health", "ceremonies.k8.requests_per_s", "health.k8.per_s", True, "(cost per request)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).
@@ -45,7 +53,13 @@ TARGETS = [
     ("ingest", "ack latency p99 at 50% of the max rate", "ingest.p99_ms_at50pct", "(no target yet)", None),
     ("ingest", "ack latency p50 at 90% of the max rate", "ingest.p50_ms_at90pct", "(no target yet)", None),
     ("ingest", "ack latency p99 at 90% of the max rate", "ingest.p99_ms_at90pct", "(no target yet)", None),
+    ("captive", "complete captive ceremonies per second, 8 concurrent signers", "ceremonies.k8.per_s", "(no target yet)", None),
 ]
+
+# Where loadtests/run keeps its outputs (kept figures by group, fleet scale).
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "proxy", "captive"]
 
 
 def sh(*args):
@@ -92,31 +106,127 @@ def fmt(value):
     return f"{value:.4g}"
 
 
-def main():
-    figures_path, output_path, command = sys.argv[1], sys.argv[2], sys.argv[3].strip()
+def read_figures(lines):
+    """(figures by (bench, metric), their order); each figure is the median of its runs."""
     figures = {}
     order = []
-    with open(figures_path) as f:
-        for line in f:
-            line = line.strip()
-            if not line.startswith("{"):
-                continue
-            item = json.loads(line)
-            key = (item["bench"], item["metric"])
-            if key not in figures:
-                order.append(key)
-                figures[key] = dict(item, runs=[])
-            figures[key]["runs"].append(float(item["value"]))
-    # Each figure is the median of its runs (loadtests/run alternates ours and the reference).
+    for line in lines:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        item = json.loads(line)
+        key = (item["bench"], item["metric"])
+        if key not in figures:
+            order.append(key)
+            figures[key] = dict(item, runs=[])
+        figures[key]["runs"].append(float(item["value"]))
+    # loadtests/run alternates ours and the reference over rounds; the median is the figure.
     for item in figures.values():
         item["value"] = statistics.median(item["runs"])
+    return figures, order
+
+
+def update_groups(figures_path, command, at):
+    """Stores this run's groups beside earlier ones; returns {group: (lines, command, at)}."""
+    groups_dir = os.path.join(OUT_DIR, "groups")
+    os.makedirs(groups_dir, exist_ok=True)
+    measured = {}
+    with open(figures_path) as f:
+        for line in f:
+            if line.strip().startswith("{"):
+                measured.setdefault(json.loads(line)["bench"], []).append(line.strip())
+    for group, lines in measured.items():
+        with open(os.path.join(groups_dir, f"{group}.jsonl"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(os.path.join(groups_dir, f"{group}.meta.json"), "w") as f:
+            json.dump({"command": command, "at": at}, f)
+    groups = {}
+    for name in sorted(os.listdir(groups_dir)):
+        if not name.endswith(".jsonl"):
+            continue
+        group = name[: -len(".jsonl")]
+        with open(os.path.join(groups_dir, name)) as f:
+            lines = f.readlines()
+        meta = {"command": "unknown", "at": "unknown", "note": ""}
+        try:
+            with open(os.path.join(groups_dir, f"{group}.meta.json")) as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            pass
+        command_text = f"`{meta['command']}`" + (f" ({meta['note']})" if meta.get("note") else "")
+        groups[group] = (lines, command_text, meta["at"])
+    return groups
+
+
+def fleet_scale(out_dir):
+    """Rows of loadtests/out/fleet-scale/results.tsv and when it was written, or None."""
+    path = os.path.join(out_dir, "fleet-scale", "results.tsv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        lines = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+    if len(lines) < 2:
+        return None
+    header, rows = lines[0], [dict(zip(lines[0], r)) for r in lines[1:]]
+    at = datetime.fromtimestamp(os.path.getmtime(path), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return header, rows, at
+
+
+def number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def fleet_section(out_dir):
+    found = fleet_scale(out_dir)
+    if found is None:
+        return ["## Fleet scale\n", "Not measured in this report: run `loadtests/run fleet` (over 10 minutes, so not in `all`).", ""]
+    header, rows, at = found
+    out = ["## Fleet scale\n"]
+    out.append(
+        f"`loadtests/run fleet` (loadtests/fleet-scale.sh) at {at}: a 2-minute scaled `offline-field-day` per device count "
+        "(real coordinator, node processes of ~50 devices, ZeroMQ, SQLite, faults), checked by the history checker. "
+        "Sync-ack p50/p99 come from the devices' histories; memory is the peak summed VmRSS of the node processes.\n")
+    ok = [r for r in rows if r.get("verdict") == "valid" and number(r.get("p99_ms")) is not None and number(r["p99_ms"]) < 1000]
+    if ok:
+        best = max(ok, key=lambda r: int(r["devices"]))
+        out.append(
+            f"**Largest device count with a valid verdict and p99 sync-ack < 1 s: {best['devices']}** "
+            f"(p99 {best['p99_ms']} ms, {best['rss_kb_per_device']} kB resident per device).\n")
+    else:
+        out.append("**No device count met both a valid verdict and p99 sync-ack < 1 s.**\n")
+    out.append("| devices | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | peak node RSS (MB) | kB per device |")
+    out.append("|---|---|---|---|---|---|---|")
+    for r in rows:
+        out.append(
+            f"| {r.get('devices', '')} | {r.get('verdict', '')} | {r.get('p50_ms', '')} | {r.get('p99_ms', '')} | "
+            f"{r.get('syncs', '')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} |")
+    out.append("")
+    return out
+
+
+def main():
+    figures_path, output_path, command = sys.argv[1], sys.argv[2], sys.argv[3].strip()
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    groups = update_groups(figures_path, command, now)
+    lines = []
+    for group in sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER), g)):
+        lines += groups[group][0]
+    figures, order = read_figures(lines)
 
     out = []
     out.append("# Performance\n")
-    out.append("Generated by `loadtests/run` from figures measured in one run; do not edit by hand.")
-    out.append("Each figure stands beside a reference measured in the same run; ratios above 1 mean ours is faster.")
+    out.append("Generated by `loadtests/run` (loadtests/report.py); do not edit by hand: hand-written notes live in loadtests/NOTES.md.")
+    out.append("Each figure stands beside a reference measured in the same run of its group; ratios above 1 mean ours is faster.")
     out.append("Ours and the reference alternate over several rounds; each figure is the median of its rounds.\n")
-    out.append(f"Reproduce: `{command}` (run on {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}).\n")
+    out.append(f"Reproduce everything: `loadtests/run` (all groups), then `loadtests/run fleet`. Last regenerated by `{command}` at {now}.\n")
+    out.append("| group | measured by | at |")
+    out.append("|---|---|---|")
+    for group in sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else len(GROUP_ORDER), g)):
+        out.append(f"| {group} | {groups[group][1]} | {groups[group][2]} |")
+    out.append("")
     out.append("## Machine\n")
     for key, value in machine().items():
         out.append(f"- {key}: {value}")
@@ -155,7 +265,9 @@ def main():
             out.append(f"| {bench} | {what} | {fmt(item['value'])} {item['unit']} | {target} | {met} |")
         out.append("")
 
-    out.append("## Every figure of this run\n")
+    out += fleet_section(OUT_DIR)
+
+    out.append("## Every figure\n")
     for bench in benches:
         out.append(f"### {bench}\n")
         out.append("| metric | median | range | rounds | unit |")

@@ -8,6 +8,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "device": deviceBenchmark,
     "ingest": ingestBenchmark,
     "proxy": proxyBenchmark,
+    "captive": captiveBenchmark,
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
 ]
