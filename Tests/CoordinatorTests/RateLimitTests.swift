@@ -289,7 +289,11 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let client = FleetClient(
-            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: node.deviceId, maxAttempts: 1), loop: rig.loop, logger: logger)
+            // A generous reply timeout: on a loaded machine a 2 s timeout would add `timeout`
+            // failures beside the `rate_limited` ones this test is about.
+            configuration: FleetClientConfiguration(
+                endpoint: rig.endpoint, deviceID: node.deviceId, requestTimeout: .seconds(15), maxAttempts: 1),
+            loop: rig.loop, logger: logger)
         let connection = Task { await client.run() }
         let engine = SyncEngine(
             node: node, client: client, accessToken: rig.token,
