@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One operation in a run's history, in the style of Jepsen: every operation is
 /// first `invoke`d, then completes as `ok` (it happened), `fail` (it certainly did
@@ -64,10 +65,9 @@ public struct HistoryEvent: Codable, Sendable, Hashable {
 /// Appends history events to a JSON-lines file, one `write(2)` per event, so a
 /// process killed with SIGKILL leaves at most one partial last line (which
 /// ``HistoryReader`` reports and skips).
-public final class HistoryWriter: @unchecked Sendable {
-    private let lock = NSLock()
-    private let handle: FileHandle
-    private let encoder: JSONEncoder
+public final class HistoryWriter: Sendable {
+    /// The open file, or nil once closed; one writer at a time.
+    private let handle: Mutex<FileHandle?>
 
     /// Opens (creating if needed) `path` for appending.
     public init(path: String) throws {
@@ -80,32 +80,35 @@ public final class HistoryWriter: @unchecked Sendable {
         }
         guard let handle = FileHandle(forWritingAtPath: path) else { throw HistoryError.cannotOpen(path: path) }
         handle.seekToEndOfFile()
-        self.handle = handle
-        encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        self.handle = Mutex(handle)
     }
 
     /// Appends one event. Errors are returned to the caller, never swallowed: a
     /// history with holes would make the checker's verdict meaningless.
     public func append(_ event: HistoryEvent) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
         var line = try encoder.encode(event)
         line.append(UInt8(ascii: "\n"))
-        lock.lock()
-        defer { lock.unlock() }
-        try handle.write(contentsOf: line)
+        try handle.withLock { handle in
+            guard let handle else { throw HistoryError.closed }
+            try handle.write(contentsOf: line)
+        }
     }
 
     public func close() {
-        lock.lock()
-        defer { lock.unlock() }
-        try? handle.close()
+        handle.withLock { handle in
+            try? handle?.close()
+            handle = nil
+        }
     }
 
-    deinit { try? handle.close() }
+    deinit { close() }
 }
 
 public enum HistoryError: Error, Equatable, CustomStringConvertible {
     case cannotOpen(path: String)
+    case closed
     case lineTooLong(path: String, line: Int, limit: Int)
     case invalidLine(path: String, line: Int, reason: String)
     case tooManyEvents(path: String, limit: Int)
@@ -113,6 +116,7 @@ public enum HistoryError: Error, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .cannotOpen(let path): return "cannot open history file \(path)"
+        case .closed: return "the history file is already closed"
         case .lineTooLong(let path, let line, let limit): return "\(path):\(line): line longer than \(limit) bytes"
         case .invalidLine(let path, let line, let reason): return "\(path):\(line): not a history event: \(reason)"
         case .tooManyEvents(let path, let limit): return "\(path): more than \(limit) events"
