@@ -1,6 +1,7 @@
 import ArgumentParser
 import Fleet
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -157,14 +158,8 @@ enum FleetSignals {
         return Installed(sources: sources)
     }
 
-    final class SignalCount: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = 0
-        func next() -> Int {
-            lock.lock()
-            defer { lock.unlock() }
-            value += 1
-            return value
-        }
+    final class SignalCount: Sendable {
+        private let value = Atomic<Int>(0)
+        func next() -> Int { value.add(1, ordering: .relaxed).newValue }
     }
 }
