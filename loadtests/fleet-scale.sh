@@ -101,3 +101,8 @@ PY
 done
 echo
 column -t -s $'\t' "$OUT/results.tsv"
+# The default output feeds docs/performance.md (loadtests/report.py); keep it in git.
+if [ "$OUT" = loadtests/out/fleet-scale ]; then
+    cp "$OUT/results.tsv" loadtests/results/fleet-scale.tsv
+    date -u '+%Y-%m-%d %H:%M UTC' >loadtests/results/fleet-scale.at
+fi

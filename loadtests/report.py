@@ -3,13 +3,13 @@
 
 Usage: report.py FIGURES.jsonl OUTPUT.md "COMMAND"
 The figures of this run replace those of the same groups kept in
-loadtests/out/groups/ (one file per group, with the command and time that
+loadtests/results/ (one file per group, kept in git, with the command and time that
 measured it), so `loadtests/run captive` after `loadtests/run` updates the
 captive rows and keeps the others; each group says when and how it was
 measured. A figure and its reference always come from the same group, so from
 the same run. A comparison whose reference is missing is shown as
 "not measured", never filled in. Fleet scale comes from
-loadtests/out/fleet-scale/results.tsv (`loadtests/run fleet`) when present.
+loadtests/results/fleet-scale.tsv (`loadtests/run fleet`) when present.
 """
 import json
 import os
@@ -58,6 +58,8 @@ TARGETS = [
 
 # Where loadtests/run keeps its outputs (kept figures by group, fleet scale).
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+# Kept in git, so that a fresh clone regenerating one group keeps the others' figures.
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "proxy", "captive"]
 
@@ -128,7 +130,7 @@ def read_figures(lines):
 
 def update_groups(figures_path, command, at):
     """Stores this run's groups beside earlier ones; returns {group: (lines, command, at)}."""
-    groups_dir = os.path.join(OUT_DIR, "groups")
+    groups_dir = RESULTS_DIR
     os.makedirs(groups_dir, exist_ok=True)
     measured = {}
     with open(figures_path) as f:
@@ -159,8 +161,9 @@ def update_groups(figures_path, command, at):
 
 
 def fleet_scale(out_dir):
-    """Rows of loadtests/out/fleet-scale/results.tsv and when it was written, or None."""
-    path = os.path.join(out_dir, "fleet-scale", "results.tsv")
+    """Rows of loadtests/results/fleet-scale.tsv (copied there by fleet-scale.sh) and when
+    they were measured (its .at file), or None."""
+    path = os.path.join(RESULTS_DIR, "fleet-scale.tsv")
     if not os.path.exists(path):
         return None
     with open(path) as f:
@@ -168,7 +171,11 @@ def fleet_scale(out_dir):
     if len(lines) < 2:
         return None
     header, rows = lines[0], [dict(zip(lines[0], r)) for r in lines[1:]]
-    at = datetime.fromtimestamp(os.path.getmtime(path), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        with open(os.path.join(RESULTS_DIR, "fleet-scale.at")) as f:
+            at = f.read().strip()
+    except OSError:
+        at = "unknown time"
     return header, rows, at
 
 
