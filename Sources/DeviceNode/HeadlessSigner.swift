@@ -42,7 +42,7 @@ struct HeadlessBrowser: Sendable {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
-        let delegate = NoRedirects()
+        let delegate = NoRedirectDelegate()
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await delegate.run(request, in: session)
@@ -65,33 +65,42 @@ struct HeadlessBrowser: Sendable {
     }
 }
 
-/// Collects one task's bytes and refuses redirects (so the `303` and its `Location` come back).
-private final class NoRedirects: NSObject, URLSessionDataDelegate, Sendable {
+/// A URLSession delegate that answers one request at a time with its bytes and refuses
+/// redirects, so a `303` and its `Location` come back to the caller (the captive-signing
+/// return event is read from there). Shared by the headless signer, the captive-signing
+/// tests and the captive benchmark; one session runs one request at a time through it.
+public final class NoRedirectDelegate: NSObject, URLSessionDataDelegate, Sendable {
     private struct State {
         var data = Data()
         var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
     }
     private let state = Mutex(State())
 
-    func run(_ request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
+    public override init() {}
+
+    /// Runs `request` on `session` (whose delegate is this object) and returns its reply.
+    public func run(_ request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
         try await withCheckedThrowingContinuation { continuation in
-            state.withLock { $0.continuation = continuation }
+            state.withLock {
+                $0.data = Data()
+                $0.continuation = continuation
+            }
             session.dataTask(with: request).resume()
         }
     }
 
-    func urlSession(
+    public func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
         completionHandler(nil)
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         state.withLock { $0.data.append(data) }
     }
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let (continuation, data) = state.withLock { state -> (CheckedContinuation<(Data, URLResponse), any Error>?, Data) in
             defer { state.continuation = nil }
             return (state.continuation, state.data)

@@ -157,7 +157,7 @@ final class CaptiveRig: Sendable {
             request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
         }
         if let cookie { request.setValue(cookie, forHTTPHeaderField: "Cookie") }
-        let delegate = RedirectBlocker()
+        let delegate = NoRedirectDelegate()
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
@@ -194,46 +194,6 @@ final class CaptiveRig: Sendable {
     }
 }
 
-/// URLSession delegate that returns a redirect as the answer instead of following it.
-final class RedirectBlocker: NSObject, URLSessionDataDelegate, Sendable {
-    private struct State {
-        var data = Data()
-        var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
-    }
-    private let state = Mutex(State())
-
-    func run(_ request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
-        try await withCheckedThrowingContinuation { continuation in
-            state.withLock { $0.continuation = continuation }
-            session.dataTask(with: request).resume()
-        }
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.data.append(data) }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (continuation, data) = state.withLock { state in
-            defer { state.continuation = nil }
-            return (state.continuation, state.data)
-        }
-        if let error {
-            continuation?.resume(throwing: error)
-        } else if let response = task.response {
-            continuation?.resume(returning: (data, response))
-        } else {
-            continuation?.resume(throwing: URLError(.badServerResponse))
-        }
-    }
-}
 
 /// The events a node publishes until one matches.
 func captiveEvent(_ events: AsyncStream<DeviceEvent>, _ what: String, where predicate: @escaping @Sendable (DeviceEvent) -> Bool)

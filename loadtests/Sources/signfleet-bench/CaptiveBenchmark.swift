@@ -240,7 +240,7 @@ private final class CaptiveBenchClient: Sendable {
 
     let base: String
     let session: URLSession
-    let delegate = ReplyCollector()
+    let delegate = NoRedirectDelegate()
 
     init(base: String) {
         self.base = base
@@ -345,50 +345,6 @@ private final class CaptiveBenchClient: Sendable {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
-    }
-}
-
-/// Collects one request's reply at a time (each client is sequential) and refuses redirects.
-private final class ReplyCollector: NSObject, URLSessionDataDelegate, Sendable {
-    private struct State {
-        var data = Data()
-        var continuation: CheckedContinuation<(Data, URLResponse), any Error>?
-    }
-    private let state = Mutex(State())
-
-    func run(_ request: URLRequest, in session: URLSession) async throws -> (Data, URLResponse) {
-        try await withCheckedThrowingContinuation { continuation in
-            state.withLock {
-                $0.data = Data()
-                $0.continuation = continuation
-            }
-            session.dataTask(with: request).resume()
-        }
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.data.append(data) }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (continuation, data) = state.withLock { state in
-            defer { state.continuation = nil }
-            return (state.continuation, state.data)
-        }
-        if let error {
-            continuation?.resume(throwing: error)
-        } else if let response = task.response {
-            continuation?.resume(returning: (data, response))
-        } else {
-            continuation?.resume(throwing: CaptiveBenchFailure(message: "the server closed the connection without a response"))
-        }
     }
 }
 
