@@ -22,7 +22,7 @@ struct SocketFailure: Error, CustomStringConvertible {
 
 /// A plain blocking TCP client: what a test sees is exactly what the kernel says (data, end of
 /// stream, ECONNRESET, ECONNREFUSED), and every wait has a deadline (poll), never a sleep.
-final class RawClient: @unchecked Sendable {
+final class RawClient: Sendable {
     enum Read: Equatable {
         case data([UInt8])
         case end
