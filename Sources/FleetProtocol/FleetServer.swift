@@ -17,6 +17,11 @@ public struct FleetServerConfiguration: Sendable {
     /// Bounded queues: ZeroMQ drops nothing silently with ROUTER_MANDATORY,
     /// and a full queue makes `send` wait instead of growing memory.
     public var highWaterMark: Int32
+    /// Requests handled at once, across all devices (each device's own requests are still
+    /// handled one at a time, in the order they arrived). When this many are in progress or
+    /// queued, the server stops reading the socket until one finishes, so a flood waits in
+    /// ZeroMQ's bounded queue instead of growing memory.
+    public var maxConcurrentRequests: Int
 
     public init(
         endpoint: String = "tcp://127.0.0.1:5555",
@@ -24,7 +29,8 @@ public struct FleetServerConfiguration: Sendable {
         heartbeatInterval: Duration = .seconds(1),
         heartbeatLiveness: Int = 3,
         limits: WireLimits = WireLimits(),
-        highWaterMark: Int32 = 10_000
+        highWaterMark: Int32 = 10_000,
+        maxConcurrentRequests: Int = 256
     ) {
         self.endpoint = endpoint
         self.serverName = serverName
@@ -32,6 +38,7 @@ public struct FleetServerConfiguration: Sendable {
         self.heartbeatLiveness = heartbeatLiveness
         self.limits = limits
         self.highWaterMark = highWaterMark
+        self.maxConcurrentRequests = max(1, maxConcurrentRequests)
     }
 }
 
@@ -48,6 +55,12 @@ public enum PeerEvent: Sendable, Hashable {
 /// The ROUTER side of the wire: receives requests from devices, answers each
 /// with exactly one reply (success or typed error), answers `hello` and
 /// `heartbeat` itself, and tracks device liveness.
+///
+/// Requests of different devices are handled concurrently (up to
+/// ``FleetServerConfiguration/maxConcurrentRequests``), so one device's slow push does not
+/// hold up the others and concurrent pushes can share a commit; requests of one device are
+/// handled one after another in arrival order (``PeerQueues``), which is what a device relies
+/// on when it sends a request before the previous one was answered.
 ///
 /// ```swift
 /// let server = FleetServer(configuration: .init(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
@@ -71,6 +84,7 @@ public actor FleetServer {
     private var liveness: LivenessTable<[UInt8]>
     private var nextID: UInt64 = 1
     private let metrics: FleetServerMetrics
+    private var queues: PeerQueues<ReceivedRequest>
 
     /// - Parameter metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
     ///   `MetricsSystem.factory` unless given.
@@ -85,6 +99,7 @@ public actor FleetServer {
         self.loop = loop
         self.logger = logger
         self.liveness = LivenessTable(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
+        self.queues = PeerQueues(capacity: configuration.maxConcurrentRequests)
         (peerEvents, peerEventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
     }
 
@@ -129,29 +144,60 @@ public actor FleetServer {
     }
 
     private func serve(_ socket: AsyncSocket) async {
-        do {
-            for try await frames in socket.messages {
-                await handle(frames, on: socket)
+        await withDiscardingTaskGroup { group in
+            do {
+                for try await frames in socket.messages {
+                    guard let peer = frames.first else { continue }
+                    noteHeard(peer)
+                    await waitForCapacity()
+                    // A device with a request in progress gets this one queued behind it;
+                    // otherwise a task starts handling the device's requests.
+                    if queues.enqueue(ReceivedRequest(frames: frames, receivedAt: .now), for: peer) {
+                        group.addTask { await self.handleRequests(of: peer, on: socket) }
+                    }
+                }
+            } catch is CancellationError {
+                // a normal stop
+            } catch {
+                logger.error("receive failed", metadata: ["error": "\(error)"])
             }
-        } catch is CancellationError {
-            return  // a normal stop
-        } catch {
-            logger.error("receive failed", metadata: ["error": "\(error)"])
+            group.cancelAll()
         }
     }
 
-    private func handle(_ frames: [[UInt8]], on socket: AsyncSocket) async {
-        guard let peer = frames.first else { return }
-        let now = ContinuousClock.now
-        if liveness.heard(peer, at: now) == .alive {
+    /// Handles `peer`'s queued requests in order until its queue is empty.
+    private func handleRequests(of peer: [UInt8], on socket: AsyncSocket) async {
+        while let received = queues.next(for: peer) {
+            await handle(received, peer: peer, on: socket)
+            queues.finished()
+            if let waiter = capacityWaiter, queues.hasCapacity {
+                capacityWaiter = nil
+                waiter.resume()
+            }
+        }
+    }
+
+    /// The receive loop waiting for a free slot (only that loop ever waits).
+    private var capacityWaiter: CheckedContinuation<Void, Never>?
+
+    private func waitForCapacity() async {
+        guard !queues.hasCapacity else { return }
+        await withCheckedContinuation { capacityWaiter = $0 }
+    }
+
+    private func noteHeard(_ peer: [UInt8]) {
+        if liveness.heard(peer, at: .now) == .alive {
             let name = String(decoding: peer, as: UTF8.self)
             logger.info("device alive", metadata: ["device": "\(name)"])
             peerEventsContinuation.yield(.alive(name))
             metrics.connectedDevices.record(liveness.alivePeers.count)
         }
+    }
+
+    private func handle(_ received: ReceivedRequest, peer: [UInt8], on socket: AsyncSocket) async {
         let request: InboundMessage
         do {
-            request = try codec.decode(frames.dropFirst())
+            request = try codec.decode(received.frames.dropFirst())
         } catch {
             logger.notice(
                 "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
@@ -165,7 +211,7 @@ public actor FleetServer {
             logger.debug("ignored reply from device", metadata: ["type": "\(request.header.type)"])
             return
         }
-        let context = RequestContext(peer: peer, header: request.header, receivedAt: now)
+        let context = RequestContext(peer: peer, header: request.header, receivedAt: received.receivedAt)
         let result: Result<EncodedReply, FleetError>
         switch request.header.type {
         case Hello.messageType: result = hello(request, context: context)

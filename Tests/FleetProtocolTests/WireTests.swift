@@ -21,13 +21,16 @@ final class RunningServer: Sendable {
     let endpoint: String
     let task: Task<Void, Never>
 
-    init(loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter()) async throws {
+    init(
+        loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter(),
+        maxConcurrentRequests: Int = 256
+    ) async throws {
         var logger = Logger(label: "test-server")
         logger.logLevel = .warning
         server = FleetServer(
             configuration: FleetServerConfiguration(
                 endpoint: endpoint, heartbeatInterval: .milliseconds(100), heartbeatLiveness: 3,
-                limits: WireLimits(maxMessageSize: maxMessageSize)),
+                limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests),
             router: router, loop: loop, logger: logger)
         self.endpoint = try await server.bind()
         let server = self.server

@@ -1,0 +1,235 @@
+import Foundation
+import Logging
+import MessagePack
+import Synchronization
+import Testing
+import ZeroMQ
+
+@testable import FleetProtocol
+
+/// Opens once; every waiter, earlier or later, passes.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var isOpen: Bool { state.withLock { $0.open } }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let passed = state.withLock { state in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if passed { continuation.resume() }
+        }
+    }
+}
+
+/// Every call a handler saw, in order, also as a stream to wait on.
+final class CallLog: Sendable {
+    let entries: AsyncStream<String>
+    private let continuation: AsyncStream<String>.Continuation
+    private let all = Mutex<[String]>([])
+
+    init() {
+        (entries, continuation) = AsyncStream.makeStream()
+    }
+
+    func append(_ entry: String) {
+        all.withLock { $0.append(entry) }
+        continuation.yield(entry)
+    }
+
+    var calls: [String] { all.withLock { $0 } }
+}
+
+/// How many requests of each peer are in a handler now, and the most ever seen at once.
+final class PeerConcurrency: Sendable {
+    private let state = Mutex<(now: [String: Int], most: Int)>(([:], 0))
+
+    func enter(_ peer: String) {
+        state.withLock { state in
+            state.now[peer, default: 0] += 1
+            state.most = max(state.most, state.now[peer]!)
+        }
+    }
+
+    func leave(_ peer: String) { state.withLock { $0.now[peer, default: 0] -= 1 } }
+
+    var mostAtOnceForOnePeer: Int { state.withLock { $0.most } }
+}
+
+/// A router whose `auth.userinfo` handler acts on the token: `hold` waits for `gate`,
+/// `open` opens it, anything else answers at once; every call is logged in order.
+func gatedRouter(gate: Gate, log: CallLog, concurrency: PeerConcurrency = PeerConcurrency()) -> RequestRouter {
+    var router = RequestRouter()
+    router.on(UserInfoRequest.self) { request, context in
+        let peer = context.peerName
+        concurrency.enter(peer)
+        log.append("\(peer):\(request.accessToken)")
+        switch request.accessToken {
+        case "hold": await gate.wait()
+        case "open": gate.open()
+        default:
+            // Give other requests of this peer every chance to start alongside (they must not).
+            for _ in 0..<5 { await Task.yield() }
+        }
+        concurrency.leave(peer)
+        return UserInfoReply(
+            accountID: "acc", accountName: "A", userID: peer, userName: "U", email: request.accessToken, host: "h",
+            offlineSigningEnabled: gate.isOpen)
+    }
+    return router
+}
+
+@Suite(.serialized) struct ConcurrentServingTests {
+    let context: ZMQContext
+    let loop: ZMQIOLoop
+
+    init() throws {
+        context = try ZMQContext()
+        loop = try ZMQIOLoop(context: context, label: "concurrent-serving-tests")
+    }
+
+    func shutdown() async {
+        await loop.shutdown()
+        context.shutdown()
+    }
+
+    func startServer(router: RequestRouter, maxConcurrentRequests: Int = 256) async throws -> RunningServer {
+        try await RunningServer(loop: loop, router: router, maxConcurrentRequests: maxConcurrentRequests)
+    }
+
+    /// A serial server would deadlock here: device A's request waits for device B's, which is
+    /// only handled while A's is still in progress.
+    @Test func oneDevicesSlowRequestDoesNotHoldUpAnother() async throws {
+        let gate = Gate()
+        let server = try await startServer(
+            router: gatedRouter(gate: gate, log: CallLog()))
+        let a = makeClient(server.endpoint, loop: loop, device: "dev-a", timeout: .seconds(10), attempts: 1)
+        let b = makeClient(server.endpoint, loop: loop, device: "dev-b", timeout: .seconds(10), attempts: 1)
+        let connections = [Task { await a.run() }, Task { await b.run() }]
+        let held = Task { try await a.request(UserInfoRequest(accessToken: "hold")) }
+        let opened = try await b.request(UserInfoRequest(accessToken: "open"))
+        #expect(opened.email == "open")
+        let released = try await held.value
+        #expect(released.email == "hold")
+        #expect(released.offlineSigningEnabled)  // answered only after the gate opened
+        for connection in connections { connection.cancel() }
+        for connection in connections { await connection.value }
+        await server.stop()
+        await shutdown()
+    }
+
+    /// Requests a device sends without waiting for replies are handled one at a time, in order.
+    @Test func oneDevicesRequestsAreHandledInArrivalOrder() async throws {
+        let log = CallLog()
+        let concurrency = PeerConcurrency()
+        let server = try await startServer(
+            router: gatedRouter(gate: Gate(), log: log, concurrency: concurrency))
+        let codec = WireCodec()
+        var sockets: [AsyncSocket] = []
+        for name in ["raw-1", "raw-2"] {
+            var options = SocketOptions()
+            options.routingID = Array(name.utf8)
+            let socket = try await loop.makeSocket(.dealer, options: options)
+            try await socket.connect(server.endpoint)
+            sockets.append(socket)
+        }
+        let count = 30
+        for id in 1...count {
+            for socket in sockets {
+                try await socket.send(
+                    try codec.encode(UserInfoRequest(accessToken: "r\(id)"), header: MessageHeader(type: UserInfoRequest.messageType, id: UInt64(id))))
+            }
+        }
+        for socket in sockets {
+            var replyTo: [UInt64] = []
+            for try await frames in socket.messages {
+                replyTo.append(try MessagePackDecoder().decode(MessageHeader.self, from: frames[0]).replyTo ?? 0)
+                if replyTo.count == count { break }
+            }
+            #expect(replyTo == Array(1...UInt64(count)))
+        }
+        let handled = log.calls
+        for name in ["raw-1", "raw-2"] {
+            let own = handled.filter { $0.hasPrefix("\(name):") }
+            #expect(own == (1...count).map { "\(name):r\($0)" })
+        }
+        #expect(concurrency.mostAtOnceForOnePeer == 1)
+        for socket in sockets { await socket.close() }
+        await server.stop()
+        await shutdown()
+    }
+
+    /// With room for one request at a time, the next device's request waits in the socket and
+    /// is served as soon as the first finishes (the receive loop is woken, not stuck).
+    @Test func atCapacityTheNextRequestWaitsAndIsThenServed() async throws {
+        let gate = Gate()
+        let log = CallLog()
+        let server = try await startServer(
+            router: gatedRouter(gate: gate, log: log), maxConcurrentRequests: 1)
+        let a = makeClient(server.endpoint, loop: loop, device: "dev-a", timeout: .seconds(10), attempts: 1)
+        let b = makeClient(server.endpoint, loop: loop, device: "dev-b", timeout: .seconds(10), attempts: 1)
+        let connections = [Task { await a.run() }, Task { await b.run() }]
+        let held = Task { try await a.request(UserInfoRequest(accessToken: "hold")) }
+        _ = try await first(log.entries, within: .seconds(10), "the held request handled") { $0 == "dev-a:hold" }
+        let waiting = Task { try await b.request(UserInfoRequest(accessToken: "after")) }
+        gate.open()
+        #expect(try await held.value.email == "hold")
+        let after = try await waiting.value
+        #expect(after.email == "after")
+        #expect(log.calls == ["dev-a:hold", "dev-b:after"])
+        for connection in connections { connection.cancel() }
+        for connection in connections { await connection.value }
+        await server.stop()
+        await shutdown()
+    }
+}
+
+@Suite struct PeerQueuesTests {
+    let a = Array("a".utf8)
+    let b = Array("b".utf8)
+
+    @Test func firstRequestOfAnIdlePeerStartsAHandlerLaterOnesQueue() {
+        var queues = PeerQueues<Int>(capacity: 10)
+        let started = [queues.enqueue(1, for: a), queues.enqueue(2, for: a), queues.enqueue(3, for: b)]
+        #expect(started == [true, false, true])
+        #expect(queues.activePeers == 2)
+        let drained = [queues.next(for: a), queues.next(for: a), queues.next(for: a)]
+        #expect(drained == [1, 2, nil])
+        #expect(queues.activePeers == 1)
+        // Idle again: the next request needs a new handler.
+        let restarted = queues.enqueue(4, for: a)
+        #expect(restarted)
+    }
+
+    @Test func capacityCountsRequestsUntilFinished() {
+        var queues = PeerQueues<Int>(capacity: 2)
+        #expect(queues.hasCapacity)
+        _ = queues.enqueue(1, for: a)
+        _ = queues.enqueue(2, for: b)
+        #expect(!queues.hasCapacity)
+        let taken = queues.next(for: a)
+        #expect(taken == 1)
+        #expect(!queues.hasCapacity)  // taken but not finished
+        queues.finished()
+        #expect(queues.hasCapacity)
+        #expect(queues.outstanding == 1)
+    }
+
+    @Test func capacityIsAtLeastOne() {
+        let queues = PeerQueues<Int>(capacity: 0)
+        #expect(queues.capacity == 1)
+        #expect(queues.hasCapacity)
+    }
+}
