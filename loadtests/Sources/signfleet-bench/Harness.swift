@@ -37,3 +37,9 @@ func measureRate(seconds: Double = 2.0, opsPerCall: Int = 1, _ body: () throws -
 
 /// Keeps the optimiser from deleting benchmark work.
 @inline(never) func blackHole<T>(_ value: T) { _ = value }
+
+/// A benchmark's bad option or failed precondition, printed by `main` as the reason it stopped.
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
