@@ -265,7 +265,10 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         let rig = try await RateLimitRig(limits: RateLimits(hourly: 100, burst: 3, burstWindowSeconds: 30))
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let client = FleetClient(configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: "tablet-c"), loop: rig.loop, logger: logger)
+        // One attempt with a long timeout: a resend on a loaded machine would be charged again.
+        let client = FleetClient(
+            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: "tablet-c", requestTimeout: .seconds(30), maxAttempts: 1),
+            loop: rig.loop, logger: logger)
         let connection = Task { await client.run() }
         #expect(await client.lastRateLimit == nil)
         _ = try await client.request(UserInfoRequest(accessToken: rig.token))
