@@ -65,7 +65,7 @@ public struct LauncherConfiguration: Sendable {
 public struct LaunchResult: Sendable {
     public var run: RunDirectory
     public var summary: RunSummary
-    /// 0 valid, 1 invalid, 2 unknown.
+    /// ``RunChecks/exitCode(_:)``: 0 checks passed, 1 invalid, 2 unknown, 3 checks failed.
     public var exitCode: Int32
 }
 
