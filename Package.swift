@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "Chaos", targets: ["Chaos"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
         .library(name: "LoadGenerator", targets: ["LoadGenerator"]),
+        .library(name: "Thresholds", targets: ["Thresholds"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -98,6 +99,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 // Scenario files.
                 .product(name: "Yams", package: "Yams"),
+                // checks.thresholds: the grammar `signfleet load` uses too.
+                "Thresholds",
             ]
         ),
         // The TCP fault proxy (Toxiproxy-compatible control API).
@@ -115,11 +118,13 @@ let package = Package(
         .target(
             name: "LoadGenerator",
             dependencies: [
-                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "CZlib",
+                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "CZlib", "Thresholds",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The threshold grammar (`METRIC OP VALUE`) shared by `signfleet load` and fleet scenarios.
+        .target(name: "Thresholds"),
         // Test support shipped as a library: real child processes with deadlines.
         .target(name: "FleetTesting"),
         .executableTarget(
@@ -153,7 +158,7 @@ let package = Package(
         .testTarget(
             name: "FleetTests",
             dependencies: [
-                "Fleet", "FleetTesting",
+                "Fleet", "FleetTesting", "Thresholds",
                 "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -8,7 +8,7 @@ import Logging
 /// ```json
 /// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
 ///  "heartbeat-ms": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
-///  "seed-demo": false, "log-level": "info", "admin-token": "…"}
+///  "seed-demo": false, "demo-hourly-limit": 3600, "demo-burst-limit": 100, "log-level": "info", "admin-token": "…"}
 /// ```
 ///
 /// Flags override the file, which overrides the defaults below. Unknown keys and values of
@@ -26,6 +26,13 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var store = "signfleet-coordinator.sqlite"
     /// Create the demo account and user if missing.
     public var seedDemo = false
+    /// Requests per hour of the demo account `seed-demo` creates; `nil`: ``DemoData/rateLimits``
+    /// (far above what a demo sends). `signfleet fleet run` sets it from a scenario's
+    /// `coordinator.rate_limit_hourly`.
+    public var demoHourlyLimit: Int?
+    /// Requests per burst window (30 s) of that account; `nil` with an hourly limit: the
+    /// hourly limit (no separate burst).
+    public var demoBurstLimit: Int?
     /// Access-token lifetime in seconds.
     public var tokenLifetime = 3600
     /// Largest accepted frame in bytes.
@@ -37,9 +44,15 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
-        "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "token-lifetime", "max-message-size", "log-level",
-        "admin-token",
+        "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
+        "max-message-size", "log-level", "admin-token",
     ]
+
+    /// The limits the demo account is created with.
+    public var demoRateLimits: RateLimits {
+        guard let demoHourlyLimit else { return DemoData.rateLimits }
+        return RateLimits(hourly: demoHourlyLimit, burst: demoBurstLimit ?? demoHourlyLimit, burstWindowSeconds: RateLimits().burstWindowSeconds)
+    }
 
     public init() {}
 
@@ -93,6 +106,8 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "heartbeat-ms": heartbeatMs = number
                 case "liveness": liveness = number
                 case "token-lifetime": tokenLifetime = number
+                case "demo-hourly-limit": demoHourlyLimit = number
+                case "demo-burst-limit": demoBurstLimit = number
                 default: maxMessageSize = number
                 }
             case .bool(let flag): seedDemo = flag
@@ -114,6 +129,11 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check(tokenLifetime >= 1, "token-lifetime", "must be at least 1")
         try check(!bind.isEmpty, "bind", "must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555")
         try check(!store.isEmpty, "store", "must be a file path")
+        if let demoHourlyLimit { try check(demoHourlyLimit >= 1, "demo-hourly-limit", "must be at least 1") }
+        if let demoBurstLimit {
+            try check(demoBurstLimit >= 1, "demo-burst-limit", "must be at least 1")
+            try check(demoHourlyLimit != nil, "demo-burst-limit", "needs demo-hourly-limit (the burst is of that budget)")
+        }
         try check(
             Logger.Level(rawValue: logLevel) != nil, "log-level",
             "must be one of trace, debug, info, notice, warning, error, critical; got \"\(logLevel)\"")
@@ -190,7 +210,7 @@ private struct ConfigurationFile: Decodable {
             switch key.stringValue {
             case "bind", "http", "store", "log-level", "admin-token":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
-            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size":
+            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
                 let number = try container.decode(Double.self, forKey: key)
                 guard number.rounded() == number, let integer = Int(exactly: number) else {

@@ -65,7 +65,7 @@ public struct LauncherConfiguration: Sendable {
 public struct LaunchResult: Sendable {
     public var run: RunDirectory
     public var summary: RunSummary
-    /// 0 valid, 1 invalid, 2 unknown.
+    /// ``RunChecks/exitCode(_:)``: 0 checks passed, 1 invalid, 2 unknown, 3 checks failed.
     public var exitCode: Int32
 }
 
@@ -180,14 +180,31 @@ public final class Launcher: Sendable {
 
     // MARK: - Starting
 
+    /// The endpoint (it changes once known) and the admin token (kept off the disk) are
+    /// flags; the rest is `coordinator.json` in the run directory.
     func coordinatorArguments(bind: String) -> [String] {
-        [
-            "coordinator", "--bind", bind, "--store", run.coordinatorStore, "--seed-demo", "--http", "127.0.0.1:0",
-            "--admin-token", adminToken, "--heartbeat-ms", "\(max(10, Int(configuration.scenario.coordinator.heartbeat * 1000)))",
+        ["coordinator", "--config", run.coordinatorConfigFile, "--bind", bind, "--admin-token", adminToken]
+    }
+
+    /// `coordinator.json`: `signfleet coordinator`'s configuration file (docs/coordinator.md)
+    /// with the scenario's coordinator settings, its rate limits as the demo account's.
+    static func coordinatorConfiguration(_ settings: CoordinatorSettings, store: String) -> [String: Any] {
+        var values: [String: Any] = [
+            "store": store, "seed-demo": true, "http": "127.0.0.1:0", "heartbeat-ms": max(10, Int(settings.heartbeat * 1000)),
         ]
+        if let hourly = settings.rateLimitHourly { values["demo-hourly-limit"] = hourly }
+        if let burst = settings.rateLimitBurst { values["demo-burst-limit"] = burst }
+        return values
+    }
+
+    func writeCoordinatorConfiguration() throws {
+        let values = Self.coordinatorConfiguration(configuration.scenario.coordinator, store: run.coordinatorStore)
+        let data = try JSONSerialization.data(withJSONObject: values, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        try data.write(to: URL(fileURLWithPath: run.coordinatorConfigFile))
     }
 
     func startCoordinator() async throws {
+        try writeCoordinatorConfiguration()
         let spec = ChildSpec(
             name: "coordinator", arguments: coordinatorArguments(bind: "tcp://127.0.0.1:*"),
             restartBudget: configuration.scenario.coordinator.restartBudget)

@@ -1,7 +1,7 @@
 import Foundation
 
-/// After everything stopped: merge the histories, run the checker, write the
-/// summary and the report, and decide the exit code.
+/// After everything stopped: merge the histories, run the checker, apply the
+/// scenario's checks, write the summary and the report, and decide the exit code.
 extension Launcher {
     func finish(started: Double, runSeconds: Double, drainSeconds: Double, drainedAll: Bool, notes initialNotes: [String]) async
         -> LaunchResult
@@ -50,7 +50,7 @@ extension Launcher {
         let applied: [AppliedFault] = mutable.withLock { state in
             (state.applied + Array(state.active.values)).sorted { ($0.start, $0.kind) < ($1.start, $1.kind) }
         }
-        let summary = RunSummary(
+        var summary = RunSummary(
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
             startedAt: started,
             durations: .init(run: runSeconds, drain: drainSeconds, total: Date().timeIntervalSince1970 - started),
@@ -63,7 +63,9 @@ extension Launcher {
                 max: latencies.max()),
             faults: applied, restarts: restarts, totalRestarts: restarts.values.reduce(0, +), exhausted: exhausted,
             drained: state.drained.intersection(configuration.plan.nodes.map(\.process)).count, interrupted: interrupted,
-            verdict: verdict, anomalies: outcome.anomalies.count, notes: notes)
+            verdict: verdict, anomalies: outcome.anomalies.count, notes: notes,
+            anomalyKinds: outcome.anomalies.reduce(into: [:]) { $0[$1.kind, default: 0] += 1 })
+        RunChecks.apply(configuration.scenario.checks, to: &summary)
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -73,8 +75,7 @@ extension Launcher {
         } catch {
             message("error: cannot write the summary or the report: \(error)")
         }
-        let exitCode: Int32 = verdict == "valid" ? 0 : verdict == "invalid" ? 1 : 2
-        return LaunchResult(run: run, summary: summary, exitCode: exitCode)
+        return LaunchResult(run: run, summary: summary, exitCode: RunChecks.exitCode(summary))
     }
 
     func writeMergedHistory(_ events: [HistoryEvent]) throws {

@@ -16,8 +16,9 @@ public struct ReportAnomaly: Sendable, Hashable {
 
 /// `report.html`: one self-contained file (inline CSS and SVG, no scripts, nothing
 /// loaded from elsewhere) that a person opens in a browser: the verdict, the
-/// anomalies with their witnesses, plots of the run with the fault windows shaded,
-/// the faults applied, and the scenario with its seed.
+/// scenario's checks (expected verdict, thresholds), the anomalies with their
+/// witnesses, plots of the run with the fault windows shaded, the faults applied, and
+/// the scenario with its seed.
 public struct RunReport: Sendable {
     public var summary: RunSummary
     public var timeline: [TimelineSample]
@@ -104,6 +105,7 @@ public struct RunReport: Sendable {
             </table>
 
             """
+        body += checksSection()
         body += "<h2>Anomalies</h2>\n"
         if anomalies.isEmpty {
             body += "<p>None found.</p>\n"
@@ -140,6 +142,26 @@ public struct RunReport: Sendable {
             """
     }
 
+    /// The scenario's checks: the expected verdict and each threshold with its observed value.
+    func checksSection() -> String {
+        let s = summary
+        let e = ReportChart.escape
+        let met = s.verdict == s.expectedVerdict
+        var html = "<h2>Checks</h2>\n<p class=\"checks \(s.checksPassed ? "pass" : "fail")\">"
+        html += "expected verdict <strong>\(e(s.expectedVerdict))</strong>: \(met ? "met" : "not met") · "
+        html += s.thresholds.isEmpty ? "no thresholds" : "\(s.thresholds.filter(\.passed).count) of \(s.thresholds.count) thresholds held"
+        html += "</p>\n"
+        guard !s.thresholds.isEmpty else { return html }
+        html += "<table class=\"thresholds\"><tr><th>threshold</th><th>observed</th><th>result</th></tr>\n"
+        for result in s.thresholds {
+            let metric = (try? FleetThreshold.parse(result.threshold))?.metric
+            let observed = metric?.format(result.actual) ?? result.actual.map { "\($0)" } ?? "no data"
+            html += "<tr class=\"\(result.passed ? "pass" : "fail")\"><td><code>\(e(result.threshold))</code></td>"
+            html += "<td>\(e(observed))</td><td>\(result.passed ? "pass" : "FAIL")</td></tr>\n"
+        }
+        return html + "</table>\n"
+    }
+
     /// Signed and synced per second between consecutive samples.
     static func rates(_ timeline: [TimelineSample]) -> (signed: [(x: Double, y: Double)], synced: [(x: Double, y: Double)]) {
         var signed: [(x: Double, y: Double)] = []
@@ -169,6 +191,7 @@ public struct RunReport: Sendable {
         .verdict{font-size:18px;padding:8px 12px;border-radius:4px;display:inline-block}
         .verdict.valid{background:#c6f6d5}.verdict.invalid{background:#fed7d7}.verdict.unknown{background:#fefcbf}
         table{border-collapse:collapse;margin:8px 0}th,td{text-align:left;padding:4px 10px;border-bottom:1px solid #edf2f7;vertical-align:top}
+        .checks.pass{color:#276749}.checks.fail{color:#9b2c2c}tr.fail td{background:#fff5f5}
         figure{margin:12px 0}
         svg.chart{background:#fff;font-size:11px}
         svg .title{font-size:13px;font-weight:600}

@@ -14,6 +14,8 @@ import Foundation
 ///   timeline.jsonl       the launcher's periodic samples (for the report's plots)
 ///   logs/<process>.log   stderr of each process (stdout in <process>.out)
 ///   nodes/<process>.json the NodePlan each node process ran
+///   coordinator.json     the coordinator's configuration (store, heartbeat, the demo
+///                        account's rate limits from the scenario)
 ///   coordinator.sqlite   the coordinator's store
 ///   devices/<device>.sqlite
 ///   report.html          self-contained report
@@ -36,6 +38,7 @@ public struct RunDirectory: Sendable, Hashable {
     public var logsDirectory: String { file("logs") }
     public var nodePlansDirectory: String { file("nodes") }
     public var coordinatorStore: String { file("coordinator.sqlite") }
+    public var coordinatorConfigFile: String { file("coordinator.json") }
     public var devicesDirectory: String { file("devices") }
     public var reportFile: String { file("report.html") }
 

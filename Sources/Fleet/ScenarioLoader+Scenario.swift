@@ -1,5 +1,6 @@
 import Foundation
 import SignatureCapture
+import Thresholds
 import Yams
 
 /// Reads each part of a scenario from its YAML value (keys are snake_case; the
@@ -200,33 +201,15 @@ enum ScenarioReader {
         return checks
     }
 
-    /// `<metric> <op> <value>`: a dotted metric name, one of < <= > >= == !=, and a
-    /// value (a number, possibly with a unit). The checker gives the metrics meaning.
+    /// `METRIC OP VALUE` on the summary (``FleetThreshold``): parsed here so an unknown
+    /// metric or a bad value is refused at validation, with its line.
     static func threshold(_ value: YAMLValue) throws -> String {
         let text = try value.text(expected: "a threshold like \"pending == 0\"")
-        guard ThresholdSyntax.split(text) != nil else {
-            throw value.error("expected `<metric> <op> <value>` with op one of <, <=, >, >=, ==, != (e.g. \"sync_ack.p99 < 2s\"), got \(value.kindDescription)")
+        do throws(ThresholdError) {
+            _ = try FleetThreshold.parse(text)
+        } catch {
+            throw value.error(error.message)
         }
         return text
-    }
-}
-
-/// The shape of a threshold: `metric op value`.
-public enum ThresholdSyntax {
-    public static let operators = ["<=", ">=", "==", "!=", "<", ">"]
-
-    /// (metric, operator, value) or nil if the text is not a threshold.
-    public static func split(_ text: String) -> (metric: String, op: String, value: String)? {
-        for op in operators {
-            guard let range = text.range(of: op) else { continue }
-            let metric = text[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
-            let value = text[range.upperBound...].trimmingCharacters(in: .whitespaces)
-            let metricCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
-            guard !metric.isEmpty, metric.unicodeScalars.allSatisfy(metricCharacters.contains), metric.first?.isLetter == true,
-                  !value.isEmpty, !value.contains(" "), !value.contains("<"), !value.contains(">"), !value.contains("=")
-            else { return nil }
-            return (metric, op, value)
-        }
-        return nil
     }
 }

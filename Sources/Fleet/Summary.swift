@@ -1,4 +1,5 @@
 import Foundation
+import Thresholds
 
 /// A fault the launcher applied, with its window (seconds since the run's start).
 public struct AppliedFault: Codable, Sendable, Hashable {
@@ -75,6 +76,15 @@ public struct RunSummary: Codable, Sendable, Hashable {
     public var anomalies: Int
     /// Why the verdict is unknown, when it is.
     public var notes: [String]
+    /// Anomalies by the checker's kind (`lost`, `order-violation`, …, as in check.json).
+    public var anomalyKinds: [String: Int] = [:]
+    /// The scenario's `checks.verdict`: the verdict it expects.
+    public var expectedVerdict = "valid"
+    /// Each of the scenario's `checks.thresholds`: the text, the value observed (in the
+    /// metric's unit: a count, seconds, or per second; null without samples), passed.
+    public var thresholds: [ThresholdResult] = []
+    /// The verdict is the expected one and every threshold held.
+    public var checksPassed = true
 }
 
 public enum SyncLatency {

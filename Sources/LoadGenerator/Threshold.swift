@@ -1,11 +1,10 @@
 import Foundation
+import Thresholds
 
-/// A bad threshold, with what was wrong and what is accepted.
-public struct ThresholdError: Error, Hashable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
-}
+// The grammar (splitting, comparisons, value syntax) is the shared Thresholds module's;
+// this file gives `signfleet load`'s metric names their meaning.
+public typealias ThresholdError = Thresholds.ThresholdError
+public typealias ThresholdResult = Thresholds.ThresholdResult
 
 /// A pass/fail criterion on the run's figures, such as `syncAck.p99 < 200ms`,
 /// `errors.rate < 0.1%`, `throughput > 100/s` or `latency.p99.9 <= 1s abortOnFail`.
@@ -19,18 +18,8 @@ public struct ThresholdError: Error, Hashable, CustomStringConvertible {
 ///   (dropped); VALUE `0.1%` or `0.001`. `errors.count`, `dropped.count`: a number.
 /// - `throughput`: successful ceremonies per second; VALUE `100/s` or `100`.
 public struct Threshold: Sendable, Hashable, Codable, CustomStringConvertible {
-    public enum Comparison: String, Sendable, Hashable, Codable, CaseIterable {
-        case less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
-
-        func holds(_ actual: Double, _ limit: Double) -> Bool {
-            switch self {
-            case .less: actual < limit
-            case .lessOrEqual: actual <= limit
-            case .greater: actual > limit
-            case .greaterOrEqual: actual >= limit
-            }
-        }
-    }
+    /// `<`, `<=`, `>`, `>=` (``ThresholdComparison/ordering``).
+    public typealias Comparison = ThresholdComparison
 
     public enum Metric: Sendable, Hashable, Codable {
         /// A latency histogram (`latency`, `uncorrected` or a step) and a statistic; milliseconds.
@@ -53,29 +42,11 @@ public struct Threshold: Sendable, Hashable, Codable, CustomStringConvertible {
 
     /// Parses a threshold; `steps` are the ceremony step names that may be named.
     public static func parse(_ text: String, steps: [String]) throws(ThresholdError) -> Threshold {
-        let source = text.trimmingCharacters(in: .whitespaces)
-        guard let start = source.firstIndex(where: { $0 == "<" || $0 == ">" }) else {
-            throw ThresholdError("threshold \"\(text)\" has no comparison; write METRIC OP VALUE, e.g. \"syncAck.p99 < 200ms\" (OP: <, <=, >, >=)")
-        }
-        var end = source.index(after: start)
-        if end < source.endIndex, source[end] == "=" { end = source.index(after: end) }
-        guard let comparison = Comparison(rawValue: String(source[start..<end])) else {
-            throw ThresholdError("threshold \"\(text)\": unknown comparison")
-        }
-        let range = start..<end
-        let name = source[..<range.lowerBound].trimmingCharacters(in: .whitespaces)
-        var words = source[range.upperBound...].split(separator: " ").map(String.init)
-        var abortOnFail = false
-        if words.last == "abortOnFail" {
-            abortOnFail = true
-            words.removeLast()
-        }
-        guard words.count == 1, let valueText = words.first else {
-            throw ThresholdError("threshold \"\(text)\": expected one value after \"\(comparison.rawValue)\" (optionally followed by abortOnFail)")
-        }
-        let metric = try parseMetric(name, steps: steps, in: text)
-        let limit = try parseValue(valueText, for: metric, in: text)
-        return Threshold(source: source, metric: metric, comparison: comparison, limit: limit, abortOnFail: abortOnFail)
+        let expression = try ThresholdExpression.parse(text, comparisons: ThresholdComparison.ordering, example: "syncAck.p99 < 200ms")
+        let metric = try parseMetric(expression.metric, steps: steps, in: text)
+        let limit = try parseValue(expression.value, for: metric, in: text)
+        return Threshold(
+            source: expression.source, metric: metric, comparison: expression.comparison, limit: limit, abortOnFail: expression.abortOnFail)
     }
 
     static func parseMetric(_ name: String, steps: [String], in text: String) throws(ThresholdError) -> Metric {
@@ -102,29 +73,12 @@ public struct Threshold: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     static func parseValue(_ raw: String, for metric: Metric, in text: String) throws(ThresholdError) -> Double {
-        func number(_ digits: Substring, _ expected: String) throws(ThresholdError) -> Double {
-            guard let value = Double(digits), value.isFinite, value >= 0 else {
-                throw ThresholdError("threshold \"\(text)\": \"\(raw)\" is not \(expected)")
-            }
-            return value
-        }
         switch metric {
-        case .latency(_, let statistic) where statistic == "count":
-            return try number(Substring(raw), "a count")
-        case .latency:
-            for (suffix, scale) in [("ms", 1.0), ("us", 0.001), ("µs", 0.001), ("s", 1000.0)] where raw.hasSuffix(suffix) {
-                return try number(raw.dropLast(suffix.count), "a duration (e.g. 200ms, 1.5s)") * scale
-            }
-            return try number(Substring(raw), "a duration (e.g. 200ms, 1.5s)")
-        case .errorRate, .droppedRate:
-            if raw.hasSuffix("%") { return try number(raw.dropLast(), "a percentage (e.g. 0.1%)") / 100 }
-            let value = try number(Substring(raw), "a rate (e.g. 0.1% or 0.001)")
-            guard value <= 1 else { throw ThresholdError("threshold \"\(text)\": a rate of \(raw) is more than 1; write a percentage as \(raw)%") }
-            return value
-        case .errorCount, .droppedCount:
-            return try number(Substring(raw), "a count")
-        case .throughput:
-            return try number(raw.hasSuffix("/s") ? raw.dropLast(2) : Substring(raw), "a rate per second (e.g. 100/s)")
+        case .latency(_, let statistic) where statistic == "count": try ThresholdValue.count(raw, in: text)
+        case .latency: try ThresholdValue.milliseconds(raw, in: text)
+        case .errorRate, .droppedRate: try ThresholdValue.fraction(raw, in: text)
+        case .errorCount, .droppedCount: try ThresholdValue.count(raw, in: text)
+        case .throughput: try ThresholdValue.perSecond(raw, in: text)
         }
     }
 
@@ -179,12 +133,4 @@ public struct LoadFigures: Sendable {
             arrivals: totals.arrivals, completed: totals.completed, errors: totals.errorCount, dropped: totals.dropped,
             seconds: seconds, latency: latency)
     }
-}
-
-/// A threshold's verdict.
-public struct ThresholdResult: Sendable, Hashable, Codable {
-    public var threshold: String
-    /// `nil` when the metric had no samples.
-    public var actual: Double?
-    public var passed: Bool
 }

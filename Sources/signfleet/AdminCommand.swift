@@ -74,7 +74,10 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let directory = try store.open()
             for account in try await directory.accounts() {
-                print("account \(account.id) \"\(account.name)\" offlineSigning=\(account.offlineSigning)")
+                let limits = account.rateLimits
+                print(
+                    "account \(account.id) \"\(account.name)\" offlineSigning=\(account.offlineSigning) "
+                        + "hourlyLimit=\(limits.hourly) burstLimit=\(limits.burst) burstWindow=\(limits.burstWindowSeconds)")
                 for user in try await directory.users(accountID: account.id) {
                     print("  user \(user.id) \(user.email) \"\(user.name)\"")
                 }

@@ -49,6 +49,12 @@ struct CoordinatorCommand: AsyncParsableCommand {
         help: "Create the demo account and user (user1@demo.example, secret demo-secret) if missing (default off).")
     var seedDemo: Bool?
 
+    @Option(help: "Requests per hour of the demo account --seed-demo creates (default: no practical limit).")
+    var demoHourlyLimit: Int?
+
+    @Option(help: "Requests per 30 s burst window of that account (default: the hourly limit); needs --demo-hourly-limit.")
+    var demoBurstLimit: Int?
+
     @Option(help: "Access tokens expire after this many seconds (default 3600).")
     var tokenLifetime: Int?
 
@@ -71,6 +77,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let liveness { settings.liveness = liveness }
         if let store { settings.store = store }
         if let seedDemo { settings.seedDemo = seedDemo }
+        if let demoHourlyLimit { settings.demoHourlyLimit = demoHourlyLimit }
+        if let demoBurstLimit { settings.demoBurstLimit = demoBurstLimit }
         if let tokenLifetime { settings.tokenLifetime = tokenLifetime }
         if let maxMessageSize { settings.maxMessageSize = maxMessageSize }
         if let logLevel { settings.logLevel = logLevel }
@@ -110,8 +118,13 @@ struct CoordinatorCommand: AsyncParsableCommand {
         }
         let services = CoordinatorServices(store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime))
         if settings.seedDemo {
-            let (account, users) = try await services.accounts.seedDemo()
-            logger.info("demo data ready", metadata: ["account": "\(account.id)", "users": "\(users.map(\.email))"])
+            let (account, users) = try await services.accounts.seedDemo(rateLimits: settings.demoRateLimits)
+            logger.info(
+                "demo data ready",
+                metadata: [
+                    "account": "\(account.id)", "users": "\(users.map(\.email))", "hourlyLimit": "\(account.rateLimits.hourly)",
+                    "burstLimit": "\(account.rateLimits.burst)",
+                ])
         }
         var router = RequestRouter(codec: WireCodec(limits: configuration.limits))
         services.register(in: &router)

@@ -44,12 +44,17 @@ struct FleetCommand: AsyncParsableCommand {
 
     struct Run: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Launch, break, drain and check a fleet; exit 0 valid, 1 invalid, 2 unknown.",
+            abstract: "Launch, break, drain and check a fleet; exit 0 passed, 1 invalid, 2 unknown, 3 checks failed.",
             discussion: """
                 Starts the coordinator, the fault proxy (if the scenario uses one) and the node processes, applies \
                 the scenario's fault schedule, shows a progress line on standard error, then heals, drains, runs the \
-                checker and writes runs/<time>/ (runs/latest) with summary.json, check.json, history.jsonl, logs \
-                and report.html. See docs/fleet.md.
+                checker, checks the scenario's checks (verdict, thresholds) and writes runs/<time>/ (runs/latest) \
+                with summary.json, check.json, history.jsonl, logs and report.html. See docs/fleet.md.
+
+                Exit codes: 0 the verdict is the expected one (checks.verdict, default valid) and every threshold \
+                held; 1 invalid where valid was expected; 2 unknown (could not be vouched for, interrupted, or the \
+                run could not start); 3 the checks failed: a threshold failed, or the verdict is not the expected \
+                one (e.g. valid where the scenario expects invalid).
                 """)
 
         @Argument(help: "A scenario file, or a name in scenarios/ (smoke, flaky-network, …).")
@@ -107,6 +112,8 @@ struct FleetCommand: AsyncParsableCommand {
             print("faults applied: \(s.faults.count), unexpected restarts: \(s.totalRestarts)")
             for note in s.notes { print("note: \(note)") }
             print("verdict: \(s.verdict) (\(s.anomalies) anomalies)")
+            for line in RunChecks.lines(s) { print(line) }
+            if result.exitCode == RunChecks.checksFailedExitCode { print("checks failed (exit \(result.exitCode))") }
             print("report: \(FleetCommand.display(result.run.reportFile))")
             if result.exitCode != 0 { throw ExitCode(result.exitCode) }
         }

@@ -322,4 +322,32 @@ struct PrometheusText: CustomStringConvertible {
         configuration.http = "[::1]:0"
         #expect(try configuration.httpAddress()?.host == "::1")
     }
+
+    /// `signfleet fleet run` passes a scenario's rate limits this way (its coordinator.json).
+    @Test func demoRateLimitsComeFromTheFileAndReachTheSeededAccount() async throws {
+        var configuration = CoordinatorConfiguration()
+        #expect(configuration.demoRateLimits == DemoData.rateLimits)
+        try configuration.apply(json: Data(#"{"seed-demo": true, "demo-hourly-limit": 120, "demo-burst-limit": 7}"#.utf8))
+        try configuration.validate()
+        #expect(configuration.demoRateLimits == RateLimits(hourly: 120, burst: 7, burstWindowSeconds: 30))
+
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("demo-limits-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let accounts = AccountDirectory(store: try CoordinatorStore(path: path))
+        let (account, _) = try await accounts.seedDemo(rateLimits: configuration.demoRateLimits)
+        #expect(try await accounts.account(id: account.id)?.rateLimits == RateLimits(hourly: 120, burst: 7, burstWindowSeconds: 30))
+
+        // Without a burst the hourly budget is the only limit; a burst alone is refused.
+        var hourlyOnly = CoordinatorConfiguration()
+        hourlyOnly.demoHourlyLimit = 50
+        #expect(hourlyOnly.demoRateLimits.burst == 50)
+        var burstOnly = CoordinatorConfiguration()
+        burstOnly.demoBurstLimit = 5
+        #expect { try burstOnly.validate() } throws: {
+            ($0 as? CoordinatorConfigurationError)?.key == "demo-burst-limit" && "\($0)".contains("needs demo-hourly-limit")
+        }
+        #expect { try configuration.apply(json: Data(#"{"demo-hourly-limit": "many"}"#.utf8)) } throws: {
+            ($0 as? CoordinatorConfigurationError)?.key == "demo-hourly-limit"
+        }
+    }
 }

@@ -80,7 +80,7 @@ import Testing
                 connectivity: always_online
             checks:
               verdict: invalid
-              thresholds: ["pending == 0", "sync_ack.p99 < 2s"]
+              thresholds: ["pending == 0", "syncAck.p99 < 2s"]
             """
         let scenario = try ScenarioLoader.parse(yaml: yaml, source: "full.yaml")
         #expect(scenario.seed == 42)
@@ -102,7 +102,7 @@ import Testing
         #expect(desk.pens == ["signaturePad": 1, "wacomBluetooth": 1])
         #expect(desk.behaviour.sync == .manual)
         #expect(desk.connectivity == Connectivity())
-        #expect(scenario.checks == Checks(verdict: "invalid", thresholds: ["pending == 0", "sync_ack.p99 < 2s"]))
+        #expect(scenario.checks == Checks(verdict: "invalid", thresholds: ["pending == 0", "syncAck.p99 < 2s"]))
     }
 
     static func faults(_ lines: String, proxy: Bool = true) throws -> [FaultSpec] {
@@ -195,7 +195,7 @@ import Testing
               - {at: 20s, for: 5s, partition: {fraction: 0.25}}
               - {at: 25s, template_edit: {template: demo-nda}}
               - {at: 30s, kill: coordinator}
-            checks: {thresholds: ["pending == 0", 'a.b >= 1.5']}
+            checks: {thresholds: ["pending == 0", 'durations.drain <= 1.5s']}
             """, source: "rt.yaml")
         #expect(try ScenarioLoader.parse(yaml: scenario.yaml(), source: "rendered.yaml") == scenario)
 
@@ -209,7 +209,7 @@ import Testing
         odd.name = "null"
         odd.duration = 0.1 + 0.2
         odd.groups[0].behaviour.cancelRate = 1e-05
-        odd.checks.thresholds = ["x == \"q\"\\"]
+        odd.checks.thresholds = ["synced != 0", "  syncAck.p99 <= 1.5s"]
         odd.faults = []
         #expect(try ScenarioLoader.parse(yaml: odd.yaml(), source: "odd.yaml") == odd)
     }

@@ -53,7 +53,15 @@ import Testing
         Case(yaml: with(("    count: 8", "    count: 8\n    pens: {quill: 1}")), line: 7, field: "groups[0].pens", says: "unknown pen `quill`"),
         Case(yaml: with(extra: "\ncoordinator: {rate_limit_burst: 5}"), line: 13, field: "coordinator.rate_limit_burst", says: "needs rate_limit_hourly"),
         Case(yaml: with(extra: "\nchecks: {verdict: fine}"), line: 13, field: "checks.verdict", says: "must be one of valid, invalid, unknown"),
-        Case(yaml: with(extra: "\nchecks: {thresholds: [\"lost is zero\"]}"), line: 13, field: "checks.thresholds[0]", says: "<metric> <op> <value>"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"lost is zero\"]}"), line: 13, field: "checks.thresholds[0]", says: "has no comparison; write METRIC OP VALUE"),
+        Case(yaml: with(extra: "\nchecks:\n  thresholds:\n    - lost == 0\n    - pending == 0\n    - synced.p99 < 1s"), line: 17, field: "checks.thresholds[2]", says: "unknown metric \"synced.p99\"; known: composed, signed, synced, pending"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"syncAck.p95 < 1s\"]}"), line: 13, field: "checks.thresholds[0]", says: "(did you mean `syncAck.p99`?)"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"duplicates == 0\"]}"), line: 13, field: "checks.thresholds[0]", says: "(did you mean `duplicate`?)"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"pending == none\"]}"), line: 13, field: "checks.thresholds[0]", says: "\"none\" is not a count"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"syncAck.p99 < soon\"]}"), line: 13, field: "checks.thresholds[0]", says: "\"soon\" is not a duration"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"lost = 0\"]}"), line: 13, field: "checks.thresholds[0]", says: "unknown comparison (OP: <, <=, >, >=, ==, !=)"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"lost == 0 abortOnFail\"]}"), line: 13, field: "checks.thresholds[0]", says: "abortOnFail is for signfleet load"),
+        Case(yaml: with(extra: "\nchecks: {thresholds: [\"lost == 0 1\"]}"), line: 13, field: "checks.thresholds[0]", says: "expected one value after \"==\""),
         Case(yaml: with(("      cancel_rate: 0.1", "      in_person_signers: 0")), line: 9, field: "groups[0].behaviour.in_person_signers", says: "needs a signer"),
         Case(yaml: with(("      cancel_rate: 0.1", "      in_person_signers: 3..1")), line: 9, field: "groups[0].behaviour.in_person_signers", says: "lower end first"),
         Case(yaml: with(("      cancel_rate: 0.1", "      sync: sometimes")), line: 9, field: "groups[0].behaviour.sync", says: "one of when_online, manual"),
@@ -160,9 +168,13 @@ import Testing
     }
 
     @Test func anAsteriskInsideTextIsNotAnAlias() throws {
-        let yaml = "name: v\nduration: 1s\ngroups: [{name: a, count: 1}]\nchecks: {thresholds: ['rate >= 2*x', \"a < *b\"]} # *c &d"
+        let yaml = "name: v\nduration: 1s\ngroups: [{name: a, count: 1}]\nchecks: {thresholds: ['synced >= 2', \"syncAck.p99 < 1s\"]} # *c &d"
         let scenario = try ScenarioLoader.parse(yaml: yaml, source: "star.yaml")
-        #expect(scenario.checks.thresholds == ["rate >= 2*x", "a < *b"])
+        #expect(scenario.checks.thresholds == ["synced >= 2", "syncAck.p99 < 1s"])
+        // Inside a quoted threshold, `*` is text: the threshold's value is refused, not an alias.
+        let starred = "name: v\nduration: 1s\ngroups: [{name: a, count: 1}]\nchecks: {thresholds: ['synced >= 2*x', \"lost < *b\"]}"
+        let error = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: starred, source: "star.yaml") }
+        #expect(error?.message.contains("\"2*x\" is not a count") == true, "\(String(describing: error))")
     }
 }
 

@@ -143,6 +143,86 @@ import Glibc
         #expect(!FileManager.default.fileExists(atPath: directory + "/runs"))
     }
 
+    /// ~6 s of work by 2 devices with no faults, the coordinator rate-limited (high enough
+    /// not to throttle), and a threshold that cannot hold.
+    static let checkedScenario = """
+        name: checks-test
+        duration: 6s
+        drain_timeout: 30s
+        coordinator:
+          heartbeat: 500ms
+          rate_limit_hourly: 5000
+          rate_limit_burst: 400
+        groups:
+          - name: a
+            count: 2
+            behaviour:
+              envelopes_per_minute: 60
+              signing_duration: 100ms..300ms
+        checks:
+          verdict: valid
+          thresholds:
+            - "lost == 0"
+            - "pending == 0"
+            - "synced < 0"
+
+        """
+
+    @Test(.timeLimit(.minutes(2))) func aFailedThresholdExitsThreeAndTheCoordinatorGetsTheRateLimits() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-checks")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/checked.yaml"
+        try Self.checkedScenario.write(toFile: scenario, atomically: true, encoding: .utf8)
+
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--seed", "4242", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(90))
+        #expect(status == 3, "the verdict is valid but a threshold failed: \(launcher.output)")
+        let output = launcher.lines(.standardOutput)
+        #expect(output.contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+        #expect(output.contains("threshold PASS  lost == 0  (actual 0)"), "\(launcher.output)")
+        #expect(output.contains("threshold PASS  pending == 0  (actual 0)"), "\(launcher.output)")
+        #expect(output.contains { $0.hasPrefix("threshold FAIL  synced < 0  (actual ") }, "\(launcher.output)")
+        #expect(output.contains("checks failed (exit 3)"), "\(launcher.output)")
+
+        let run = directory + "/runs/latest"
+        let summary = try Self.json(run + "/summary.json")
+        #expect(summary["verdict"] as? String == "valid")
+        #expect(summary["expectedVerdict"] as? String == "valid")
+        #expect(summary["checksPassed"] as? Bool == false)
+        let thresholds = try #require(summary["thresholds"] as? [[String: Any]])
+        #expect(thresholds.map { $0["threshold"] as? String } == ["lost == 0", "pending == 0", "synced < 0"])
+        #expect(thresholds.map { $0["passed"] as? Bool } == [true, true, false])
+        let synced = try #require((summary["counts"] as? [String: Any])?["synced"] as? Int)
+        #expect(thresholds[2]["actual"] as? Double == Double(synced))
+        let report = try String(contentsOfFile: run + "/report.html", encoding: .utf8)
+        #expect(report.contains("<code>synced &lt; 0</code>") && report.contains("2 of 3 thresholds held"))
+
+        // The coordinator was started with the scenario's limits: its configuration file in
+        // the run directory, and the demo account it created in its store.
+        let configuration = try Self.json(run + "/coordinator.json")
+        #expect(configuration["demo-hourly-limit"] as? Int == 5000 && configuration["demo-burst-limit"] as? Int == 400)
+        let list = try ChildProcess.launch(binary, ["admin", "list", "--store", run + "/coordinator.sqlite"])
+        #expect(try await list.waitForExit(timeout: .seconds(30)) == 0, "\(list.output)")
+        #expect(list.lines(.standardOutput).contains { $0.hasPrefix("account demo ") && $0.hasSuffix("hourlyLimit=5000 burstLimit=400 burstWindow=30") },
+                "\(list.output)")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func validateRefusesAnUnknownThresholdMetric() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-validate-metric")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let bad = directory + "/bad.yaml"
+        try Self.checkedScenario.replacingOccurrences(of: "\"synced < 0\"", with: "\"synced.p99 < 1s\"")
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let refused = try ChildProcess.launch(binary, ["fleet", "validate", bad])
+        #expect(try await refused.waitForExit(timeout: .seconds(30)) == 1, "\(refused.output)")
+        let error = refused.lines(.standardError).joined(separator: "\n")
+        let line = try #require(Self.checkedScenario.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("synced < 0") }) + 1
+        #expect(error.contains("bad.yaml:\(line):"), "\(error)")
+        #expect(error.contains("checks.thresholds[2]: unknown metric \"synced.p99\"; known: "), "\(error)")
+    }
+
     /// Reads `<run>/pids` until it names the coordinator, the proxy and both nodes, each
     /// with a live process (a child restarted by its supervisor appears again with its new
     /// pid); returns every pid recorded.
