@@ -30,6 +30,11 @@ public final class CoordinatorStore: Sendable {
     public init(path: String, durability: Durability = .processCrash) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
+        // 16 KB pages for new stores: an envelope row (~11 KB with its PDF) fits one page
+        // instead of a leaf and three overflow pages, so each ingested item costs fewer WAL
+        // frames and writes (about 7% less CPU per item, loadtests/NOTES.md). SQLite applies it
+        // only to a file without tables; existing stores keep their page size.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA page_size = \(Self.pageSize)") }
         database = try DatabasePool(path: path, configuration: configuration)
         // Set on the writer after opening: GRDB's DatabasePool runs `PRAGMA synchronous = NORMAL`
         // when it turns WAL on, after `prepareDatabase`, so a setting made there is overwritten.
@@ -39,6 +44,14 @@ public final class CoordinatorStore: Sendable {
         self.path = path
         self.durability = durability
         try Self.migrator.migrate(database)
+    }
+
+    /// The page size of new stores.
+    public static let pageSize = 16_384
+
+    /// The store's `PRAGMA page_size`.
+    public func pageSizeSetting() throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") ?? -1 }
     }
 
     /// The writer connection's `PRAGMA synchronous` (1 = NORMAL, 2 = FULL), as SQLite reports it.

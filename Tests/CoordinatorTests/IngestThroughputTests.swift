@@ -22,6 +22,19 @@ import Testing
         }
     }
 
+    @Test func aNewStoreUsesSixteenKilobytePagesAndAnExistingOneKeepsItsOwn() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pages-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let fresh = try CoordinatorStore(path: directory.appendingPathComponent("new.sqlite").path)
+        #expect(try fresh.pageSizeSetting() == CoordinatorStore.pageSize)
+        // A store made with 4 KB pages (an older version) opens and keeps them.
+        let oldPath = directory.appendingPathComponent("old.sqlite").path
+        try DatabaseQueue(path: oldPath).write { db in try db.execute(sql: "CREATE TABLE earlier (x)") }
+        let old = try CoordinatorStore(path: oldPath)
+        #expect(try old.pageSizeSetting() == 4096)
+    }
+
     @Test func concurrentPushesShareCommitsAndEveryItemIsAppliedOnceInOrder() async throws {
         let fixture = try await IngestFixture()
         defer { fixture.temporary.remove() }
