@@ -57,6 +57,7 @@ import ZeroMQ
         #expect(summary.completed == 10 && summary.errorCount == 0, "\(summary.text)")
         #expect(summary.thresholds.map(\.passed) == [true])
         let audit = try #require(summary.audit)
+        print(audit.lines.joined(separator: "\n"))
         #expect(audit.itemsChecked == 10)
         #expect(audit.counts["lost"] == 1 && audit.failures == 1, "\(audit.lines)")
         let witness = try #require(audit.witnesses.first)

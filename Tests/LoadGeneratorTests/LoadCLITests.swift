@@ -35,7 +35,8 @@ import Testing
         // The audit ran (on by default), found every completed ceremony's item and nothing wrong.
         let audit = summary?["audit"] as? [String: Any]
         #expect(audit?["itemsChecked"] as? Int == summary?["completed"] as? Int && audit?["passed"] as? Bool == true, "\(failing.output)")
-        #expect(failing.output.contains("audit PASS  2 devices, 20 items checked"), "\(failing.output)")
+        let completed = summary?["completed"] as? Int ?? -1
+        #expect(failing.output.contains("audit PASS  2 devices, \(completed) items checked"), "\(failing.output)")
         for file in ["latency.hlog", "report.html"] { #expect(FileManager.default.fileExists(atPath: "\(out)/\(file)")) }
 
         let passing = try ChildProcess.launch(
