@@ -60,8 +60,9 @@ public struct AuditAnomaly: Sendable, Hashable, Codable {
         /// Acknowledged to the device (or seen acknowledged by the workload) but absent on the
         /// coordinator; or held by the coordinator for a sequence the device has no item for.
         case lost
-        /// One transaction applied twice, one sequence answered twice, or an item the coordinator
-        /// answered as a duplicate of another item.
+        /// One transaction applied twice, one sequence answered twice, an item the coordinator
+        /// answered as a duplicate of another item, or a `duplicate` receipt for an item whose
+        /// transaction the coordinator never applied.
         case duplicated
         /// Sequences out of order or with gaps, on either side, or a transaction at another
         /// sequence on the coordinator than on the device.
@@ -261,7 +262,10 @@ public enum SyncAudit {
             return
         }
         if transaction != item.transactionID {
-            if let other = appliedTransactions[item.transactionID], other != sequence {
+            if item.outcome == .duplicate, appliedTransactions[item.transactionID] == nil {
+                // Told "duplicate" for an item whose transaction the coordinator never applied.
+                report(.duplicated, sequence, "\(mine), but its transaction was never applied", describe(result))
+            } else if let other = appliedTransactions[item.transactionID], other != sequence {
                 report(.reordered, sequence, mine, "transaction \(item.transactionID) at #\(other); #\(sequence) is \(transaction)")
             } else {
                 report(.mismatched, sequence, mine, describe(result))

@@ -102,6 +102,20 @@ import Testing
         #expect(sides.kinds() == [.duplicated])
     }
 
+    @Test func aDuplicateReceiptForAnItemWhoseTransactionWasNeverAppliedIsDuplicated() throws {
+        var sides = Sides(count: 3)
+        // E.g. a device id reused with a fresh store: the coordinator answers from an old item.
+        sides.outbox[2].outcome = .duplicate
+        sides.outbox[2].serverEnvelopeID = "env-old"
+        sides.coordinator[2] = SyncStoredResult(sequence: 3, outcome: .applied, envelopeID: "env-old", transactionID: "tx-old", envelopeSequence: 3)
+        let anomalies = SyncAudit.classify(sides.input).anomalies
+        #expect(anomalies.map(\.kind) == [.duplicated])
+        #expect(try #require(anomalies.first).deviceHolds.contains("never applied"))
+        // The same disagreement with an `applied` receipt is a plain mismatch.
+        sides.outbox[2].outcome = .applied
+        #expect(sides.kinds() == [.mismatched])
+    }
+
     @Test func oneSequenceAnsweredTwiceIsDuplicated() {
         var sides = Sides(count: 3)
         sides.coordinator.insert(
