@@ -170,6 +170,7 @@ let package = Package(
                 "LoadGenerator", "FleetProtocol", "ZeroMQ", "FleetTesting", "Coordinator",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]),
         .testTarget(
             name: "ChaosTests",

@@ -34,7 +34,7 @@ public struct CoordinatorServices: Sendable {
             store: store, auth: auth, configuration: captive, metricsFactory: metricsFactory, now: now)
     }
 
-    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`,
+    /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`, `sync.results`,
     /// `templates.list` and `templates.fetch` (``TemplateCatalog``).
     /// Also `envelope.get`, `envelope.void` and `envelope.recipient.action` (``EnvelopeService``),
     /// `recipient.view` and `signing.url.create` (``CaptiveSigningService``).
@@ -51,6 +51,9 @@ public struct CoordinatorServices: Sendable {
         }
         router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
             try await Self.typed { try await ingest.apply(request, routingID: context.peerName, meter: meter(context)) }
+        }
+        router.on(SyncResultsQuery.self) { [ingest] request, context throws(FleetError) in
+            try await Self.typed { try await ingest.results(request, routingID: context.peerName, meter: meter(context)) }
         }
         router.on(TemplateListRequest.self) { [templates] request, context throws(FleetError) in
             try await Self.typed { try await templates.list(request, meter: meter(context)) }

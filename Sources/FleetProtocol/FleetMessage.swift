@@ -20,6 +20,7 @@ public enum FleetMessageCatalog {
         (UserInfoRequest.messageType, UserInfoReply.messageType),
         (EnrollDevice.messageType, EnrollDeviceReply.messageType),
         (SyncPush.messageType, SyncAck.messageType),
+        (SyncResultsQuery.messageType, SyncResultsReply.messageType),
         (TemplateListRequest.messageType, TemplateListReply.messageType),
         (TemplateFetchRequest.messageType, TemplateFetchReply.messageType),
         (RecipientViewRequest.messageType, RecipientViewReply.messageType),

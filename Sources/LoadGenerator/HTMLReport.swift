@@ -53,6 +53,8 @@ enum HTMLReport {
             html += "</table>\n"
         }
 
+        html += auditSection(summary.audit)
+
         let mid = summary.intervals.map { $0.start + $0.length / 2 }
         func over(_ value: (LoadSummary.Interval) -> Double) -> [(x: Double, y: Double)] {
             zip(mid, summary.intervals).filter { $0.1.completed > 0 }.map { (x: $0.0, y: value($0.1)) }
@@ -87,6 +89,31 @@ enum HTMLReport {
                 .init(name: "uncorrected", color: "#2c3e90", points: logX(summary.uncorrectedDistribution), dashed: true),
             ], xTicks: ticks).render()
         html += "\n<p>Interval histograms: <code>latency.hlog</code> (HdrHistogram interval log, tags <code>corrected</code> and <code>uncorrected</code>, values in µs). Figures: <code>summary.json</code>.</p>\n</body></html>\n"
+        return html
+    }
+
+    /// The integrity audit: counts per class and the witnesses kept.
+    static func auditSection(_ audit: LoadAudit?) -> String {
+        guard let audit else { return "<h2>Integrity audit</h2><p>Not run (<code>--no-audit</code>).</p>\n" }
+        let verdict = audit.passed ? "<span class=\"pass\">PASS</span>" : "<span class=\"fail\">FAIL</span>"
+        var html = "<h2>Integrity audit \(verdict)</h2><p>Every device's outbox against what the coordinator holds for it (<code>sync.results</code>), after the run's clock stopped (\(n(audit.seconds)) s, in no latency or throughput figure).</p>\n"
+        html += "<table><tr><th>devices</th><th>items checked</th><th>acknowledged</th><th>rejected</th>"
+        for kind in AuditAnomaly.Kind.allCases { html += "<th>\(kind.rawValue)</th>" }
+        html += "</tr><tr><td>\(audit.devicesAudited)</td><td>\(audit.itemsChecked)</td><td>\(audit.acknowledged)</td><td>\(audit.rejected)</td>"
+        for kind in AuditAnomaly.Kind.allCases {
+            let count = audit.counts[kind.rawValue] ?? 0
+            html += count > 0 && kind.isFailure ? "<td class=\"fail\">\(count)</td>" : "<td>\(count)</td>"
+        }
+        html += "</tr></table>\n"
+        if let note = audit.unsyncedNote { html += "<p>\(escape(note))</p>\n" }
+        for error in audit.errors { html += "<p class=\"fail\">\(escape(error.device)) could not be audited: \(escape(error.error))</p>\n" }
+        if !audit.witnesses.isEmpty {
+            html += "<table><tr><th>class</th><th>device</th><th>sequence</th><th>device holds</th><th>coordinator holds</th></tr>"
+            for witness in audit.witnesses {
+                html += "<tr><td>\(witness.kind.rawValue)</td><td>\(escape(witness.device))</td><td>\(witness.sequence.map(String.init) ?? "")</td><td>\(escape(witness.deviceHolds))</td><td>\(escape(witness.coordinatorHolds))</td></tr>"
+            }
+            html += "</table>\n"
+        }
         return html
     }
 

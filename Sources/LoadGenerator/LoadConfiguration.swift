@@ -17,11 +17,14 @@ public struct LoadConfiguration: Sendable {
     public var interval: Duration
     /// Completed ceremonies needed before `abortOnFail` thresholds are checked during the run.
     public var abortMinimumCompleted: Int
+    /// After the run, before the devices close: compare every device's outbox with what the
+    /// coordinator holds (``SyncAudit``); a failed audit fails the run.
+    public var audit: Bool
 
     public init(
         profile: LoadProfile, process: ArrivalProcess = .poisson, devices: Int, maxOutstandingPerDevice: Int = 16, seed: UInt64,
         thresholds: [Threshold] = [], drainTimeout: Duration = .seconds(10), interval: Duration = .seconds(1),
-        abortMinimumCompleted: Int = 20
+        abortMinimumCompleted: Int = 20, audit: Bool = true
     ) {
         self.profile = profile
         self.process = process
@@ -32,6 +35,7 @@ public struct LoadConfiguration: Sendable {
         self.drainTimeout = drainTimeout
         self.interval = interval
         self.abortMinimumCompleted = abortMinimumCompleted
+        self.audit = audit
     }
 }
 

@@ -22,13 +22,65 @@ public struct LoadRunner: Sendable {
         self.logger = logger
     }
 
-    /// Sets up the devices, runs the profile, drains, closes the devices and returns the summary
-    /// (thresholds evaluated). `progress` is called once per interval.
+    /// Sets up the devices, runs the profile, drains, audits (unless turned off), closes the
+    /// devices and returns the summary (thresholds and audit evaluated). `progress` is called
+    /// once per interval.
     public func run(progress: (@Sendable (LoadProgress) -> Void)? = nil) async throws -> LoadRun {
         let devices = try await makeDevices()
-        let result = await measure(devices: devices, progress: progress)
+        var result = await measure(devices: devices, progress: progress)
+        // After the run's clock stopped: the audit's time is in no latency and no throughput.
+        if configuration.audit, let audit = await audit(devices: devices, failedCeremonies: result.summary.errorCount) {
+            result.summary.attach(audit: audit)
+        }
         for device in devices { await device.close() }
         return result
+    }
+
+    /// Devices audited at once (each reads its store and pages through `sync.results`).
+    static let auditConcurrency = 8
+
+    /// Compares every device's outbox with the coordinator's records (``SyncAudit``); `nil`
+    /// when the workload's devices have nothing to audit.
+    private func audit(devices: [any LoadDevice], failedCeremonies: Int) async -> LoadAudit? {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var results: [(Int, DeviceAuditResult)] = []
+        var errors: [(Int, LoadAudit.DeviceError)] = []
+        var audited = 0
+        await withTaskGroup(of: (Int, Result<DeviceAuditInput?, any Error>).self) { group in
+            var next = 0
+            func startNext() {
+                guard next < devices.count else { return }
+                let index = next
+                let device = devices[index]
+                next += 1
+                group.addTask {
+                    do { return (index, .success(try await device.auditInput())) } catch { return (index, .failure(error)) }
+                }
+            }
+            for _ in 0..<Self.auditConcurrency { startNext() }
+            for await (index, outcome) in group {
+                switch outcome {
+                case .success(let input?):
+                    audited += 1
+                    results.append((index, SyncAudit.classify(input)))
+                case .success(nil):
+                    break
+                case .failure(let error):
+                    audited += 1
+                    errors.append((index, LoadAudit.DeviceError(device: "device \(index)", error: "\(error)")))
+                }
+                startNext()
+            }
+        }
+        guard audited > 0 else { return nil }
+        let audit = LoadAudit(
+            results: results.sorted { $0.0 < $1.0 }.map(\.1), errors: errors.sorted { $0.0 < $1.0 }.map(\.1),
+            failedCeremonies: failedCeremonies, seconds: (clock.now - start).seconds)
+        if !audit.passed {
+            logger.warning("integrity audit failed", metadata: ["counts": "\(audit.counts)", "errors": "\(audit.errors.count)"])
+        }
+        return audit
     }
 
     private func makeDevices() async throws -> [any LoadDevice] {

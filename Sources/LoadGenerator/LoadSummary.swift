@@ -54,8 +54,17 @@ public struct LoadSummary: Sendable, Codable {
     public var thresholds: [ThresholdResult]
     /// Why the run stopped early (an `abortOnFail` threshold), if it did.
     public var abortedBy: String?
-    /// Every threshold passed and the run was not aborted.
+    /// The end-of-run integrity audit; absent when turned off (`--no-audit`) or the workload
+    /// has nothing to audit.
+    public var audit: LoadAudit?
+    /// Every threshold passed, the run was not aborted, and the audit (when run) passed.
     public var passed: Bool
+
+    /// Adds the audit's verdict to the run's.
+    mutating func attach(audit: LoadAudit) {
+        self.audit = audit
+        passed = passed && audit.passed
+    }
 
     static func distribution(_ histogram: Histogram<UInt64>) -> [Point] {
         guard histogram.totalCount > 0 else { return [] }
@@ -98,6 +107,7 @@ public struct LoadSummary: Sendable, Codable {
             lines.append("threshold \(result.passed ? "PASS" : "FAIL")  \(result.threshold)  (actual \(actual))")
         }
         if let abortedBy { lines.append("aborted early: \(abortedBy)") }
+        if let audit { lines += audit.lines }
         return lines.joined(separator: "\n")
     }
 }

@@ -83,7 +83,7 @@ public struct SigningCeremonyWorkload: LoadWorkload {
                 // Enrolls the device's key now (an empty pass), so no ceremony pays for it.
                 _ = try await engine.syncAll()
                 return SigningDevice(
-                    node: node, engine: engine, connection: connection, seed: seed, deviceID: deviceID,
+                    node: node, client: client, engine: engine, connection: connection, seed: seed, deviceID: deviceID,
                     hostEmail: account.user.email)
             } catch {
                 try? await node.close()
@@ -100,14 +100,21 @@ public struct SigningCeremonyWorkload: LoadWorkload {
 /// One virtual signing device: its own store, key, connection and sync engine.
 final class SigningDevice: LoadDevice {
     let node: DeviceNode
+    let client: FleetClient
     let engine: SyncEngine
     let connection: Task<Void, Never>
     let seed: UInt64
     let deviceID: String
     let hostEmail: String
+    /// Sequences whose ceremonies saw their item acknowledged, for the audit.
+    private let acknowledgedSequences = Mutex<[UInt64]>([])
 
-    init(node: DeviceNode, engine: SyncEngine, connection: Task<Void, Never>, seed: UInt64, deviceID: String, hostEmail: String) {
+    init(
+        node: DeviceNode, client: FleetClient, engine: SyncEngine, connection: Task<Void, Never>, seed: UInt64, deviceID: String,
+        hostEmail: String
+    ) {
         self.node = node
+        self.client = client
         self.engine = engine
         self.connection = connection
         self.seed = seed
@@ -134,6 +141,7 @@ final class SigningDevice: LoadDevice {
         if summary.failed > 0 {
             throw CeremonyFailure(kind: "sync.rejected", "the coordinator rejected item \(sequence) of \(deviceID)")
         }
+        acknowledgedSequences.withLock { $0.append(sequence) }
         let capture = signer.elapsed
         return [
             StepTiming("compose", composed - composeStart),
@@ -141,6 +149,31 @@ final class SigningDevice: LoadDevice {
             StepTiming("signCommit", max(.zero, signed - composed - capture)),
             StepTiming("syncAck", acknowledged - signed),
         ]
+    }
+
+    /// The device's outbox and every result the coordinator holds for it (`sync.results`, paged).
+    func auditInput() async throws -> DeviceAuditInput? {
+        do {
+            let outbox = try await node.outboxItems().map(AuditOutboxItem.init)
+            var results: [SyncStoredResult] = []
+            var lastApplied: UInt64 = 0
+            var after: UInt64 = 0
+            // Enough to see every item the device holds and some beyond; a coordinator that
+            // holds far more than that has already shown the anomaly.
+            let readAtMost = outbox.count + 2 * Int(SyncResultsQuery.maxLimit)
+            while results.count < readAtMost {
+                let page = try await client.request(SyncResultsQuery(deviceID: deviceID, after: after))
+                results += page.results
+                lastApplied = page.lastApplied
+                guard let next = page.nextAfter, next > after else { break }
+                after = next
+            }
+            return DeviceAuditInput(
+                deviceID: deviceID, outbox: outbox, acknowledgedInRun: acknowledgedSequences.withLock { $0 }, coordinator: results,
+                coordinatorLastApplied: lastApplied)
+        } catch {
+            throw CeremonyFailure(kind: "audit", "\(deviceID): \(error)")
+        }
     }
 
     func close() async {

@@ -16,6 +16,13 @@ public protocol LoadDevice: Sendable {
     func perform(ceremony: Int) async throws -> [StepTiming]
     /// Releases the device (sockets, store).
     func close() async
+    /// Both sides of the device for the end-of-run audit: its outbox and what the coordinator
+    /// holds for it. `nil` when the workload has nothing to audit (the default).
+    func auditInput() async throws -> DeviceAuditInput?
+}
+
+extension LoadDevice {
+    public func auditInput() async throws -> DeviceAuditInput? { nil }
 }
 
 /// How long one step of a ceremony took.

@@ -21,8 +21,10 @@ struct LoadCommand: AsyncParsableCommand {
             Load: --rate R --duration D, or stages such as --stage 10s:0-500 --stage 20s:500 (ramp, plateau). \
             Thresholds: --threshold 'syncAck.p99 < 200ms' --threshold 'errors.rate < 0.1%' \
             --threshold 'throughput > 100/s' (append abortOnFail to stop early when it fails). \
-            Exit code 0 when every threshold passed, 1 when one failed or the run was stopped early, \
-            2 when the load could not run (e.g. the coordinator did not answer).
+            After the run, unless --no-audit, every device's outbox is compared with what the coordinator \
+            holds for it (sync.results): anything lost, duplicated, reordered or mismatched fails the run. \
+            Exit code 0 when every threshold and the audit passed, 1 when a threshold or the audit failed \
+            or the run was stopped early, 2 when the load could not run (e.g. the coordinator did not answer).
             """)
 
     @Option(help: "Coordinator endpoint to load (default: start one as a child process).")
@@ -54,6 +56,9 @@ struct LoadCommand: AsyncParsableCommand {
 
     @Flag(help: "Stop early when any threshold fails (as if each ended in abortOnFail).")
     var abortOnFail = false
+
+    @Flag(help: "Skip the end-of-run integrity audit (devices' outboxes against the coordinator's records); latency only.")
+    var noAudit = false
 
     @Option(help: "Output directory (default runs/load-<time>).")
     var out: String?
@@ -111,7 +116,8 @@ struct LoadCommand: AsyncParsableCommand {
             let configuration = LoadConfiguration(
                 profile: profile, process: process, devices: devices, maxOutstandingPerDevice: maxOutstanding,
                 seed: seed ?? UInt64.random(in: 1...UInt64(UInt32.max)), thresholds: thresholds,
-                drainTimeout: try LoadProfile.parseDuration(drainTimeout), interval: try LoadProfile.parseDuration(interval))
+                drainTimeout: try LoadProfile.parseDuration(drainTimeout), interval: try LoadProfile.parseDuration(interval),
+                audit: !noAudit)
             return Plan(configuration: configuration, requestTimeout: try LoadProfile.parseDuration(requestTimeout), durability: durability)
         } catch let error as LoadProfileError {
             throw ValidationError(error.message)

@@ -15,6 +15,7 @@ final class SyncRig: Sendable {
     let context: ZMQContext
     let loop: ZMQIOLoop
     let serving: Task<Void, Never>
+    let endpoint: String
     let node: DeviceNode
     let client: FleetClient
     let connection: Task<Void, Never>
@@ -30,7 +31,7 @@ final class SyncRig: Sendable {
         context = try ZMQContext()
         loop = try ZMQIOLoop(context: context, label: "sync-rig")
         let server = FleetServer(configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
-        let endpoint = try await server.bind()
+        endpoint = try await server.bind()
         serving = Task { try? await server.run() }
         (node, _) = try await signedItems(count: envelopes, directory: fixture.temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
         // 2 s, not less: with the whole suite running in parallel (fleets, Chromium) a first

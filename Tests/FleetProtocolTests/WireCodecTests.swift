@@ -97,6 +97,15 @@ private func hex(_ text: String) -> [UInt8] {
                     SyncItemResult(sequence: 2, outcome: .duplicate, envelopeID: "e-2"),
                     SyncItemResult(sequence: 3, outcome: .rejected, reason: "bad signature"),
                 ]), replyTo: 1)
+        try roundTrip(SyncResultsQuery(deviceID: "tablet-1", after: 500, limit: 250))
+        try roundTrip(
+            SyncResultsReply(
+                lastApplied: 3,
+                results: [
+                    SyncStoredResult(sequence: 1, outcome: .applied, envelopeID: "env-1", transactionID: "tx-1", envelopeSequence: 1),
+                    SyncStoredResult(sequence: 2, outcome: .rejected, reason: "bad signature"),
+                    SyncStoredResult(sequence: 3, outcome: .duplicate, envelopeID: "env-1", transactionID: "tx-1", envelopeSequence: 1),
+                ], nextAfter: 3), replyTo: 1)
         try roundTrip(TemplateListRequest(accessToken: "tok", searchText: "nda", nameMatch: .prefix, folder: "Legal", start: 20, count: 10))
         try roundTrip(TemplateListReply(templates: [summary], total: 1, nextStart: nil), replyTo: 1)
         try roundTrip(TemplateFetchRequest(accessToken: "tok", templateID: "t-1"))

@@ -32,14 +32,22 @@ import Testing
         let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
         #expect(summary?["passed"] as? Bool == false)
         #expect(summary?["completed"] as? Int == summary?["arrivals"] as? Int)
+        // The audit ran (on by default), found every completed ceremony's item and nothing wrong.
+        let audit = summary?["audit"] as? [String: Any]
+        #expect(audit?["itemsChecked"] as? Int == summary?["completed"] as? Int && audit?["passed"] as? Bool == true, "\(failing.output)")
+        let completed = summary?["completed"] as? Int ?? -1
+        #expect(failing.output.contains("audit PASS  2 devices, \(completed) items checked"), "\(failing.output)")
         for file in ["latency.hlog", "report.html"] { #expect(FileManager.default.fileExists(atPath: "\(out)/\(file)")) }
 
         let passing = try ChildProcess.launch(
             try binary(),
             ["load", "--stage", "1s:0-20", "--stage", "1s:20", "--devices", "2", "--out", out, "--threshold", "errors.rate < 50%",
-             "--drain-timeout", "90s", "--request-timeout", "30s"])
+             "--drain-timeout", "90s", "--request-timeout", "30s", "--no-audit"])
         #expect(try await passing.waitForExit(timeout: .seconds(240)) == 0, "\(passing.output)")
         #expect(passing.lines(.standardOutput).contains { $0.hasPrefix("seed ") })
+        #expect(!passing.output.contains("audit "), "--no-audit still audited:\n\(passing.output)")
+        let unaudited = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        #expect(unaudited?["audit"] == nil && unaudited?["passed"] as? Bool == true)
     }
 
     @Test func aCoordinatorThatDoesNotAnswerExitsWithTwo() async throws {

@@ -58,12 +58,22 @@ import ZeroMQ
         #expect(summary.corrected.max >= summary.steps["syncAck"]!.max)
         #expect(summary.thresholds.map(\.passed) == [true, true, false])
         #expect(!summary.passed)
+        // The end-of-run audit: every completed ceremony's item is on the coordinator, once, in order.
+        let audit = try #require(summary.audit)
+        #expect(audit.devicesAudited == 3 && audit.errors.isEmpty)
+        #expect(audit.itemsChecked == summary.completed && audit.acknowledged == summary.completed)
+        #expect(audit.counts.values.allSatisfy { $0 == 0 }, "\(audit.lines)")
+        #expect(audit.passed)
+        #expect(summary.text.contains("audit PASS  3 devices, 20 items checked"), "\(summary.text)")
 
         let out = directory + "/report"
         try LoadReportWriter.write(run, to: out, command: "test")
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
         #expect(json?["completed"] as? Int == 20)
         #expect(json?["seed"] as? UInt64 == seed)
+        let auditJSON = json?["audit"] as? [String: Any]
+        #expect(auditJSON?["itemsChecked"] as? Int == 20 && auditJSON?["passed"] as? Bool == true)
+        #expect((auditJSON?["counts"] as? [String: Int])?["lost"] == 0)
         let hlog = try String(contentsOfFile: out + "/latency.hlog", encoding: .utf8)
         #expect(hlog.contains("#[Histogram log format version 1.3]"))
         let logged = hlog.split(separator: "\n").filter { $0.hasPrefix("Tag=corrected,") }
@@ -76,6 +86,7 @@ import ZeroMQ
         let html = try String(contentsOfFile: out + "/report.html", encoding: .utf8)
         #expect(html.components(separatedBy: "<svg").count - 1 == 3)
         #expect(html.contains("Latency by percentile") && html.contains("uncorrected p99"))
+        #expect(html.contains("Integrity audit <span class=\"pass\">PASS</span>"))
         for external in ["src=", "href=", "<link", "@import", "url("] {
             #expect(!html.contains(external), "the report loads \(external) from outside")
         }
