@@ -28,6 +28,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let fresh = try CoordinatorStore(path: directory.appendingPathComponent("new.sqlite").path)
         #expect(try fresh.pageSizeSetting() == CoordinatorStore.pageSize)
+        // Checkpoints after the same WAL bytes as SQLite's default with 4 KB pages.
+        let checkpointPages = try fresh.database.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") }
+        #expect(checkpointPages == CoordinatorStore.autocheckpointPages)
         // A store made with 4 KB pages (an older version) opens and keeps them.
         let oldPath = directory.appendingPathComponent("old.sqlite").path
         try DatabaseQueue(path: oldPath).write { db in try db.execute(sql: "CREATE TABLE earlier (x)") }
