@@ -14,22 +14,9 @@ import ZeroMQ
     @Test func anEnvelopeRemovedFromTheCoordinatorAfterItsAckIsReportedLostAndFailsTheRun() async throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
         print("seed \(seed)")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("load-audit-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-
-        var logger = Logger(label: "load-audit")
-        logger.logLevel = .critical
-        let store = try CoordinatorStore(path: directory + "/coordinator.sqlite")
-        let services = CoordinatorServices(store: store)
-        _ = try await services.accounts.seedDemo()
-        var router = RequestRouter()
-        services.register(in: &router)
-        let context = try ZMQContext()
-        let loop = try ZMQIOLoop(context: context, label: "load-audit")
-        let server = FleetServer(configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
-        let endpoint = try await server.bind()
-        let serving = Task { try? await server.run() }
+        let coordinator = try await ServedCoordinator(label: "load-audit")
+        defer { coordinator.remove() }
+        let (directory, store, endpoint, loop, logger) = (coordinator.directory, coordinator.store, coordinator.endpoint, coordinator.loop, coordinator.logger)
 
         let prefix = "audit-\(UUID().uuidString.prefix(6).lowercased())"
         let base = SigningCeremonyWorkload(
@@ -48,10 +35,7 @@ import ZeroMQ
             profile: try .constant(rate: 10, duration: .seconds(1)), process: .uniform, devices: 2, seed: seed,
             thresholds: [try Threshold.parse("errors.count < 1", steps: base.steps)], drainTimeout: .seconds(120))
         let run = try await LoadRunner(configuration: configuration, workload: workload).run()
-        serving.cancel()
-        await serving.value
-        await loop.shutdown()
-        context.shutdown()
+        await coordinator.stop()
 
         let summary = run.summary
         #expect(summary.completed == 10 && summary.errorCount == 0, "\(summary.text)")
