@@ -173,6 +173,12 @@ final class DeviceStore: Sendable {
                 CREATE INDEX outbox_status ON outbox(status, sequence);
                 """)
         }
+        // Loading an envelope asks for its pending outbox item; without this index SQLite walked
+        // every pending item (outbox_status), so each load cost more the longer a device stayed
+        // offline (loadtests/NOTES.md, "Device side").
+        migrator.registerMigration("v2-outbox-envelope-index") { db in
+            try db.execute(sql: "CREATE INDEX outbox_envelope ON outbox(envelopeId, status)")
+        }
         return migrator
     }
 
@@ -222,6 +228,9 @@ final class DeviceStore: Sendable {
 
     // MARK: Rows
 
+    /// The sequence of an envelope's pending outbox item (served by the `outbox_envelope` index).
+    static let pendingSequenceOfEnvelopeSQL = "SELECT sequence FROM outbox WHERE envelopeId = ? AND status = 'pending'"
+
     static func loadEnvelope(_ db: Database, id: String) throws -> StoredEnvelope? {
         guard let row = try Row.fetchOne(db, sql: "SELECT body, signingMode, localState FROM envelopes WHERE envelopeId = ?", arguments: [id]) else {
             return nil
@@ -235,7 +244,7 @@ final class DeviceStore: Sendable {
         for index in envelope.documents.indices {
             envelope.documents[index].pdfBytes = bytes[envelope.documents[index].documentId] ?? Data()
         }
-        let sequence = try Int64.fetchOne(db, sql: "SELECT sequence FROM outbox WHERE envelopeId = ? AND status = 'pending'", arguments: [id])
+        let sequence = try Int64.fetchOne(db, sql: pendingSequenceOfEnvelopeSQL, arguments: [id])
         let mode = SigningMode(rawValue: row["signingMode"]) ?? .offline
         return StoredEnvelope(envelope: envelope, signingMode: mode, sequence: sequence.map { UInt64($0) })
     }

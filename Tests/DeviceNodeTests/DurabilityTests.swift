@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import DeviceNode
@@ -17,6 +18,23 @@ import Testing
         let node = try await DeviceNode.open(configuration: configuration, accountService: InMemoryAccountService(tokens: [:]))
         let store = await node.store
         #expect(try store.synchronousSetting() == (durability == .powerLoss ? 2 : 1))
+        try await node.close()
+    }
+
+    /// Loading an envelope looks its pending outbox item up by envelope id, not by walking every
+    /// pending item (which made each load slower the longer a device stayed offline).
+    @Test func anEnvelopesPendingOutboxItemIsFoundThroughItsIndex() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("device-index-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let configuration = DeviceConfiguration(storePath: directory.appendingPathComponent("device.sqlite").path)
+        let node = try await DeviceNode.open(configuration: configuration, accountService: InMemoryAccountService(tokens: [:]))
+        let store = await node.store
+        let plan = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + DeviceStore.pendingSequenceOfEnvelopeSQL, arguments: ["e-1"]).map { $0["detail"] as String }
+        }
+        #expect(plan.isEmpty == false)
+        #expect(plan.contains { $0.contains("outbox_envelope") }, "\(plan)")
         try await node.close()
     }
 }
