@@ -231,55 +231,58 @@ final class DeviceStore: Sendable {
     /// The sequence of an envelope's pending outbox item (served by the `outbox_envelope` index).
     static let pendingSequenceOfEnvelopeSQL = "SELECT sequence FROM outbox WHERE envelopeId = ? AND status = 'pending'"
 
+    // The statements below run for every envelope composed, signed or queued: cached, so each
+    // is compiled once per connection (compiling went through GRDB's authorizer every time).
+
     static func loadEnvelope(_ db: Database, id: String) throws -> StoredEnvelope? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT body, signingMode, localState FROM envelopes WHERE envelopeId = ?", arguments: [id]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT body, signingMode, localState FROM envelopes WHERE envelopeId = ?"), arguments: [id]) else {
             return nil
         }
         let body: Data = row["body"]
         var envelope = try MessagePackDecoder().decode(Envelope.self, from: body)
         if let state = EnvelopeLocalState(rawValue: row["localState"]) { envelope.localState = state }
-        let documents = try Row.fetchAll(db, sql: "SELECT documentId, bytes FROM documents WHERE envelopeId = ? ORDER BY position", arguments: [id])
+        let documents = try Row.fetchAll(db.cachedStatement(sql: "SELECT documentId, bytes FROM documents WHERE envelopeId = ? ORDER BY position"), arguments: [id])
         var bytes: [String: Data] = [:]
         for document in documents { bytes[document["documentId"]] = document["bytes"] }
         for index in envelope.documents.indices {
             envelope.documents[index].pdfBytes = bytes[envelope.documents[index].documentId] ?? Data()
         }
-        let sequence = try Int64.fetchOne(db, sql: pendingSequenceOfEnvelopeSQL, arguments: [id])
+        let sequence = try Int64.fetchOne(db.cachedStatement(sql: pendingSequenceOfEnvelopeSQL), arguments: [id])
         let mode = SigningMode(rawValue: row["signingMode"]) ?? .offline
         return StoredEnvelope(envelope: envelope, signingMode: mode, sequence: sequence.map { UInt64($0) })
     }
 
     static func insertEnvelope(_ db: Database, _ envelope: Envelope, mode: SigningMode, contentHash: Data, now: Double) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO envelopes (envelopeId, transactionId, localState, signingMode, templateId, contentHash, body, createdAt, updatedAt)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [envelope.envelopeId, envelope.transactionId, envelope.localState.rawValue, mode.rawValue,
+            """).execute(arguments: [envelope.envelopeId, envelope.transactionId, envelope.localState.rawValue, mode.rawValue,
                              envelope.templateId, contentHash, try encodeBody(envelope), now, now])
         for (position, document) in envelope.documents.enumerated() {
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 INSERT INTO documents (envelopeId, position, documentId, name, pageCount, sha256, bytes) VALUES (?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [envelope.envelopeId, position, document.documentId, document.name, document.pageCount,
+                """).execute(arguments: [envelope.envelopeId, position, document.documentId, document.name, document.pageCount,
                                  Data(SHA256.hash(data: document.pdfBytes)), document.pdfBytes])
         }
     }
 
     static func updateEnvelope(_ db: Database, _ envelope: Envelope, now: Double) throws {
-        try db.execute(sql: "UPDATE envelopes SET localState = ?, body = ?, updatedAt = ? WHERE envelopeId = ?",
-                       arguments: [envelope.localState.rawValue, try encodeBody(envelope), now, envelope.envelopeId])
+        try db.cachedStatement(sql: "UPDATE envelopes SET localState = ?, body = ?, updatedAt = ? WHERE envelopeId = ?")
+            .execute(arguments: [envelope.localState.rawValue, try encodeBody(envelope), now, envelope.envelopeId])
     }
 
     static func insertSignature(_ db: Database, _ signature: StoredSignature) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT OR REPLACE INTO signatures
                 (envelopeId, tabIndex, recipientId, documentId, fieldId, isoRecord, svg, binding, deviceSignature, signedAt)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [signature.envelopeId, signature.tabIndex, signature.recipientId, signature.documentId,
+            """).execute(arguments: [signature.envelopeId, signature.tabIndex, signature.recipientId, signature.documentId,
                              signature.fieldId, Data(signature.isoRecord), signature.svg, Data(signature.binding),
                              Data(signature.deviceSignature), signature.signedAt.timeIntervalSince1970])
     }
 
     static func loadSignatures(_ db: Database, envelopeId: String) throws -> [StoredSignature] {
-        try Row.fetchAll(db, sql: "SELECT * FROM signatures WHERE envelopeId = ? ORDER BY tabIndex", arguments: [envelopeId]).map { row in
+        try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM signatures WHERE envelopeId = ? ORDER BY tabIndex"), arguments: [envelopeId]).map { row in
             let iso: Data = row["isoRecord"]
             let binding: Data = row["binding"]
             let deviceSignature: Data = row["deviceSignature"]
@@ -295,9 +298,9 @@ final class DeviceStore: Sendable {
         _ db: Database, at: Double, envelopeId: String, transactionId: String, kind: JournalEntry.Kind, state: String,
         sequence: UInt64? = nil, detail: String? = nil
     ) throws {
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO journal (at, envelopeId, transactionId, kind, state, sequence, detail) VALUES (?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [at, envelopeId, transactionId, kind.rawValue, state, sequence.map { Int64($0) }, detail])
+            """).execute(arguments: [at, envelopeId, transactionId, kind.rawValue, state, sequence.map { Int64($0) }, detail])
     }
 
     /// Moves a cached envelope into the outbox: the next gapless sequence number, the canonical
@@ -306,16 +309,16 @@ final class DeviceStore: Sendable {
         try envelope.apply(.queueForSync, at: Date(timeIntervalSince1970: now))
         // Outbox rows are never deleted except never-pushed ones at the tail (forced logout), so
         // MAX + 1 is gapless and never reuses a number the server has seen.
-        let last = try Int64.fetchOne(db, sql: "SELECT MAX(sequence) FROM outbox") ?? 0
+        let last = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(sequence) FROM outbox")) ?? 0
         let sequence = UInt64(last + 1)
         let signatures = try Self.loadSignatures(db, envelopeId: envelope.envelopeId)
         let payload = try SyncPayload(envelope: envelope, documents: envelope.documents, signatures: signatures,
                                       deviceId: deviceId, sequence: sequence, signingMode: mode).canonicalBytes()
         let signature = try privateKey.signature(for: payload)
-        try db.execute(sql: """
+        try db.cachedStatement(sql: """
             INSERT INTO outbox (sequence, envelopeId, transactionId, payload, payloadSHA256, signature, createdAt)
             VALUES (?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [Int64(sequence), envelope.envelopeId, envelope.transactionId, Data(payload),
+            """).execute(arguments: [Int64(sequence), envelope.envelopeId, envelope.transactionId, Data(payload),
                              Data(SHA256.hash(data: payload)), signature, now])
         try Self.updateEnvelope(db, envelope, now: now)
         try Self.journal(db, at: now, envelopeId: envelope.envelopeId, transactionId: envelope.transactionId, kind: .queued,
