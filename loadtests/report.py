@@ -222,6 +222,49 @@ def fleet_section(out_dir):
     return out
 
 
+def load_section():
+    """`signfleet load`'s last kept summary (loadtests/results/load-summary.json, copied there
+    by `loadtests/run load` with load-summary.at holding the command and time)."""
+    path = os.path.join(RESULTS_DIR, "load-summary.json")
+    if not os.path.exists(path):
+        return ["## Signing ceremonies under load\n", "Not measured in this report: run `loadtests/run load`.", ""]
+    with open(path) as f:
+        summary = json.load(f)
+    at = ""
+    at_path = os.path.join(RESULTS_DIR, "load-summary.at")
+    if os.path.exists(at_path):
+        with open(at_path) as f:
+            at = f.read().strip()
+    out = ["## Signing ceremonies under load\n"]
+    out.append(
+        f"{at}: `signfleet load` against a coordinator it starts (release build): open-loop ceremonies (compose, capture, "
+        "sign + outbox commit, sync ack) from virtual devices, each with its own SQLite store, key and DEALER; latency from "
+        "each ceremony's intended start (corrected for coordinated omission) beside the uncorrected figure; then the "
+        "end-of-run audit of every device's outbox against the coordinator's records.\n")
+    out.append(
+        f"Seed {summary.get('seed')}, {summary.get('devices')} devices, offered {fmt(summary.get('offeredRate', 0))}/s "
+        f"for {fmt(summary.get('seconds', 0))} s: {summary.get('arrivals')} arrivals, {summary.get('completed')} completed, "
+        f"throughput {fmt(summary.get('throughput', 0))}/s, errors {summary.get('errorCount')}, dropped {summary.get('dropped')}, "
+        f"unfinished {summary.get('unfinished')}.\n")
+    out.append("| latency (ms) | p50 | p90 | p99 | p99.9 | max |")
+    out.append("|---|---|---|---|---|---|")
+    rows = [("ceremony, corrected", summary.get("corrected")), ("ceremony, uncorrected", summary.get("uncorrected"))]
+    steps = summary.get("steps") or {}
+    rows += [(name, steps.get(name)) for name in summary.get("stepOrder") or sorted(steps)]
+    for name, stats in rows:
+        if stats:
+            out.append(f"| {name} | {fmt(stats['p50'])} | {fmt(stats['p90'])} | {fmt(stats['p99'])} | {fmt(stats['p999'])} | {fmt(stats['max'])} |")
+    out.append("")
+    audit = summary.get("audit")
+    if audit:
+        counts = audit.get("counts", {})
+        verdict = "PASS" if audit.get("passed") else "**FAIL**"
+        out.append(
+            f"Audit {verdict}: {audit.get('devicesAudited')} devices, {audit.get('itemsChecked')} items checked "
+            f"({audit.get('acknowledged')} acknowledged): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".\n")
+    return out
+
+
 def main():
     figures_path, output_path, command = sys.argv[1], sys.argv[2], sys.argv[3].strip()
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -281,6 +324,7 @@ def main():
         out.append("")
 
     out += fleet_section(OUT_DIR)
+    out += load_section()
 
     out.append("## Every figure\n")
     for bench in benches:
