@@ -136,10 +136,11 @@ struct FleetCommand: AsyncParsableCommand {
 /// run directory written); a second one kills every child group at once and exits.
 /// At exit, whatever is still running is killed too.
 enum FleetSignals {
-    final class Installed: @unchecked Sendable {
-        let sources: [DispatchSourceSignal]
-        init(sources: [DispatchSourceSignal]) { self.sources = sources }
-        func cancel() { sources.forEach { $0.cancel() } }
+    /// The installed signal sources (not Sendable on Linux, so kept behind a Mutex).
+    final class Installed: Sendable {
+        private let sources: Mutex<[DispatchSourceSignal]>
+        init(sources: sending [DispatchSourceSignal]) { self.sources = Mutex(sources) }
+        func cancel() { sources.withLock { $0.forEach { $0.cancel() } } }
     }
 
     static func install(launcher: Launcher) -> Installed {
