@@ -61,7 +61,8 @@ private let transitions: [Status: [EventKind: Status]] = [
     .voided: [:],
 ]
 
-private func fleetError(_ body: () async throws -> Void) async -> FleetError? {
+/// The `FleetError` `body` throws, or nil (recording an issue when it throws something else).
+func fleetError(_ body: () async throws -> Void) async -> FleetError? {
     do {
         try await body()
         return nil

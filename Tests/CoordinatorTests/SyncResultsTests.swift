@@ -10,18 +10,6 @@ import ZeroMQ
 
 /// `sync.results`: a device reads back what the coordinator recorded for its items.
 @Suite struct SyncResultsTests {
-    private func fleetError(_ body: () async throws -> Void) async -> FleetError? {
-        do {
-            try await body()
-            return nil
-        } catch let error as FleetError {
-            return error
-        } catch {
-            Issue.record("expected a FleetError, got \(error)")
-            return nil
-        }
-    }
-
     @Test func aDevicePagesThroughItsOwnResultsOverZeroMQWithinTheBounds() async throws {
         let rig = try await SyncRig(envelopes: 5)
         _ = try await rig.engine.syncAll()
