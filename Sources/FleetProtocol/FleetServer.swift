@@ -60,7 +60,8 @@ public enum PeerEvent: Sendable, Hashable {
 /// ``FleetServerConfiguration/maxConcurrentRequests``), so one device's slow push does not
 /// hold up the others and concurrent pushes can share a commit; requests of one device are
 /// handled one after another in arrival order (``PeerQueues``), which is what a device relies
-/// on when it sends a request before the previous one was answered.
+/// on when it sends a request before the previous one was answered. `hello` and `heartbeat`,
+/// which the server answers itself, are answered as they arrive.
 ///
 /// ```swift
 /// let server = FleetServer(configuration: .init(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
@@ -149,10 +150,18 @@ public actor FleetServer {
                 for try await frames in socket.messages {
                     guard let peer = frames.first else { continue }
                     noteHeard(peer)
+                    let receivedAt = ContinuousClock.now
+                    guard let request = await accept(frames, from: peer, on: socket) else { continue }
+                    // `hello` and `heartbeat` are answered here, at once: the server answers them
+                    // itself, and a device's liveness must not wait behind its own slow push.
+                    if request.header.type == Hello.messageType || request.header.type == Heartbeat.messageType {
+                        await answer(request, peer: peer, receivedAt: receivedAt, on: socket)
+                        continue
+                    }
                     await waitForCapacity()
                     // A device with a request in progress gets this one queued behind it;
                     // otherwise a task starts handling the device's requests.
-                    if queues.enqueue(ReceivedRequest(frames: frames, receivedAt: .now), for: peer) {
+                    if queues.enqueue(ReceivedRequest(request: request, receivedAt: receivedAt), for: peer) {
                         group.addTask { await self.handleRequests(of: peer, on: socket) }
                     }
                 }
@@ -165,10 +174,32 @@ public actor FleetServer {
         }
     }
 
+    /// Decodes a message; answers an unreadable one with its typed error and drops a stray
+    /// reply (both return nil).
+    private func accept(_ frames: [[UInt8]], from peer: [UInt8], on socket: AsyncSocket) async -> InboundMessage? {
+        let request: InboundMessage
+        do {
+            request = try codec.decode(frames.dropFirst())
+        } catch {
+            logger.notice(
+                "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
+            metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
+            await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
+            return nil
+        }
+        if request.header.replyTo != nil {
+            // Devices do not answer server requests yet; a stray reply is dropped, not answered,
+            // so two peers can never ping-pong errors at each other.
+            logger.debug("ignored reply from device", metadata: ["type": "\(request.header.type)"])
+            return nil
+        }
+        return request
+    }
+
     /// Handles `peer`'s queued requests in order until its queue is empty.
     private func handleRequests(of peer: [UInt8], on socket: AsyncSocket) async {
         while let received = queues.next(for: peer) {
-            await handle(received, peer: peer, on: socket)
+            await answer(received.request, peer: peer, receivedAt: received.receivedAt, on: socket)
             queues.finished()
             if let waiter = capacityWaiter, queues.hasCapacity {
                 capacityWaiter = nil
@@ -194,24 +225,8 @@ public actor FleetServer {
         }
     }
 
-    private func handle(_ received: ReceivedRequest, peer: [UInt8], on socket: AsyncSocket) async {
-        let request: InboundMessage
-        do {
-            request = try codec.decode(received.frames.dropFirst())
-        } catch {
-            logger.notice(
-                "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
-            metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
-            await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
-            return
-        }
-        if request.header.replyTo != nil {
-            // Devices do not answer server requests yet; a stray reply is dropped, not answered,
-            // so two peers can never ping-pong errors at each other.
-            logger.debug("ignored reply from device", metadata: ["type": "\(request.header.type)"])
-            return
-        }
-        let context = RequestContext(peer: peer, header: request.header, receivedAt: received.receivedAt)
+    private func answer(_ request: InboundMessage, peer: [UInt8], receivedAt: ContinuousClock.Instant, on socket: AsyncSocket) async {
+        let context = RequestContext(peer: peer, header: request.header, receivedAt: receivedAt)
         let result: Result<EncodedReply, FleetError>
         switch request.header.type {
         case Hello.messageType: result = hello(request, context: context)

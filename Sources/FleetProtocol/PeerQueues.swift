@@ -1,7 +1,6 @@
 /// A message as the server's receive loop took it off the socket.
 struct ReceivedRequest: Sendable {
-    /// Routing id, then the message's frames.
-    var frames: [[UInt8]]
+    var request: InboundMessage
     var receivedAt: ContinuousClock.Instant
 }
 

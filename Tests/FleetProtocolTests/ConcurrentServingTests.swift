@@ -171,6 +171,32 @@ func gatedRouter(gate: Gate, log: CallLog, concurrency: PeerConcurrency = PeerCo
         await shutdown()
     }
 
+    /// A heartbeat is answered while the same device's earlier request is still in progress
+    /// (liveness never waits behind a slow push).
+    @Test func aDevicesHeartbeatIsAnsweredWhileItsEarlierRequestIsInProgress() async throws {
+        let gate = Gate()
+        let log = CallLog()
+        let server = try await startServer(router: gatedRouter(gate: gate, log: log))
+        let codec = WireCodec()
+        var options = SocketOptions()
+        options.routingID = Array("raw-hb".utf8)
+        let socket = try await loop.makeSocket(.dealer, options: options)
+        try await socket.connect(server.endpoint)
+        try await socket.send(
+            try codec.encode(UserInfoRequest(accessToken: "hold"), header: MessageHeader(type: UserInfoRequest.messageType, id: 1)))
+        _ = try await first(log.entries, within: .seconds(10), "the held request handled") { $0 == "raw-hb:hold" }
+        try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 2)))
+        let heartbeatReply = try await first(socket.messages, within: .seconds(10), "the heartbeat's reply") { _ in true }
+        let header = try MessagePackDecoder().decode(MessageHeader.self, from: heartbeatReply[0])
+        #expect(header.replyTo == 2 && header.type == HeartbeatReply.messageType)
+        gate.open()
+        let heldReply = try await first(socket.messages, within: .seconds(10), "the held request's reply") { _ in true }
+        #expect(try MessagePackDecoder().decode(MessageHeader.self, from: heldReply[0]).replyTo == 1)
+        await socket.close()
+        await server.stop()
+        await shutdown()
+    }
+
     /// With room for one request at a time, the next device's request waits in the socket and
     /// is served as soon as the first finishes (the receive loop is woken, not stuck).
     @Test func atCapacityTheNextRequestWaitsAndIsThenServed() async throws {
