@@ -13,7 +13,7 @@ build: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	SIGNFLEET_BIN=$(CURDIR)/$(BIN) $(SWIFT) test --skip-build --disable-xctest
+	SWIFT=$(SWIFT) SIGNFLEET_BIN=$(CURDIR)/$(BIN) scripts/test.sh
 
 demo: build
 	@scripts/demo.sh $(BIN)

@@ -111,12 +111,28 @@ final class FaultProxy: Sendable {
         if enabled { try await start() } else { await stop() }
     }
 
-    /// Moves the proxy to new addresses: a restart, as in Toxiproxy.
+    /// Moves the proxy to new addresses: as in Toxiproxy, its open connections are closed and new
+    /// ones go to the new addresses.
     func move(listen: HostPort?, upstream: HostPort?) async throws {
         let current = state.withLock { ($0.listen, $0.upstream) }
         let newListen = listen ?? current.0
         let newUpstream = upstream ?? current.1
         guard newListen != current.0 || newUpstream != current.1 else { return }
+        if newListen == current.0 {
+            // Only the upstream moves: the listener stays bound. Closing and rebinding it would
+            // leave the port free for a moment, and any outgoing connection on the machine may
+            // take a free port as its local one (then the rebind fails with EADDRINUSE).
+            let links = state.withLock { state in
+                state.upstream = newUpstream
+                defer { state.links = [:] }
+                return Array(state.links.values)
+            }
+            for link in links {
+                try? await link.eventLoop.submit { link.value.close(reset: false) }.get()
+            }
+            try await start()  // binds only when enabled and not listening (an earlier bind failed)
+            return
+        }
         await stop()
         state.withLock { state in
             state.listen = newListen

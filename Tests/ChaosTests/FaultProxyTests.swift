@@ -206,8 +206,15 @@ import Glibc
     @Test func movingTheUpstreamSendsNewConnectionsThere() async throws {
         let rig = try await ProxyRig()
         let other = try await TestUpstream(.replyAndClose)
+        // A connection open before the move, proven through by an echo.
+        let before = try await RawClient.connect(port: rig.port)
+        try before.send([1, 2])
+        #expect(await before.read(2).bytes == [1, 2])
+
         let moved = try await rig.server.update("p", ProxyUpdate(upstream: other.address))
         #expect(moved.upstream == other.address && moved.listen == rig.proxy.listen)
+        let (rest, ended) = await before.readToEnd()
+        #expect(rest.isEmpty && ended == .end, "the move closes the connections it had")
         let client = try await RawClient.connect(port: rig.port)
         try client.send([3])
         let (bytes, stop) = await client.readToEnd()

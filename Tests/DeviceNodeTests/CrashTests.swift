@@ -50,8 +50,10 @@ struct CrashTests {
 
         for run in 0..<kills {
             let child = try ChildProcess.launch(binary, [
-                "device-worker", "--store", directory.storePath, "--seed", "\(seed &+ UInt64(run) &* 1000)", "--count", "1000",
+                "device-worker", "--store", directory.storePath, "--seed", "\(seed &+ UInt64(run) &* 1000)", "--count", "1000000",
             ], name: "worker-\(run)")
+            // The count is never reached: the worker must still be running when the kill lands,
+            // even if this test process is held up for seconds by the rest of the suite.
             // The kill point: after 0-3 commits of this run, then 0-20 ms further into the next envelope.
             let commits = Int(random.next() % 4)
             if commits == 0 {

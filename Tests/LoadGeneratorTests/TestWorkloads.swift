@@ -48,7 +48,10 @@ final class RequestDevice: LoadDevice {
 }
 
 /// A real `FleetServer` whose `auth.token` handler answers at once, except that the request
-/// numbered `stallAt` holds the (serial) server for `stall`: every reply waits behind it.
+/// numbered `stallAt` stalls the whole server for `stall` (as a long pause would): it and every
+/// request that arrives before the stall ends are answered when it ends. (The server itself
+/// handles different devices' requests concurrently, so stalling one handler would hold only
+/// that device.)
 final class StallingServer: Sendable {
     let context: ZMQContext
     let loop: ZMQIOLoop
@@ -67,13 +70,16 @@ final class StallingServer: Sendable {
         var router = RequestRouter()
         let state = self.state
         router.on(AccessTokenRequest.self) { _, _ in
-            let stallNow = state.value.withLock { state -> Bool in
+            let stallEnds = state.value.withLock { state -> ContinuousClock.Instant? in
                 state.requests += 1
-                guard state.requests == stallAt else { return false }
-                state.stalledAt = .now
-                return true
+                if state.requests == stallAt {
+                    state.stalledAt = .now
+                    return .now + stall
+                }
+                guard let stalledAt = state.stalledAt, stalledAt + stall > .now else { return nil }
+                return stalledAt + stall
             }
-            if stallNow { try? await Task.sleep(for: stall) }
+            if let stallEnds { try? await Task.sleep(until: stallEnds, clock: .continuous) }
             return AccessTokenReply(accessToken: "token", expiresAt: Date(timeIntervalSinceNow: 3600))
         }
         let server = FleetServer(

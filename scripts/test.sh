@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the Swift Testing suite (after `swift build --build-tests`) and, when it
+# fails, repeats every failed test's issue lines at the very end: a CI log is
+# often read from its tail, and with 100 suites running in parallel the line
+# that says *why* a test failed can be far above the final summary.
+# The whole output is kept in .build/test-output.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+SWIFT=${SWIFT:-swift}
+LOG=.build/test-output.log
+mkdir -p .build
+
+export SIGNFLEET_BIN=${SIGNFLEET_BIN:-$PWD/.build/debug/signfleet}
+"$SWIFT" test --skip-build --disable-xctest "$@" 2>&1 | tee "$LOG"
+status=${PIPESTATUS[0]}
+
+if [ "$status" -ne 0 ]; then
+    echo
+    echo "==== swift test exited $status; what failed (whole output: $LOG) ===="
+    # Issue lines name the file:line and the reason; the ✘ lines name the test.
+    grep -E "✘|recorded an issue|^error:|Fatal error|unexpected signal" "$LOG" | grep -v "^✘ Test run with" | head -60
+    grep -E "^✘ Test run with" "$LOG" | tail -1
+fi
+exit "$status"
