@@ -27,6 +27,13 @@ public final class ChildProcess: Sendable {
         var continuation: CheckedContinuation<String?, Never>
     }
 
+    private struct LineAction {
+        var stream: Stream
+        var predicate: @Sendable (String) -> Bool
+        var remaining: Int
+        var action: @Sendable () -> Void
+    }
+
     private struct State {
         var lines: [Stream: [String]] = [.standardOutput: [], .standardError: []]
         var partial: [Stream: [UInt8]] = [.standardOutput: [], .standardError: []]
@@ -36,6 +43,7 @@ public final class ChildProcess: Sendable {
         var terminationStatus: Int32?
         var closedStreams = 0
         var lineWaiters: [UUID: LineWaiter] = [:]
+        var lineActions: [LineAction] = []
         var exitWaiters: [UUID: CheckedContinuation<Int32?, Never>] = [:]
     }
 
@@ -138,6 +146,25 @@ public final class ChildProcess: Sendable {
         return found
     }
 
+    /// Runs `action` as soon as `count` lines of `stream` in all satisfy `predicate` (at once
+    /// when they already have), on the thread that reads the child's output, not on the
+    /// cooperative pool. So a test can act on another process at a point in this child's
+    /// progress (kill a coordinator after the third sync, say) even while the test's own tasks
+    /// are held up by the rest of the suite; the child cannot run far ahead of the action.
+    /// `action` must be quick and must not wait on Swift concurrency.
+    public func onLines(
+        _ count: Int, in stream: Stream = .standardError, where predicate: @escaping @Sendable (String) -> Bool,
+        perform action: @escaping @Sendable () -> Void
+    ) {
+        let now: Bool = state.withLock { state in
+            let seen = (state.lines[stream] ?? []).filter(predicate).count
+            if seen >= count { return true }
+            state.lineActions.append(LineAction(stream: stream, predicate: predicate, remaining: count - seen, action: action))
+            return false
+        }
+        if now { action() }
+    }
+
     /// How many lines of `stream` satisfy `predicate` so far.
     public func count(in stream: Stream = .standardError, where predicate: (String) -> Bool) -> Int {
         lines(stream).filter(predicate).count
@@ -213,6 +240,7 @@ public final class ChildProcess: Sendable {
         guard !data.isEmpty else { return }
         var ready: [CheckedContinuation<String?, Never>] = []
         var readyLines: [String] = []
+        var actions: [@Sendable () -> Void] = []
         state.withLock { state in
             var buffer = state.partial[stream] ?? []
             buffer.append(contentsOf: data)
@@ -230,9 +258,18 @@ public final class ChildProcess: Sendable {
                         readyLines.append(line)
                     }
                 }
+                state.lineActions = state.lineActions.compactMap { pending in
+                    guard pending.stream == stream, pending.predicate(line) else { return pending }
+                    var pending = pending
+                    pending.remaining -= 1
+                    if pending.remaining > 0 { return pending }
+                    actions.append(pending.action)
+                    return nil
+                }
             }
             state.partial[stream] = buffer
         }
+        for action in actions { action() }
         for (continuation, line) in zip(ready, readyLines) { continuation.resume(returning: line) }
     }
 

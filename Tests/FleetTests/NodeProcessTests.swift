@@ -141,8 +141,10 @@ import Testing
         let first = try ChildProcess.launch(try Self.binary(), ["node", "--plan", planPath], name: "node-1")
         defer { Task { await first.terminate() } }
         let killAt = Int(2 + Self.seed % 6)
+        // Killed from the output thread as the line is printed: at that point of its progress
+        // however late this test's own task runs.
+        first.onLines(1, in: .standardOutput, where: { (Self.stats($0)?.synced ?? 0) >= killAt }) { first.signal(SIGKILL) }
         try await first.waitForLine(in: .standardOutput, timeout: .seconds(60)) { (Self.stats($0)?.synced ?? 0) >= killAt }
-        first.signal(SIGKILL)
         _ = try await first.waitForExit(timeout: .seconds(30))
         let before = try HistoryReader.read(path: plan.historyFile).events
 

@@ -31,8 +31,10 @@ import Testing
             ], name: "node")
         defer { Task { await node.terminate() } }
 
+        // The kill lands as the third sync is printed (from the output thread), so the node
+        // still has envelopes to sync however late this test's own task runs.
+        node.onLines(3, where: { $0.contains("] synced") }) { first.signal(SIGKILL) }
         try await node.waitForLines(3, timeout: .seconds(60)) { $0.contains("] synced") }
-        first.signal(SIGKILL)
         _ = try await first.waitForExit(timeout: .seconds(30))
         try await node.waitForLines(2, timeout: .seconds(60)) { $0.contains("sync deferred") }
 
