@@ -60,7 +60,8 @@ public enum ConnectionEvent: Sendable, Hashable {
 /// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
 /// or a request times out (Lazy Pirate) it closes the socket and opens a new
 /// one after an exponential back-off. `request(_:)` sends a typed request and
-/// waits for its reply, resending it with the same request id on timeout;
+/// waits for its reply, resending it with the same request id on timeout and
+/// on every new connection (a reply sent to a closing socket is lost);
 /// requests are idempotent, so a resend is always safe.
 ///
 /// ```swift
@@ -90,6 +91,12 @@ public actor FleetClient {
     private var socket: AsyncSocket?
     private var socketWaiters: [CheckedContinuation<Void, Never>] = []
     private var pending: [UInt64: ReplySlot] = [:]
+    /// Requests sent and not yet answered, with the connection they were last sent on. A new
+    /// connection resends the older ones: a reply sent while the old socket was closing is lost,
+    /// and a request with one attempt would otherwise wait out its whole timeout.
+    private var unanswered: [UInt64: (frames: [[UInt8]], connection: UInt64)] = [:]
+    /// Counts the connections `run()` has opened.
+    private var connection: UInt64 = 0
     private var nextRequestID: UInt64
     private var liveness: PeerLiveness
     private var backoff: Backoff
@@ -117,6 +124,7 @@ public actor FleetClient {
         while !Task.isCancelled {
             if let socket = await openSocket() {
                 self.socket = socket
+                connection &+= 1
                 resumeSocketWaiters()
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await self.receive(from: socket) }
@@ -172,6 +180,7 @@ public actor FleetClient {
             backoff.reset()
             logger.info("connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)"])
             eventsContinuation.yield(.connected(serverInstance: reply.serverInstance))
+            await resendUnanswered(on: socket)
         } catch {
             logger.notice("hello failed", metadata: ["error": "\(error)"])
             return
@@ -190,6 +199,25 @@ public actor FleetClient {
             }
             if lastSent.duration(to: now) >= liveness.interval {
                 await sendHeartbeat(on: socket)
+            }
+        }
+    }
+
+    /// Resends, on the connection just established, every request still waiting for its reply
+    /// that was sent on an earlier one (same request id: requests are idempotent, and a reply
+    /// that comes twice is taken once).
+    private func resendUnanswered(on socket: AsyncSocket) async {
+        let current = connection
+        let stale = unanswered.filter { $0.value.connection != current }.sorted { $0.key < $1.key }
+        guard !stale.isEmpty else { return }
+        logger.info("resending unanswered requests", metadata: ["count": "\(stale.count)"])
+        for (id, entry) in stale {
+            unanswered[id]?.connection = current
+            do {
+                try await socket.send(entry.frames)
+            } catch {
+                logger.notice("resend failed", metadata: ["error": "\(error)"])
+                return
             }
         }
     }
@@ -303,7 +331,11 @@ public actor FleetClient {
         let frames = try codec.encode(request, header: MessageHeader(type: Request.messageType, id: id))
         // The slot exists before the send, so a fast reply is never missed.
         if pending[id] == nil { pending[id] = .waiting(nil) }
-        defer { pending[id] = nil }
+        unanswered[id] = (frames, connection)
+        defer {
+            pending[id] = nil
+            unanswered[id] = nil
+        }
         lastSent = .now
         try await socket.send(frames)
         return try await withThrowingTaskGroup(of: InboundMessage.self) { group in

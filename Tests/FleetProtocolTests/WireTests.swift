@@ -204,6 +204,54 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
+    /// A server that takes a request, then falls silent (heartbeats unanswered) until the client
+    /// replaces its connection: the client resends the unanswered request on the new connection,
+    /// with the same id, instead of waiting out its one attempt's whole timeout.
+    @Test func anUnansweredRequestIsResentWhenTheConnectionIsReplaced() async throws {
+        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let serving = Task { () throws -> (tokenRequests: [UInt64], hellos: Int) in
+            var tokenRequests: [UInt64] = []
+            var hellos = 0
+            func reply<Body: FleetMessageBody>(_ body: Body, to peer: [UInt8], _ request: InboundMessage) async throws {
+                let frames = try codec.encode(body, header: MessageHeader(type: Body.messageType, id: UInt64(100 + hellos), replyTo: request.header.id))
+                try await router.send([peer] + frames)
+            }
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                switch message.header.type {
+                case Hello.messageType:
+                    hellos += 1
+                    try await reply(
+                        HelloReply(server: "raw", heartbeatIntervalMs: 100, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "raw-\(hellos)"),
+                        to: frames[0], message)
+                case AccessTokenRequest.messageType:
+                    tokenRequests.append(message.header.id)
+                    if tokenRequests.count == 2 {
+                        try await reply(AccessTokenReply(accessToken: "late", expiresAt: Date(timeIntervalSinceNow: 60)), to: frames[0], message)
+                        return (tokenRequests, hellos)
+                    }
+                default:
+                    break  // heartbeats go unanswered: the client declares this server lost
+                }
+            }
+            return (tokenRequests, hellos)
+        }
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(20), attempts: 1)
+        let connection = Task { await client.run() }
+        // Without the resend this waits the whole 20 s and fails with a timeout.
+        let reply = try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s"))
+        #expect(reply.accessToken == "late")
+        let seen = try await serving.value
+        #expect(seen.tokenRequests.count == 2 && Set(seen.tokenRequests).count == 1, "resent with the same id: \(seen.tokenRequests)")
+        #expect(seen.hellos >= 2, "the second copy came on a new connection")
+        connection.cancel()
+        await connection.value
+        await router.close()
+        await shutdown()
+    }
+
     @Test func serverReportsADeviceLostWhenItFallsSilent() async throws {
         let server = try await RunningServer(loop: loop)
         let client = makeClient(server.endpoint, loop: loop, device: "quiet")
