@@ -314,7 +314,8 @@ struct PayloadFastDecodingTests {
             switch (fast, codable) {
             case (.success(let a), .success(let b)):
                 counts["value", default: 0] += 1
-                #expect(a == b, "values differ (seed \(seed), round \(round))")
+                // A mutated float can be NaN, which is not == itself: then compare the encodings.
+                #expect(a == b || (try? a.canonicalBytes()) == (try? b.canonicalBytes()), "values differ (seed \(seed), round \(round))")
             case (.failure(let a as MessagePackError), .failure(_ as MessagePackError)):
                 counts[a.code.description, default: 0] += 1
             case (let a, let b):
