@@ -10,8 +10,7 @@ import MessagePack
 // (keys in any order, unknown keys skipped,
 // the first of duplicate keys, optionals absent or nil, every other key required).
 // Encoding stays Codable, so the canonical (signed) bytes do not change.
-// Tests/DeviceNodeTests/SyncPayloadFastDecodingTests.swift and PayloadFastDecodingTests.swift
-// compare both paths.
+// Tests/DeviceNodeTests/PayloadFastDecodingTests.swift compares both paths.
 
 extension SyncPayload: MessagePackReadable {
     public init(from reader: inout MessagePackReader) throws {
