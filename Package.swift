@@ -60,7 +60,7 @@ let package = Package(
             name: "SignatureCapture",
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
         ),
-        .target(name: "Envelopes"),
+        .target(name: "Envelopes", dependencies: ["MessagePack"]),
         .target(
             name: "DeviceNode",
             dependencies: [
@@ -163,7 +163,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
-        .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting"]),
+        .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting", "MessagePack"]),
         .testTarget(
             name: "LoadGeneratorTests",
             dependencies: [

@@ -2,24 +2,35 @@ import Envelopes
 import Foundation
 import MessagePack
 
-// Codable-free decoding of the sync payload (docs/messagepack.md, "Fast path"): the coordinator
-// decodes one per ingested envelope, and the Codable path was about 9% of its CPU per item
-// (loadtests/NOTES.md). Encoding stays Codable: the canonical bytes are `MessagePackEncoder`'s.
-//
-// Each reader accepts what the synthesized `Decodable` conformance accepts: keys in any order,
-// unknown keys skipped, the first of duplicate keys, optionals absent or nil. The Envelopes types
-// are read through private wrappers (Envelopes does not depend on MessagePack).
-// Tests/DeviceNodeTests/SyncPayloadFastDecodingTests.swift compares both paths.
+// Codable-free decoding of the sync payload (docs/messagepack.md, "Fast path"): the
+// coordinator decodes one per ingested item (`SyncPayload(canonicalBytes:)`), and the
+// Codable path was about 9% of its CPU per item (loadtests/NOTES.md). The Envelopes types it
+// embeds read themselves (Sources/Envelopes/Model+FastDecoding.swift). Each conformance
+// reads exactly what the synthesized `Decodable` conformance reads
+// (keys in any order, unknown keys skipped,
+// the first of duplicate keys, optionals absent or nil, every other key required).
+// Encoding stays Codable, so the canonical (signed) bytes do not change.
+// Tests/DeviceNodeTests/PayloadFastDecodingTests.swift compares both paths.
 
 extension SyncPayload: MessagePackReadable {
     public init(from reader: inout MessagePackReader) throws {
-        var format: String?, deviceId: String?, sequence: UInt64?, envelopeId: String?, transactionId: String?
+        var format: String?
+        var deviceId: String?
+        var sequence: UInt64?
+        var envelopeId: String?
+        var transactionId: String?
         var templateId: String?, seenTemplateId = false
-        var signingMode: String?, name: String?, emailSubject: String?, emailMessage: String?
+        var signingMode: String?
+        var name: String?
+        var emailSubject: String?
+        var emailMessage: String?
         var createdAtNanos: Int64?
         var completedLocallyAtNanos: Int64?, seenCompleted = false
-        var documents: [PayloadDocument]?, recipients: [PayloadRecipient]?, tabs: [Tab]?
-        var customFields: CustomFields?, signatures: [PayloadSignature]?
+        var documents: [PayloadDocument]?
+        var recipients: [PayloadRecipient]?
+        var tabs: [Tab]?
+        var customFields: CustomFields?
+        var signatures: [PayloadSignature]?
         for _ in 0..<(try reader.readMapHeader()) {
             switch try reader.readKey() {
             case "format" where format == nil: format = try reader.readString()
@@ -40,8 +51,8 @@ extension SyncPayload: MessagePackReadable {
                 if try !reader.readNil() { completedLocallyAtNanos = try reader.readInt64() }
             case "documents" where documents == nil: documents = try reader.readArray(of: PayloadDocument.self)
             case "recipients" where recipients == nil: recipients = try reader.readArray(of: PayloadRecipient.self)
-            case "tabs" where tabs == nil: tabs = try reader.readArray(of: FastTab.self).map(\.tab)
-            case "customFields" where customFields == nil: customFields = try reader.read(FastCustomFields.self).fields
+            case "tabs" where tabs == nil: tabs = try reader.readArray(of: Tab.self)
+            case "customFields" where customFields == nil: customFields = try reader.read(CustomFields.self)
             case "signatures" where signatures == nil: signatures = try reader.readArray(of: PayloadSignature.self)
             default: try reader.skipValue()
             }
@@ -71,7 +82,11 @@ extension SyncPayload: MessagePackReadable {
 
 extension PayloadDocument: MessagePackReadable {
     public init(from reader: inout MessagePackReader) throws {
-        var documentId: String?, name: String?, pageCount: Int?, sha256: [UInt8]?, pdf: Data?
+        var documentId: String?
+        var name: String?
+        var pageCount: Int?
+        var sha256: [UInt8]?
+        var pdf: Data?
         for _ in 0..<(try reader.readMapHeader()) {
             switch try reader.readKey() {
             case "documentId" where documentId == nil: documentId = try reader.readString()
@@ -93,27 +108,42 @@ extension PayloadDocument: MessagePackReadable {
 
 extension PayloadRecipient: MessagePackReadable {
     public init(from reader: inout MessagePackReader) throws {
-        var recipientId: String?, type: String?, name: String?, routingOrder: Int?, status: String?
-        var optionals: [String: String?] = [:]
+        var recipientId: String?
+        var type: String?
+        var name: String?
+        var email: String?, seenEmail = false
+        var routingOrder: Int?
+        var clientUserId: String?, seenClientUserId = false
+        var hostName: String?, seenHostName = false
+        var hostEmail: String?, seenHostEmail = false
+        var status: String?
         var statusChangedAtNanos: Int64?, seenStatusChanged = false
+        var declineReason: String?, seenDeclineReason = false
         for _ in 0..<(try reader.readMapHeader()) {
-            let key = try reader.readKey()
-            switch key {
+            switch try reader.readKey() {
             case "recipientId" where recipientId == nil: recipientId = try reader.readString()
             case "type" where type == nil: type = try reader.readString()
             case "name" where name == nil: name = try reader.readString()
+            case "email" where !seenEmail:
+                seenEmail = true
+                if try !reader.readNil() { email = try reader.readString() }
             case "routingOrder" where routingOrder == nil: routingOrder = try reader.readInt()
+            case "clientUserId" where !seenClientUserId:
+                seenClientUserId = true
+                if try !reader.readNil() { clientUserId = try reader.readString() }
+            case "hostName" where !seenHostName:
+                seenHostName = true
+                if try !reader.readNil() { hostName = try reader.readString() }
+            case "hostEmail" where !seenHostEmail:
+                seenHostEmail = true
+                if try !reader.readNil() { hostEmail = try reader.readString() }
             case "status" where status == nil: status = try reader.readString()
-            case "email", "clientUserId", "hostName", "hostEmail", "declineReason":
-                let name = key.description
-                guard optionals.index(forKey: name) == nil else {
-                    try reader.skipValue()
-                    continue
-                }
-                optionals[name] = .some(try reader.readNil() ? nil : try reader.readString())
             case "statusChangedAtNanos" where !seenStatusChanged:
                 seenStatusChanged = true
                 if try !reader.readNil() { statusChangedAtNanos = try reader.readInt64() }
+            case "declineReason" where !seenDeclineReason:
+                seenDeclineReason = true
+                if try !reader.readNil() { declineReason = try reader.readString() }
             default: try reader.skipValue()
             }
         }
@@ -123,17 +153,21 @@ extension PayloadRecipient: MessagePackReadable {
         guard let routingOrder else { throw reader.missingKey("routingOrder") }
         guard let status else { throw reader.missingKey("status") }
         self.init(
-            recipientId: recipientId, type: type, name: name, email: optionals["email"] ?? nil, routingOrder: routingOrder,
-            clientUserId: optionals["clientUserId"] ?? nil, hostName: optionals["hostName"] ?? nil,
-            hostEmail: optionals["hostEmail"] ?? nil, status: status, statusChangedAtNanos: statusChangedAtNanos,
-            declineReason: optionals["declineReason"] ?? nil)
+            recipientId: recipientId, type: type, name: name, email: email, routingOrder: routingOrder,
+            clientUserId: clientUserId, hostName: hostName, hostEmail: hostEmail, status: status,
+            statusChangedAtNanos: statusChangedAtNanos, declineReason: declineReason)
     }
 }
 
 extension PayloadSignature: MessagePackReadable {
     public init(from reader: inout MessagePackReader) throws {
-        var tabIndex: Int?, recipientId: String?, documentId: String?, fieldId: String?
-        var isoRecord: [UInt8]?, binding: [UInt8]?, bindingSignature: [UInt8]?
+        var tabIndex: Int?
+        var recipientId: String?
+        var documentId: String?
+        var fieldId: String?
+        var isoRecord: [UInt8]?
+        var binding: [UInt8]?
+        var bindingSignature: [UInt8]?
         for _ in 0..<(try reader.readMapHeader()) {
             switch try reader.readKey() {
             case "tabIndex" where tabIndex == nil: tabIndex = try reader.readInt()
@@ -154,152 +188,8 @@ extension PayloadSignature: MessagePackReadable {
         guard let binding else { throw reader.missingKey("binding") }
         guard let bindingSignature else { throw reader.missingKey("bindingSignature") }
         self.init(
-            tabIndex: tabIndex, recipientId: recipientId, documentId: documentId, fieldId: fieldId, isoRecord: isoRecord,
-            binding: binding, bindingSignature: bindingSignature)
-    }
-}
-
-/// Reads an Envelopes `Tab` (its synthesized Codable keys).
-private struct FastTab: MessagePackReadable {
-    let tab: Tab
-
-    init(from reader: inout MessagePackReader) throws {
-        var type: TabType?, documentId: String?, recipientId: String?, pageNumber: Int?, frame: TabFrame?
-        var scale: Double?, locked: Bool?, optional: Bool?, selected: Bool?
-        var optionals: [String: String?] = [:]
-        for _ in 0..<(try reader.readMapHeader()) {
-            let key = try reader.readKey()
-            switch key {
-            case "type" where type == nil:
-                let raw = try reader.readString()
-                guard let value = TabType(rawValue: raw) else { throw reader.invalidValue("unknown tab type \"\(raw)\"") }
-                type = value
-            case "documentId" where documentId == nil: documentId = try reader.readString()
-            case "recipientId" where recipientId == nil: recipientId = try reader.readString()
-            case "pageNumber" where pageNumber == nil: pageNumber = try reader.readInt()
-            case "frame" where frame == nil: frame = try reader.read(FastTabFrame.self).frame
-            case "scale" where scale == nil: scale = try reader.readDouble()
-            case "locked" where locked == nil: locked = try reader.readBool()
-            case "optional" where optional == nil: optional = try reader.readBool()
-            case "selected" where selected == nil: selected = try reader.readBool()
-            case "tabId", "label", "name", "value", "groupName":
-                let name = key.description
-                guard optionals.index(forKey: name) == nil else {
-                    try reader.skipValue()
-                    continue
-                }
-                optionals[name] = .some(try reader.readNil() ? nil : try reader.readString())
-            default: try reader.skipValue()
-            }
-        }
-        guard let type else { throw reader.missingKey("type") }
-        guard let documentId else { throw reader.missingKey("documentId") }
-        guard let recipientId else { throw reader.missingKey("recipientId") }
-        guard let pageNumber else { throw reader.missingKey("pageNumber") }
-        guard let frame else { throw reader.missingKey("frame") }
-        guard let scale else { throw reader.missingKey("scale") }
-        guard let locked else { throw reader.missingKey("locked") }
-        guard let optional else { throw reader.missingKey("optional") }
-        guard let selected else { throw reader.missingKey("selected") }
-        tab = Tab(
-            type: type, tabId: optionals["tabId"] ?? nil, documentId: documentId, recipientId: recipientId,
-            pageNumber: pageNumber, frame: frame, label: optionals["label"] ?? nil, name: optionals["name"] ?? nil,
-            value: optionals["value"] ?? nil, groupName: optionals["groupName"] ?? nil, scale: scale, locked: locked,
-            optional: optional, selected: selected)
-    }
-}
-
-private struct FastTabFrame: MessagePackReadable {
-    let frame: TabFrame
-
-    init(from reader: inout MessagePackReader) throws {
-        var x: Double?, y: Double?, width: Double?, height: Double?
-        for _ in 0..<(try reader.readMapHeader()) {
-            switch try reader.readKey() {
-            case "x" where x == nil: x = try reader.readDouble()
-            case "y" where y == nil: y = try reader.readDouble()
-            case "width" where width == nil: width = try reader.readDouble()
-            case "height" where height == nil: height = try reader.readDouble()
-            default: try reader.skipValue()
-            }
-        }
-        guard let x else { throw reader.missingKey("x") }
-        guard let y else { throw reader.missingKey("y") }
-        guard let width else { throw reader.missingKey("width") }
-        guard let height else { throw reader.missingKey("height") }
-        frame = TabFrame(x: x, y: y, width: width, height: height)
-    }
-}
-
-private struct FastCustomFields: MessagePackReadable {
-    let fields: CustomFields
-
-    init(from reader: inout MessagePackReader) throws {
-        var text: [TextCustomField]?, list: [ListCustomField]?
-        for _ in 0..<(try reader.readMapHeader()) {
-            switch try reader.readKey() {
-            case "text" where text == nil: text = try reader.readArray(of: FastTextField.self).map(\.field)
-            case "list" where list == nil: list = try reader.readArray(of: FastListField.self).map(\.field)
-            default: try reader.skipValue()
-            }
-        }
-        guard let text else { throw reader.missingKey("text") }
-        guard let list else { throw reader.missingKey("list") }
-        fields = CustomFields(text: text, list: list)
-    }
-}
-
-private struct FastTextField: MessagePackReadable {
-    let field: TextCustomField
-
-    init(from reader: inout MessagePackReader) throws {
-        var name: String?, value: String?, required: Bool?, show: Bool?
-        for _ in 0..<(try reader.readMapHeader()) {
-            switch try reader.readKey() {
-            case "name" where name == nil: name = try reader.readString()
-            case "value" where value == nil: value = try reader.readString()
-            case "required" where required == nil: required = try reader.readBool()
-            case "show" where show == nil: show = try reader.readBool()
-            default: try reader.skipValue()
-            }
-        }
-        guard let name else { throw reader.missingKey("name") }
-        guard let value else { throw reader.missingKey("value") }
-        guard let required else { throw reader.missingKey("required") }
-        guard let show else { throw reader.missingKey("show") }
-        field = TextCustomField(name: name, value: value, required: required, show: show)
-    }
-}
-
-private struct FastListField: MessagePackReadable {
-    let field: ListCustomField
-
-    init(from reader: inout MessagePackReader) throws {
-        var name: String?, value: String?, items: [String]?, required: Bool?, show: Bool?
-        for _ in 0..<(try reader.readMapHeader()) {
-            switch try reader.readKey() {
-            case "name" where name == nil: name = try reader.readString()
-            case "value" where value == nil: value = try reader.readString()
-            case "items" where items == nil: items = try reader.readArray(of: FastString.self).map(\.value)
-            case "required" where required == nil: required = try reader.readBool()
-            case "show" where show == nil: show = try reader.readBool()
-            default: try reader.skipValue()
-            }
-        }
-        guard let name else { throw reader.missingKey("name") }
-        guard let value else { throw reader.missingKey("value") }
-        guard let items else { throw reader.missingKey("items") }
-        guard let required else { throw reader.missingKey("required") }
-        guard let show else { throw reader.missingKey("show") }
-        field = ListCustomField(name: name, value: value, items: items, required: required, show: show)
-    }
-}
-
-private struct FastString: MessagePackReadable {
-    let value: String
-
-    init(from reader: inout MessagePackReader) throws {
-        value = try reader.readString()
+            tabIndex: tabIndex, recipientId: recipientId, documentId: documentId, fieldId: fieldId,
+            isoRecord: isoRecord, binding: binding, bindingSignature: bindingSignature)
     }
 }
 
