@@ -319,8 +319,9 @@ public final class Launcher: Sendable {
     }
 
     /// A proxy process that crashed and was restarted by the supervisor has lost its
-    /// proxies: create them again on the same ports (the nodes keep their endpoints).
-    /// Toxics and partitions active at the crash are gone with it.
+    /// proxies: create them again on the same ports (the nodes keep their endpoints), then
+    /// apply again the toxics and partitions that were active at the crash, so the scenario's
+    /// faults last as scheduled (their stops still come on time).
     func reviveProxiesIfRestarted() async {
         guard configuration.scenario.proxy else { return }
         let (known, listeners) = mutable.withLock { ($0.proxyStarts, $0.proxyListeners) }
@@ -338,8 +339,37 @@ public final class Launcher: Sendable {
                 message("warning: recreating the proxy of \(name) on \(listen): \(error)")
             }
         }
-        record(.info, .restart, details: ["process": "proxy", "proxies": "\(listeners.count)"])
+        // `ok`, not `info`: the outcome is known (the checker resolves `info` events against the stores).
+        record(.ok, .restart, details: ["process": "proxy", "proxies": "\(listeners.count)"])
         message("the fault proxy restarted; its \(listeners.count) proxies are back on their ports")
+        await reapplyActiveProxyFaults()
+    }
+
+    /// Applies again (as the start events they were) the toxics and partitions still active.
+    func reapplyActiveProxyFaults() async {
+        let active = Set(mutable.withLock { $0.active.keys })
+        let starts = configuration.plan.faults.filter { event in
+            guard event.phase == .start, active.contains(event.id) else { return false }
+            switch event.fault {
+            case .toxic, .partition: return true
+            default: return false
+            }
+        }
+        for event in starts {
+            let op = Self.operation(for: event.fault, isStart: true, healing: false)
+            let details = [
+                "fault": event.fault.label, "id": event.id, "targets": event.targets.joined(separator: ","), "phase": "reapplied",
+            ]
+            record(.invoke, op, details: details)
+            let failures = await perform(event)
+            if failures.isEmpty {
+                record(.ok, op, details: details)
+                message("\(event.label): applied again after the proxy restart")
+            } else {
+                record(.fail, op, error: failures.joined(separator: "; "), details: details)
+                message("warning: \(event.label) could not be applied again after the proxy restart: \(failures.joined(separator: "; "))")
+            }
+        }
     }
 
     func takeSample(at time: Double, phase: String) {

@@ -271,6 +271,41 @@ import Glibc
         shortScenario.replacingOccurrences(of: "duration: 14s", with: "duration: 5m")
     }
 
+    /// The fault proxy is killed while a toxic is active: the supervisor restarts it, the
+    /// launcher creates its proxies again on their ports and applies the toxic again, and the
+    /// toxic's scheduled stop still removes it.
+    @Test(.timeLimit(.minutes(2))) func aCrashedProxyComesBackWithTheToxicThatWasActive() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-proxy-crash")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/proxy-crash.yaml"
+        let faults = try #require(Self.shortScenario.range(of: "\nfaults:\n")).upperBound
+        let text = String(Self.shortScenario[..<faults]).replacingOccurrences(of: "duration: 14s", with: "duration: 12s")
+            + "  - {at: 1s, for: 9s, toxic: {type: latency, stream: downstream, latency: 50, jitter: 10}, fraction: 1}\n"
+        try text.write(toFile: scenario, atomically: true, encoding: .utf8)
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--seed", "77", "--runs", directory + "/runs"], name: "fleet")
+        defer { Task { await launcher.terminate() } }
+        _ = try await Self.waitForChildren(in: directory + "/runs", launcher: launcher)
+        _ = try await launcher.waitForLine(in: .standardError, timeout: .seconds(30)) { $0.contains("faults: toxic latency") }
+        let pids = try String(contentsOfFile: directory + "/runs/latest/pids", encoding: .utf8).split(separator: "\n")
+        let proxy = try #require(pids.last { $0.hasPrefix("proxy ") }.flatMap { Int32($0.split(separator: " ")[1]) })
+        kill(proxy, SIGKILL)
+        _ = try await launcher.waitForLine(in: .standardError, timeout: .seconds(30)) { $0.contains("applied again after the proxy restart") }
+
+        #expect(try await launcher.waitForExit(timeout: .seconds(90)) == 0, "\(launcher.output)")
+        let run = directory + "/runs/latest"
+        #expect(try Self.json(run + "/summary.json")["verdict"] as? String == "valid")
+        let history = try Self.lines(run + "/history/launcher.jsonl")
+        let details = { (event: [String: Any]) in event["details"] as? [String: String] ?? [:] }
+        let reapplied = history.filter { details($0)["phase"] == "reapplied" }
+        #expect(reapplied.map { $0["type"] as? String } == ["invoke", "ok"], "\(reapplied)")
+        #expect(reapplied.allSatisfy { $0["op"] as? String == "toxic" && details($0)["targets"] == "node-a-1,node-a-2" }, "\(reapplied)")
+        // The scheduled stop came after, and removed it from the restarted proxy without error.
+        let stop = try #require(history.last { $0["op"] as? String == "heal" && details($0)["phase"] == "stop" })
+        #expect(stop["type"] as? String == "ok", "\(stop)")
+        #expect((stop["time"] as? Double ?? 0) > (reapplied.last?["time"] as? Double ?? .infinity))
+    }
+
     @Test(.timeLimit(.minutes(2))) func noProcessOutlivesALauncherKilledWithSIGKILL() async throws {
         let binary = try signfleetBinary()
         let directory = try Self.temporaryDirectory("fleet-orphans")
