@@ -1,4 +1,5 @@
 import Envelopes
+import FleetProtocol
 import Foundation
 
 /// One envelope's embedded remote signers still to sign by captive signing on the device that
@@ -25,6 +26,10 @@ struct CaptiveWork: Sendable, Hashable {
     var presented = 0
     /// Ceremonies of the current signer that ended in an error (a timeout, a dropped request).
     var errors = 0
+    /// Found in the store after a restart, synced before it: which signers are still to sign is
+    /// asked of the coordinator (`envelope.get`) before the first is presented, since the killed
+    /// process may have completed some ceremonies without recording them.
+    var restored = false
     /// Errors tolerated per signer before the envelope's remaining signers are given up.
     static let maxErrors = 5
 
@@ -39,6 +44,18 @@ struct CaptiveWork: Sendable, Hashable {
         self.signers = embedded.compactMap { recipient in
             recipient.clientUserId.map { Signer(recipientId: recipient.recipientId, clientUserId: $0) }
         }
+    }
+
+    /// Keeps the signers the coordinator's copy of the envelope still needs; nil when nothing is
+    /// left to sign (the envelope is no longer `sent` or `delivered`: completed, declined or voided).
+    func remaining(on server: EnvelopeQueryReply) -> CaptiveWork? {
+        guard server.status == "sent" || server.status == "delivered" else { return nil }
+        let done = Set(server.recipients.filter { $0.status == "signed" || $0.status == "completed" }.map(\.recipientID))
+        var work = self
+        work.signers.removeAll { done.contains($0.recipientId) }
+        work.presented += signers.count - work.signers.count
+        work.restored = false
+        return work.signers.isEmpty ? nil : work
     }
 
     /// The client user id of remote signer `n` (1, 2, …) of transaction `transaction`.

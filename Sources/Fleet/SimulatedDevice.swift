@@ -27,6 +27,8 @@ import ZeroMQ
 /// again; the outbox is synced as before. The connectivity timeline is a function of the seed and
 /// the time since the run's start, so it carries on too. Arrival times restart from the restart
 /// (the device was down in between); counters for the `stats` line count from the process's start.
+/// Captive ceremonies still owed to envelopes synced before the restart are queued again, each
+/// checked against the coordinator's copy first (``CaptiveWork/restored``).
 public actor SimulatedDevice {
     public let configuration: SimulatedDeviceConfiguration
     private let loop: ZMQIOLoop
@@ -284,6 +286,25 @@ public actor SimulatedDevice {
             else { continue }
             awaitingSync[work.transaction] = work
         }
+        // Envelopes synced before the restart whose embedded signers may not all have signed:
+        // the queue of ceremonies was in memory, so it is rebuilt, and checked against the
+        // coordinator before each envelope's first ceremony (`CaptiveWork.restored`).
+        for item in outbox where item.status == .synced {
+            guard let server = item.receipt?.serverEnvelopeId, let number = number(item.envelope.transactionId) else { continue }
+            // The store keeps only the receipt of a synced envelope, so its embedded signers come
+            // from its decision. One whose decision drew a template is skipped: a template has no
+            // embedded signers, and a fallback to builders (no cached template then) is not told
+            // apart after a restart.
+            let decision = behaviour.decision(for: number)
+            guard !decision.fromTemplate, decision.embeddedCount > 0,
+                var work = CaptiveWork(
+                    envelope: try Self.builderEnvelope(decision, transaction: item.envelope.transactionId, hostEmail: configuration.email),
+                    localId: item.envelope.localId, number: number)
+            else { continue }
+            work.serverEnvelope = server
+            work.restored = true
+            captiveQueue.append(work)
+        }
         let pending = pendingItems.count
         counters.addPending(pending)
         if composed > 0 {
@@ -408,6 +429,19 @@ public actor SimulatedDevice {
         nextArrivalAt = at
     }
 
+    /// The envelope a decision composes from builders: its in-person and remote signers, the
+    /// embedded ones (with a client user id) first among the remote ones, since a signer by email
+    /// (who never signs in the simulation) would otherwise block their turn. The same decision
+    /// gives the same recipients, which is how a restarted device finds its embedded signers.
+    static func builderEnvelope(_ decision: EnvelopeDecision, transaction: String, hostEmail: String) throws -> Envelope {
+        let embedded = (0..<decision.remoteSigners).map { index in
+            index < decision.embeddedCount ? CaptiveWork.clientUserId(transaction: transaction, remote: index + 1) : nil
+        }
+        return try SampleEnvelope.inPerson(
+            signers: decision.inPersonSigners, remoteSigners: decision.remoteSigners, transactionId: transaction,
+            hostEmail: hostEmail, remoteClientUserIds: embedded)
+    }
+
     private func arrive(_ node: DeviceNode) async throws {
         let base = nextArrivalAt ?? now
         let number = composed + 1
@@ -444,14 +478,7 @@ public actor SimulatedDevice {
                     fromTemplate: template.template.templateId, TemplateComposition(roles: roles), mode: .offline,
                     transactionId: transaction)
             } else {
-                // Embedded remote signers route first among the remote ones: a signer by email
-                // (who never signs in the simulation) would otherwise block their turn.
-                let embedded = (0..<decision.remoteSigners).map { index in
-                    index < decision.embeddedCount ? CaptiveWork.clientUserId(transaction: transaction, remote: index + 1) : nil
-                }
-                let envelope = try SampleEnvelope.inPerson(
-                    signers: decision.inPersonSigners, remoteSigners: decision.remoteSigners, transactionId: transaction,
-                    hostEmail: user?.email ?? configuration.email, remoteClientUserIds: embedded)
+                let envelope = try Self.builderEnvelope(decision, transaction: transaction, hostEmail: user?.email ?? configuration.email)
                 envelopeId = try await node.compose(envelope, mode: .offline)
             }
         } catch is CancellationError {
@@ -557,6 +584,29 @@ public actor SimulatedDevice {
         guard let link, !captiveQueue.isEmpty else { return }
         var work = captiveQueue.removeFirst()
         guard let server = work.serverEnvelope, !work.signers.isEmpty else { return }
+        if work.restored {
+            guard let token else {
+                captiveQueue.append(work)
+                return
+            }
+            do {
+                let reply = try await link.client.request(EnvelopeQuery(accessToken: token, envelopeID: server))
+                guard let remaining = work.remaining(on: reply) else { return }  // nothing left to sign
+                work = remaining
+                logger.info(
+                    "captive signing resumed after a restart",
+                    metadata: ["transaction": "\(work.transaction)", "signers": "\(work.signers.count)"])
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                // Asked again later, like a ceremony's error (and given up after as many).
+                work.errors += 1
+                captiveRetryAt = now + backoff(after: work.errors)
+                if work.errors < CaptiveWork.maxErrors { captiveQueue.append(work) }
+                logger.notice("cannot check a restored envelope's signers", metadata: ["transaction": "\(work.transaction)", "error": "\(error)"])
+                return
+            }
+        }
         let signer = work.signers.removeFirst()
         let decision = behaviour.decision(for: work.number)
         let person = CaptiveSigner(

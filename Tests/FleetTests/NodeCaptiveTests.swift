@@ -27,15 +27,7 @@ import Testing
         let planPath = directory + "/plan.json"
         try NodeProcessTests.write(plan, to: planPath)
 
-        // What each envelope should get: its embedded remote signers, from the same pure model.
-        var expected: [String: (embedded: Int, remote: Int)] = [:]
-        for device in plan.devices {
-            let model = BehaviourModel(behaviour: behaviour, pens: plan.pens, seed: device.seed)
-            for number in 1...4 {
-                let decision = model.decision(for: number)
-                expected["\(device.id)-\(number)"] = (decision.embeddedCount, decision.remoteSigners)
-            }
-        }
+        let expected = Self.expectedSigners(plan: plan, behaviour: behaviour)
         let embeddedTotal = expected.values.map(\.embedded).reduce(0, +)
         try #require(embeddedTotal > 0, "seed \(seed) drew no embedded remote signer")
 
@@ -49,6 +41,75 @@ import Testing
 
         let events = try HistoryReader.read(path: plan.historyFile).events.filter { $0.op == .captive }
         #expect(!events.contains { $0.type == .fail || $0.type == .info }, "\(events.filter { $0.type != .ok && $0.type != .invoke })")
+        try Self.expectEverySignerSigned(expected, events: events, store: store)
+    }
+
+    /// Envelopes synced before their node was killed, their ceremonies not yet done (the first
+    /// coordinator has no HTTP listener, so every ceremony fails): the restarted node rebuilds
+    /// the ceremonies from its store, asks the coordinator which signers are still to sign, and
+    /// has each embedded signer sign exactly once.
+    @Test(.timeLimit(.minutes(2))) func ceremoniesOwedBeforeAKillAreRunAfterTheRestart() async throws {
+        let seed = NodeProcessTests.seed
+        print("node-captive-restart seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
+        let directory = try NodeProcessTests.temporaryDirectory("node-captive-restart")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = directory + "/coordinator.sqlite"
+        let (first, endpoint) = try await NodeProcessTests.coordinator(store: store, extra: ["--http", "off"])
+        defer { Task { await first.terminate() } }
+        let behaviour = Behaviour(
+            envelopesPerMinute: 600, templateFraction: 0, inPersonSigners: IntRange(0, 1), remoteSigners: IntRange(1, 2),
+            embeddedFraction: 0.7, signingDuration: ClosedSpan(0.01, 0.05), cancelRate: 0, declineRate: 0, sync: .whenOnline,
+            maxEnvelopes: 4)
+        var plan = NodeProcessTests.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour)
+        plan.requestTimeout = 2
+        let planPath = directory + "/plan.json"
+        try NodeProcessTests.write(plan, to: planPath)
+        let expected = Self.expectedSigners(plan: plan, behaviour: behaviour)
+        let embeddedTotal = expected.values.map(\.embedded).reduce(0, +)
+        try #require(embeddedTotal > 0, "seed \(seed) drew no embedded remote signer")
+
+        // First run: everything syncs, no ceremony can complete; killed once all 8 are synced.
+        let killed = try ChildProcess.launch(try NodeProcessTests.binary(), ["node", "--plan", planPath], name: "node-1")
+        defer { Task { await killed.terminate() } }
+        let allSynced: @Sendable (String) -> Bool = { (NodeProcessTests.stats($0)?.synced ?? 0) >= 8 }
+        killed.onLines(1, in: .standardOutput, where: allSynced) { killed.signal(SIGKILL) }
+        try await killed.waitForLine(in: .standardOutput, timeout: .seconds(60), where: allSynced)
+        _ = try await killed.waitForExit(timeout: .seconds(30))
+        #expect(killed.lines(.standardOutput).compactMap(NodeProcessTests.stats).allSatisfy { $0.captive == 0 })
+        await first.terminate()
+
+        // The coordinator again, on the same endpoint and store, now with its signing pages.
+        let (second, _) = try await NodeProcessTests.coordinator(store: store, bind: endpoint)
+        defer { Task { await second.terminate() } }
+        let restarted = try ChildProcess.launch(try NodeProcessTests.binary(), ["node", "--plan", planPath], name: "node-2")
+        defer { Task { await restarted.terminate() } }
+        try await restarted.waitForLine(in: .standardOutput, timeout: .seconds(60)) { NodeProcessTests.stats($0)?.captive == embeddedTotal }
+        restarted.signal(SIGUSR1)
+        #expect(try await restarted.waitForExit(timeout: .seconds(30)) == 0, "\(restarted.output)")
+
+        let events = try HistoryReader.read(path: plan.historyFile).events.filter { $0.op == .captive }
+        #expect(!events.contains { $0.type == .fail }, "\(events.filter { $0.type == .fail })")
+        try Self.expectEverySignerSigned(expected, events: events, store: store)
+    }
+
+    /// What each envelope of the plan should get: its embedded and all its remote signers, from the same pure model.
+    static func expectedSigners(plan: NodePlan, behaviour: Behaviour) -> [String: (embedded: Int, remote: Int)] {
+        var expected: [String: (embedded: Int, remote: Int)] = [:]
+        for device in plan.devices {
+            let model = BehaviourModel(behaviour: behaviour, pens: plan.pens, seed: device.seed)
+            for number in 1...(behaviour.maxEnvelopes ?? 0) {
+                let decision = model.decision(for: number)
+                expected["\(device.id)-\(number)"] = (decision.embeddedCount, decision.remoteSigners)
+            }
+        }
+        return expected
+    }
+
+    /// Each embedded signer has one `ok captive`, in routing order, and the coordinator's store
+    /// has them signed, the next remote signer current and routing respected.
+    static func expectEverySignerSigned(
+        _ expected: [String: (embedded: Int, remote: Int)], events: [HistoryEvent], store: String
+    ) throws {
         let snapshot = try ServerSnapshot.read(path: store, store: "coordinator")
         for (transaction, want) in expected.sorted(by: { $0.key < $1.key }) {
             let oks = events.filter { $0.type == .ok && $0.transaction == transaction }

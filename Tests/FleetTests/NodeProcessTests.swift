@@ -38,9 +38,9 @@ import Testing
         try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
     }
 
-    static func coordinator(store: String) async throws -> (ChildProcess, String) {
+    static func coordinator(store: String, bind: String = "tcp://127.0.0.1:*", extra: [String] = []) async throws -> (ChildProcess, String) {
         let child = try ChildProcess.launch(
-            try binary(), ["coordinator", "--bind", "tcp://127.0.0.1:*", "--heartbeat-ms", "200", "--store", store, "--seed-demo"],
+            try binary(), ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--store", store, "--seed-demo"] + extra,
             name: "coordinator")
         let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
         return (child, String(line.dropFirst("listening ".count)))
