@@ -79,10 +79,12 @@ func withLoop<T: Sendable>(
     let context = try ZMQContext()
     let loop = try ZMQIOLoop(context: context, label: "zmq-test")
     let result: Result<T, Error>
-    do { result = .success(try await withDeadline(.seconds(30), "test body") { try await body(context, loop) }) }
+    // A generous deadline: it is there to end a hang, and a test sharing two cores with the
+    // whole suite (or a pinned, starved run) may legitimately take tens of seconds.
+    do { result = .success(try await withDeadline(.seconds(120), "test body") { try await body(context, loop) }) }
     catch { result = .failure(error) }
-    try await withDeadline(.seconds(10), "I/O loop shutdown") { await loop.shutdown() }
-    try await withDeadline(.seconds(10), "context termination") { await onOwnThread { context.shutdown() } }
+    try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
+    try await withDeadline(.seconds(30), "context termination") { await onOwnThread { context.shutdown() } }
     let statistics = loop.statistics
     #expect(statistics.socketsOpened == statistics.socketsClosed, "every socket closed exactly once")
     return try result.get()

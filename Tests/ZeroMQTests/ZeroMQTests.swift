@@ -237,7 +237,7 @@ struct ZeroMQTests {
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "zmq-late-jobs")
         await loop.shutdown()
-        let value = try await withDeadline(.seconds(5), "a task preferring a stopped loop") {
+        let value = try await withDeadline(.seconds(30), "a task preferring a stopped loop") {
             await Task(executorPreference: loop) { () -> Int in
                 await Task.yield()
                 return 42
@@ -371,8 +371,12 @@ struct ZeroMQTests {
             senderOptions.sendHighWaterMark = 8
             let sender = try await loop.makeSocket(.dealer, options: senderOptions)
             try await sender.connect(endpoint)
-            let count = 3000
-            let payload = [UInt8](repeating: 1, count: 16 * 1024)  // more in flight than the kernel buffers hold
+            // 600 × 16 KB: more than the receive limit, the high-water marks and the loopback
+            // kernel buffers hold together, so the receiver pauses and resumes many times. (Each
+            // message hops from the I/O thread to the cooperative pool, which the rest of the
+            // suite keeps busy: 3,000 of them took 20–47 s there, 0.1 s alone.)
+            let count = 600
+            let payload = [UInt8](repeating: 1, count: 16 * 1024)
             let producer = Task {
                 for index in 0..<count { try await sender.send([bytes("\(index)"), payload]) }
             }
@@ -430,19 +434,19 @@ struct ZeroMQTests {
             }
         }
         // The connected DEALER queues up to its HWM in libzmq, then its sends wait.
-        try await withDeadline(.seconds(10), "the first sends") {
+        try await withDeadline(.seconds(30), "the first sends") {
             for await sent in progress where sent >= 2 { return }
         }
 
-        try await withDeadline(.seconds(5), "I/O loop shutdown") { await loop.shutdown() }
-        let sent = try await withDeadline(.seconds(5), "pending sends failing") {
+        try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
+        let sent = try await withDeadline(.seconds(30), "pending sends failing") {
             var counts: [Int] = []
             for producer in producers { counts.append(await producer.value) }
             return counts
         }
         #expect(sent[0] >= 2 && sent[0] < 100)
         #expect(sent[1] == 3, "the send window bounds sends nobody waited for")
-        try await withDeadline(.seconds(5), "context termination") { await onOwnThread { context.shutdown() } }
+        try await withDeadline(.seconds(30), "context termination") { await onOwnThread { context.shutdown() } }
         await connected.close()  // after shutdown: a no-op, not a second zmq_close
         let statistics = loop.statistics
         #expect(statistics.socketsOpened == 4)
@@ -460,11 +464,11 @@ struct ZeroMQTests {
         let dealer = try await loop.makeSocket(.dealer)
         let waiting = Task { try await dealer.receive() }
         // zmq_ctx_term waits for the sockets; the loop sees ETERM and closes them.
-        try await withDeadline(.seconds(5), "context termination with open sockets") {
+        try await withDeadline(.seconds(30), "context termination with open sockets") {
             await onOwnThread { context.shutdown() }
         }
-        #expect(try await withDeadline(.seconds(5)) { try await waiting.value } == nil)
-        try await withDeadline(.seconds(5), "I/O loop shutdown") { await loop.shutdown() }
+        #expect(try await withDeadline(.seconds(30)) { try await waiting.value } == nil)
+        try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
         #expect(loop.statistics.socketsClosed == 2)
     }
 }
