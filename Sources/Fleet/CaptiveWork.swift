@@ -49,8 +49,9 @@ struct CaptiveWork: Sendable, Hashable {
     /// Keeps the signers the coordinator's copy of the envelope still needs; nil when nothing is
     /// left to sign (the envelope is no longer `sent` or `delivered`: completed, declined or voided).
     func remaining(on server: EnvelopeQueryReply) -> CaptiveWork? {
-        guard server.status == "sent" || server.status == "delivered" else { return nil }
-        let done = Set(server.recipients.filter { $0.status == "signed" || $0.status == "completed" }.map(\.recipientID))
+        let status = EnvelopeStatus(rawValue: server.status)
+        guard status == .sent || status == .delivered else { return nil }
+        let done = Set(server.recipients.filter { RecipientStatus(rawValue: $0.status)?.isDone == true }.map(\.recipientID))
         var work = self
         work.signers.removeAll { done.contains($0.recipientId) }
         work.presented += signers.count - work.signers.count

@@ -16,10 +16,7 @@ import Testing
         let store = directory + "/coordinator.sqlite"
         let (coordinator, endpoint) = try await NodeProcessTests.coordinator(store: store)
         defer { Task { await coordinator.terminate() } }
-        let behaviour = Behaviour(
-            envelopesPerMinute: 600, templateFraction: 0, inPersonSigners: IntRange(0, 1), remoteSigners: IntRange(1, 2),
-            embeddedFraction: 0.7, signingDuration: ClosedSpan(0.01, 0.05), cancelRate: 0, declineRate: 0, sync: .whenOnline,
-            maxEnvelopes: 4)
+        let behaviour = Self.behaviour
         var plan = NodeProcessTests.plan(
             directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour,
             connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.3), startOffline: 0.5))
@@ -56,10 +53,7 @@ import Testing
         let store = directory + "/coordinator.sqlite"
         let (first, endpoint) = try await NodeProcessTests.coordinator(store: store, extra: ["--http", "off"])
         defer { Task { await first.terminate() } }
-        let behaviour = Behaviour(
-            envelopesPerMinute: 600, templateFraction: 0, inPersonSigners: IntRange(0, 1), remoteSigners: IntRange(1, 2),
-            embeddedFraction: 0.7, signingDuration: ClosedSpan(0.01, 0.05), cancelRate: 0, declineRate: 0, sync: .whenOnline,
-            maxEnvelopes: 4)
+        let behaviour = Self.behaviour
         var plan = NodeProcessTests.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour)
         plan.requestTimeout = 2
         let planPath = directory + "/plan.json"
@@ -91,6 +85,12 @@ import Testing
         #expect(!events.contains { $0.type == .fail }, "\(events.filter { $0.type == .fail })")
         try Self.expectEverySignerSigned(expected, events: events, store: store)
     }
+
+    /// Four builder envelopes per device, with one or two remote signers each, most of them embedded.
+    static let behaviour = Behaviour(
+        envelopesPerMinute: 600, templateFraction: 0, inPersonSigners: IntRange(0, 1), remoteSigners: IntRange(1, 2),
+        embeddedFraction: 0.7, signingDuration: ClosedSpan(0.01, 0.05), cancelRate: 0, declineRate: 0, sync: .whenOnline,
+        maxEnvelopes: 4)
 
     /// What each envelope of the plan should get: its embedded and all its remote signers, from the same pure model.
     static func expectedSigners(plan: NodePlan, behaviour: Behaviour) -> [String: (embedded: Int, remote: Int)] {
