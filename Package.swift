@@ -141,7 +141,7 @@ let package = Package(
         ),
 
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting"]),
         .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),

@@ -224,9 +224,8 @@ import Glibc
     }
 
     @Test func unreachableUpstreamClosesTheClient() async throws {
-        let upstream = try await TestUpstream()
-        let address = upstream.address
-        await upstream.close()
+        let refusing = try RefusingPort()
+        let address = refusing.address
         var logger = Logger(label: "chaos-tests")
         logger.logLevel = .critical
         let server = FaultProxyServer(seed: 1, logger: logger)
@@ -236,5 +235,6 @@ import Glibc
         let (bytes, stop) = await client.readToEnd()
         #expect(bytes.isEmpty && stop == .end)
         await server.shutdown()
+        withExtendedLifetime(refusing) {}
     }
 }
