@@ -143,7 +143,9 @@ let package = Package(
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting"]),
-        .testTarget(name: "SignatureCaptureTests", dependencies: ["SignatureCapture"]),
+        .testTarget(
+            name: "SignatureCaptureTests",
+            dependencies: ["SignatureCapture", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
         .testTarget(
             name: "CoordinatorTests",

@@ -156,6 +156,11 @@ public final class CoordinatorStore: Sendable {
         migrator.registerMigration("v5-captive-signing") { db in
             try CaptiveSigningStore.migrate(db)
         }
+        migrator.registerMigration("v6-payload-digest") { db in
+            // The SHA-256 of each handled item's payload: a resend of a used sequence number is a
+            // duplicate only with the same payload (docs/sync.md, "Duplicates and conflicts").
+            try db.alter(table: "syncResult") { t in t.add(column: "payloadSHA256", .blob) }
+        }
         return migrator
     }
 }
@@ -238,4 +243,11 @@ struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var envelopeID: String?
     var reason: String?
     var recordedAt: Date
+    /// SHA-256 of the payload handled (nil in rows from before migration v6).
+    var payloadSHA256: Data?
+}
+
+extension Data {
+    /// The first bytes in hex, for messages.
+    var hexPrefix: String { prefix(8).map { String(format: "%02x", $0) }.joined() }
 }

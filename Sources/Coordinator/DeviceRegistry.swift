@@ -2,6 +2,7 @@ import Crypto
 import FleetProtocol
 import Foundation
 import GRDB
+import SignatureCapture
 
 /// An enrolled device: its account and its Ed25519 public key.
 public struct EnrolledDevice: Sendable, Hashable {
@@ -45,9 +46,8 @@ public struct DeviceRegistry: Sendable {
         guard (1...255).contains(request.deviceID.utf8.count) else {
             throw FleetError(.invalidRequest, "a device id is 1 to 255 bytes")
         }
-        guard request.publicKey.count == 32, (try? Curve25519.Signing.PublicKey(rawRepresentation: request.publicKey)) != nil
-        else {
-            throw FleetError(.invalidRequest, "publicKey must be a raw 32-byte Ed25519 public key, got \(request.publicKey.count) bytes")
+        if case .failure(let problem) = StrictEd25519.publicKey(request.publicKey) {
+            throw FleetError(.invalidRequest, "publicKey is refused: \(problem) (docs/protocol.md, \"Strict Ed25519\")")
         }
         let now = now()
         let record = try await store.database.write { db -> DeviceRecord in

@@ -6,7 +6,7 @@ import Metrics
 ///
 /// | name | kind | dimensions |
 /// |---|---|---|
-/// | `signfleet_sync_items_total` | counter | `outcome`: `applied`, `duplicate`, `rejected`, or `gap` (items not reached because an earlier sequence is missing) |
+/// | `signfleet_sync_items_total` | counter | `outcome`: `applied`, `duplicate`, `rejected`, `conflict`, `bad_signature`, or `gap` (items not reached because an earlier sequence is missing) |
 /// | `signfleet_sync_ingest_duration_seconds` | timer (a Prometheus histogram) | — (one observation per push, verification and transaction included) |
 public struct SyncIngestMetrics: Sendable {
     /// Label of the per-outcome item counter.
@@ -17,6 +17,8 @@ public struct SyncIngestMetrics: Sendable {
     let applied: Counter
     let duplicate: Counter
     let rejected: Counter
+    let conflict: Counter
+    let badSignature: Counter
     let gap: Counter
     let duration: Metrics.Timer
 
@@ -28,6 +30,8 @@ public struct SyncIngestMetrics: Sendable {
         applied = items(SyncItemResult.Outcome.applied.rawValue)
         duplicate = items(SyncItemResult.Outcome.duplicate.rawValue)
         rejected = items(SyncItemResult.Outcome.rejected.rawValue)
+        conflict = items(SyncItemResult.Outcome.conflict.rawValue)
+        badSignature = items(SyncItemResult.Outcome.badSignature.rawValue)
         gap = items("gap")
         duration = Metrics.Timer(label: Self.durationLabel, factory: factory)
     }
@@ -39,6 +43,8 @@ public struct SyncIngestMetrics: Sendable {
             case .applied: applied.increment()
             case .duplicate: duplicate.increment()
             case .rejected: rejected.increment()
+            case .conflict: conflict.increment()
+            case .badSignature: badSignature.increment()
             }
         }
         if ack.status == .gap {

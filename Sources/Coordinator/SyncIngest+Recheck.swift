@@ -2,6 +2,7 @@ import Crypto
 import DeviceNode
 import FleetProtocol
 import Foundation
+import SignatureCapture
 
 extension SyncIngest {
     /// Verifies a stored envelope again with exactly the ingest's rules (payload signature,
@@ -17,7 +18,7 @@ extension SyncIngest {
             lastAppliedSequence: 0)
         let item = SyncItem(sequence: sequence, transactionID: transactionID, payload: payload, signature: signature)
         return verify(
-            item, device: device, key: try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey),
+            item, device: device, key: try? StrictEd25519.publicKey(publicKey).get(),
             verification: .everySignature
         ).mapError { RecheckFailure(reason: $0.reason) }
     }

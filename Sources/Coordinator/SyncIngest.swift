@@ -11,9 +11,14 @@ import SignatureCapture
 ///
 /// Each push runs in a write transaction (its own savepoint) that walks the items in order
 /// against the device's last applied sequence, stored in the same transaction as the effects:
-/// - `seq <= last`: a duplicate, answered with the result stored the first time;
-/// - `seq == last + 1`: verified and applied, or recorded as rejected with its reason;
-///   either way `last` advances, so one bad item never blocks a device;
+/// - `seq <= last`: a duplicate, answered with the result stored the first time, when the
+///   payload's SHA-256 is the one stored; a different payload is a `conflict` (nothing changes,
+///   the walk stops);
+/// - `seq == last + 1`: when the payload signature does not verify with the device's enrolled
+///   key, `bad_signature`: stored nowhere, `last` stays, the walk stops (a forged item must not
+///   use up the device's sequence number). Otherwise applied, or, when the device signed
+///   something invalid, recorded as rejected with its reason; either way `last` advances, so
+///   one bad item of the device's never blocks its later ones;
 /// - `seq > last + 1`: the walk stops and the answer is `gap`, expecting `last + 1`.
 ///
 /// Verification (Ed25519 signatures, document hashes, bindings) needs no database state
@@ -77,12 +82,15 @@ public struct SyncIngest: Sendable {
         guard push.items.count <= maxItemsPerPush else {
             throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
         }
+        if let item = push.items.first(where: { !Self.sequenceRange.contains($0.sequence) }) {
+            throw FleetError(.invalidRequest, "item sequence \(item.sequence) is out of range: sequences start at 1 and are at most 2^63 - 1")
+        }
         guard account.offlineSigning else {
             throw FleetError(
                 .featureDisabled,
                 "account \"\(account.name)\" does not have offline signing; envelopes signed offline cannot be accepted")
         }
-        let key = try? Curve25519.Signing.PublicKey(rawRepresentation: device.publicKey)
+        let key = try? StrictEd25519.publicKey(device.publicKey).get()
         let verdicts = await Self.verifyAll(
             push.items, device: device, key: key, appliedThrough: device.lastAppliedSequence, verification: verification)
         let recordedAt = now()
@@ -136,9 +144,15 @@ public struct SyncIngest: Sendable {
         var last = UInt64(max(0, stored))
         var results: [SyncItemResult] = []
         var gapExpected: UInt64?
+        var refused = false
         for (item, verdict) in zip(push.items, verdicts) {
             if item.sequence <= last {
-                results.append(try Self.storedResult(db, device: device.id, sequence: item.sequence))
+                let result = try Self.storedResult(db, device: device.id, sequence: item.sequence, payload: item.payload)
+                results.append(result)
+                if result.outcome == .conflict {
+                    refused = true
+                    break
+                }
                 continue
             }
             guard item.sequence == last + 1 else {
@@ -147,10 +161,21 @@ public struct SyncIngest: Sendable {
             }
             // Items above the `last` read before verification always have a verdict.
             let checked = verdict ?? Self.verify(item, device: device, key: key, verification: verification)
+            if case .failure(let rejection) = checked, !rejection.signedByDevice {
+                results.append(SyncItemResult(sequence: item.sequence, outcome: .badSignature, reason: rejection.reason))
+                refused = true
+                break
+            }
             let result = try Self.applyNext(db, item: item, verdict: checked, device: device, recordedAt: recordedAt)
             try db.cachedStatement(
-                sql: "INSERT INTO syncResult (deviceID, sequence, outcome, envelopeID, reason, recordedAt) VALUES (?, ?, ?, ?, ?, ?)"
-            ).execute(arguments: [device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at])
+                sql: """
+                    INSERT INTO syncResult (deviceID, sequence, outcome, envelopeID, reason, recordedAt, payloadSHA256)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """
+            ).execute(arguments: [
+                device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at,
+                Data(SHA256.hash(data: item.payload)),
+            ])
             results.append(result)
             last = item.sequence
         }
@@ -161,11 +186,18 @@ public struct SyncIngest: Sendable {
         if let gapExpected {
             return SyncAck(status: .gap, lastApplied: last, expectedSequence: gapExpected, results: results)
         }
+        if refused {
+            return SyncAck(status: .refused, lastApplied: last, results: results)
+        }
         return SyncAck(status: .ok, lastApplied: last, results: results)
     }
 
-    /// The answer recorded for an already-handled sequence.
-    static func storedResult(_ db: Database, device: String, sequence: UInt64) throws -> SyncItemResult {
+    /// Sequence numbers a device may use: from 1 up to what the store's 64-bit signed column holds.
+    static let sequenceRange: ClosedRange<UInt64> = 1...UInt64(Int64.max)
+
+    /// The answer recorded for an already-handled sequence, when `payload` is the one handled
+    /// then (same SHA-256); `conflict` when it is not.
+    static func storedResult(_ db: Database, device: String, sequence: UInt64, payload: [UInt8]) throws -> SyncItemResult {
         guard sequence <= UInt64(Int64.max),
             let stored = try SyncResultRecord.fetchOne(
                 db.cachedStatement(sql: "SELECT * FROM syncResult WHERE deviceID = ? AND sequence = ?"),
@@ -173,6 +205,12 @@ public struct SyncIngest: Sendable {
         else {
             // Sequences at or below `last` always have a stored result; none means a damaged store.
             throw FleetError(.internal, "no stored result for sequence \(sequence) of device \"\(device)\"", retryable: false)
+        }
+        // Rows written before the digest was kept (migration v6) cannot be compared.
+        if let digest = stored.payloadSHA256, digest != Data(SHA256.hash(data: payload)) {
+            return SyncItemResult(
+                sequence: sequence, outcome: .conflict,
+                reason: "item \(sequence) was already handled with a different payload (SHA-256 \(digest.hexPrefix)…); this payload is not that item")
         }
         // An applied item is answered as a duplicate with its envelope id; a rejected one
         // is answered with the same rejection, so the device learns the same thing twice.

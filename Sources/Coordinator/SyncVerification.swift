@@ -20,6 +20,12 @@ public enum IngestVerification: String, Sendable, Hashable, CaseIterable {
 extension SyncIngest {
     struct Rejection: Error {
         var reason: String
+        /// Whether the device is proven to have signed the item (its payload signature verifies
+        /// against the enrolled key). Only a proven item may be recorded as the device's and
+        /// advance its sequence; an unproven one may come from anybody (docs/sync.md, "Verification").
+        var signedByDevice = true
+
+        static func unproven(_ reason: String) -> Rejection { Rejection(reason: reason, signedByDevice: false) }
     }
 
     typealias Verdict = Result<SyncPayload, Rejection>
@@ -62,10 +68,10 @@ extension SyncIngest {
         _ item: SyncItem, device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, verification: IngestVerification
     ) -> Verdict {
         guard let key else {
-            return .failure(Rejection(reason: "the device's enrolled key is unusable"))
+            return .failure(.unproven("the device's enrolled key is unusable"))
         }
-        guard item.signature.count == 64, key.isValidSignature(item.signature, for: item.payload) else {
-            return .failure(Rejection(reason: "the device signature does not verify over the payload"))
+        guard StrictEd25519.isValid(item.signature, for: item.payload, key: key) else {
+            return .failure(.unproven("the signature does not verify over the payload with the device's enrolled key"))
         }
         let payload: SyncPayload
         do {
@@ -103,7 +109,7 @@ extension SyncIngest {
             }
             // The binding decoded strictly (exact lengths, no trailing bytes), so its bytes are its
             // canonical encoding: verify over them as received rather than re-encoding.
-            guard verification == .payloadSignature || key.isValidSignature(signature.bindingSignature, for: signature.binding) else {
+            guard verification == .payloadSignature || StrictEd25519.isValid(signature.bindingSignature, for: signature.binding, key: key) else {
                 return .failure(Rejection(reason: "signature for tab \(signature.tabIndex): the binding's device signature does not verify"))
             }
         }

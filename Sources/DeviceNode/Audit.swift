@@ -19,7 +19,7 @@ extension DeviceStore {
             var outboxWithoutEnvelope: [UInt64] = []
             var outboxWithoutSignatures: [UInt64] = []
             for item in items where item.status != .synced {
-                guard let payload = item.payload, publicKey.isValidSignature(item.signature, for: payload),
+                guard let payload = item.payload, StrictEd25519.isValid(item.signature, for: payload, key: publicKey),
                       Array(SHA256.hash(data: payload)) == item.payloadSHA256 else {
                     invalidSignatures.append(item.sequence)
                     continue
@@ -57,7 +57,7 @@ extension DeviceStore {
                 let ok: Bool
                 if let document, let binding = try? SignatureBinding(canonicalBytes: Array(bindingBytes)) {
                     ok = binding.matches(document: Array(document), iso: Array(iso))
-                        && publicKey.isValidSignature(deviceSignature, for: bindingBytes)
+                        && StrictEd25519.isValid(deviceSignature, for: bindingBytes, key: publicKey)
                 } else {
                     ok = false
                 }

@@ -145,7 +145,16 @@ public actor SyncEngine {
             }
             let settled = try await node.recordAcknowledgement(ack)
             for result in ack.results {
-                if result.outcome == .rejected { summary.failed += 1 } else { summary.succeeded += 1 }
+                if result.outcome == .rejected || !result.outcome.isSettled { summary.failed += 1 } else { summary.succeeded += 1 }
+            }
+            if ack.status == .refused, let refusal = ack.results.last, !refusal.outcome.isSettled {
+                // The server will not take this item as it is (another payload holds its number, or
+                // its signature is not this device's enrolled key): pushing it again cannot help.
+                let error = FleetError(
+                    refusal.outcome == .conflict ? .conflict : .badSignature,
+                    "the server refused item \(refusal.sequence) (\(refusal.outcome.rawValue)): \(refusal.reason ?? "no reason given")")
+                try await node.recordSyncFailure(sequences: sequences.filter { !settled.contains($0) }, error: error.message)
+                throw error
             }
             if ack.status == .gap && settled.isEmpty {
                 // The server expects an item this device no longer has: nothing can be resent.

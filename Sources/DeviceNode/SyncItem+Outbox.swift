@@ -13,7 +13,8 @@ extension DeviceNode {
     /// Records every per-item result of a `sync.ack` (applied, duplicate, rejected) as receipts, in order.
     ///
     /// Items the acknowledgement does not mention (after a `gap`, or beyond the pushed batch) stay
-    /// queued. Returns the sequences settled by this call.
+    /// queued, and so do items the server did not settle (`conflict`, `bad_signature`): nothing
+    /// the server refused to take is ever marked synced. Returns the sequences settled by this call.
     ///
     /// - Throws: ``DeviceNodeError/Code/unknownSequence`` when a result names a sequence this device
     ///   never assigned (results before it are recorded).
@@ -22,10 +23,12 @@ extension DeviceNode {
         var settled: [UInt64] = []
         let now = configuration.clock()
         for result in ack.results {
-            let outcome: SyncReceipt.Outcome = switch result.outcome {
-            case .applied: .applied
-            case .duplicate: .duplicate
-            case .rejected: .rejected
+            let outcome: SyncReceipt.Outcome
+            switch result.outcome {
+            case .applied: outcome = .applied
+            case .duplicate: outcome = .duplicate
+            case .rejected: outcome = .rejected
+            case .conflict, .badSignature: continue
             }
             try await recordReceipt(sequence: result.sequence, SyncReceipt(
                 outcome: outcome, serverEnvelopeId: result.envelopeID, reason: result.reason, recordedAt: now))

@@ -2,6 +2,7 @@ import Crypto
 import Envelopes
 import Foundation
 import MessagePack
+import SignatureCapture
 
 /// What the device signs and sends for one envelope: the canonical payload of an outbox item.
 ///
@@ -252,8 +253,8 @@ public struct OutboxItem: Hashable, Sendable {
     /// Whether ``signature`` is a valid Ed25519 signature over ``payload`` by `publicKey` (raw 32 bytes).
     /// `false` when the payload has been dropped.
     public func hasValidSignature(publicKey: [UInt8]) -> Bool {
-        guard let payload, let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
-        return key.isValidSignature(signature, for: payload)
+        guard let payload else { return false }
+        return StrictEd25519.isValid(signature, for: payload, publicKey: publicKey)
     }
 
     /// The decoded payload.
@@ -276,9 +277,9 @@ extension Date {
 
 /// Ed25519 verification of device signatures, for servers, checkers and tests.
 public enum DeviceSignature {
-    /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes).
+    /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes),
+    /// under the strict rule every party uses (``StrictEd25519``).
     public static func isValid(_ signature: [UInt8], for message: [UInt8], publicKey: [UInt8]) -> Bool {
-        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
-        return key.isValidSignature(signature, for: message)
+        StrictEd25519.isValid(signature, for: message, publicKey: publicKey)
     }
 }

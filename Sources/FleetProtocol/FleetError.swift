@@ -44,8 +44,14 @@ public struct FleetErrorCode: Sendable, Hashable, Codable, CustomStringConvertib
     public static let rateLimited = FleetErrorCode("rate_limited")
     /// No reply arrived in time (raised locally by a client, never sent).
     public static let timeout = FleetErrorCode("timeout")
+    /// The server has as much work as it takes now; send again after `retryAfterMs` (retryable).
+    public static let busy = FleetErrorCode("busy")
     /// The server is shutting down or cannot serve now.
     public static let unavailable = FleetErrorCode("unavailable")
+    /// A sync item reuses a sequence number the server applied with a different payload.
+    public static let conflict = FleetErrorCode("conflict")
+    /// A signature does not verify with the enrolled key.
+    public static let badSignature = FleetErrorCode("bad_signature")
     /// A bug or failure inside the server.
     public static let `internal` = FleetErrorCode("internal")
 }
@@ -58,7 +64,7 @@ public struct FleetError: Error, Sendable, Hashable, Codable, CustomStringConver
     public var code: FleetErrorCode
     public var message: String
     public var retryable: Bool
-    /// For `rate_limited`: how long to wait before retrying.
+    /// For `rate_limited` and `busy`: how long to wait before retrying.
     public var retryAfterMs: UInt64?
 
     public init(_ code: FleetErrorCode, _ message: String, retryable: Bool = false, retryAfterMs: UInt64? = nil) {

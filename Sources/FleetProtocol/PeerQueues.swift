@@ -26,6 +26,9 @@ struct PeerQueues<Element> {
     /// Peers with requests in progress or queued.
     var activePeers: Int { queues.count }
 
+    /// Requests of `peer` waiting behind the one in progress.
+    func queued(for peer: [UInt8]) -> Int { queues[peer]?.count ?? 0 }
+
     /// Queues `element` for `peer`. Returns true when the peer was idle, so the caller must
     /// start a handler for it; false when a handler is already draining it.
     mutating func enqueue(_ element: Element, for peer: [UInt8]) -> Bool {

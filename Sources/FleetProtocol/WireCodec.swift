@@ -74,9 +74,14 @@ public struct WireCodec: Sendable {
     /// version and type. The body is left for ``decodeBody(_:from:)``.
     public func decode(_ frames: some Collection<[UInt8]>) throws(WireDecodingFailure) -> InboundMessage {
         guard frames.count == 2, let headerFrame = frames.first, let bodyFrame = frames.dropFirst().first else {
+            // A readable header still lets the error name the request it answers (`re`).
+            let header = frames.first.flatMap { frame in
+                frame.count <= limits.maxMessageSize
+                    ? try? MessagePackDecoder(limits: limits.messagePack).decode(MessageHeader.self, from: frame) : nil
+            }
             throw WireDecodingFailure(
                 error: FleetError(.malformedMessage, "a message is 2 frames (header, body); got \(frames.count)"),
-                header: nil)
+                header: header)
         }
         for (name, frame) in [("header", headerFrame), ("body", bodyFrame)] where frame.count > limits.maxMessageSize {
             throw WireDecodingFailure(

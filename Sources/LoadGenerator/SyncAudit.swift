@@ -95,7 +95,7 @@ public enum SyncAudit {
                     continue
                 }
                 switch result.outcome {
-                case .rejected:
+                case .rejected, .conflict, .badSignature:
                     report(.mismatched, sequence, device: mine, coordinator: describe(result))
                 case .duplicate:
                     break  // reported above as duplicated

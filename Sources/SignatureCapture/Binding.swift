@@ -121,8 +121,7 @@ public struct SignatureBinding: Hashable, Sendable {
     ///   - publicKey: the 32-byte raw Ed25519 public key (`Curve25519.Signing.PublicKey.rawRepresentation`).
     /// - Returns: false for a wrong signature, a malformed key or a malformed signature.
     public func verify(signature: [UInt8], publicKey: [UInt8]) -> Bool {
-        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
-        return key.isValidSignature(signature, for: canonicalBytes())
+        StrictEd25519.isValid(signature, for: canonicalBytes(), publicKey: publicKey)
     }
 
     /// Decodes a canonical encoding (strictly: exact lengths, no trailing bytes).

@@ -94,6 +94,21 @@ public final class AsyncSocket: Sendable {
         }
     }
 
+    /// Sends a multipart message now or not at all: never waits behind a full queue.
+    ///
+    /// For a ROUTER with `routerMandatory`, a destination whose high-water mark is reached gets
+    /// nothing and this returns false at once; other destinations are not held up. Messages
+    /// queued earlier by ``send(_:)`` that still wait are not waited for (only messages sent
+    /// with this method keep their order among themselves).
+    /// - Returns: false when the message was dropped because the destination's queue was full.
+    /// - Throws: ``ZMQError`` as ``send(_:)`` (`EHOSTUNREACH` for an unknown routing id).
+    public func sendOrDrop(_ frames: [[UInt8]]) async throws -> Bool {
+        if closeRequested.load(ordering: .relaxed) { throw ZMQError.socketClosed("send") }
+        return try await withCheckedThrowingContinuation { (reply: CheckedContinuation<Bool, Error>) in
+            loop.shared.submit(.sendOrDrop(socket: id, frames: frames, reply: reply))
+        }
+    }
+
     /// Incoming multipart messages, in order; finishes when the socket closes.
     ///
     /// Iterate it from one task at a time. Unread messages are bounded by

@@ -134,6 +134,8 @@ enum Command: Sendable {
     /// `reply == nil`: a windowed send whose caller did not wait; `window` gets its credit back.
     case send(socket: Int, frames: [[UInt8]], token: UInt64, reply: CheckedContinuation<Void, Error>?)
     case cancelSend(socket: Int, token: UInt64)
+    /// A send that never waits: `reply` gets false when the destination's queue is full.
+    case sendOrDrop(socket: Int, frames: [[UInt8]], reply: CheckedContinuation<Bool, Error>)
     case resumeReading(socket: Int)
     case close(socket: Int, reply: CheckedContinuation<Void, Never>?)
     /// A job of a task that prefers the loop as its executor.
@@ -150,6 +152,8 @@ enum Command: Sendable {
             reply.resume(throwing: ZMQError.loopClosed("\(action)(\(endpoint))"))
         case .send(_, _, _, let reply):
             reply?.resume(throwing: ZMQError.loopClosed("send"))
+        case .sendOrDrop(_, _, let reply):
+            reply.resume(throwing: ZMQError.loopClosed("send"))
         case .close(_, let reply):
             reply?.resume()
         case .job(let job):

@@ -101,21 +101,25 @@ import Testing
         try await fixture.enroll(forger.id, key: forger.publicKey)
         var badSignature = try forger.item(from: base[0], sequence: 1, transaction: "a")
         badSignature.signature[7] ^= 0x01
-        let badISO = try forger.item(from: base[0], sequence: 2, transaction: "b") { payload in
+        let badISO = try forger.item(from: base[0], sequence: 1, transaction: "b") { payload in
             payload.signatures[0].isoRecord[40] ^= 0x01
         }
         let otherKey = Curve25519.Signing.PrivateKey()
-        let badBindingSignature = try forger.item(from: base[0], sequence: 3, transaction: "c") { payload in
+        let badBindingSignature = try forger.item(from: base[0], sequence: 2, transaction: "c") { payload in
             payload.signatures[0].bindingSignature = (try? SignatureBinding(canonicalBytes: payload.signatures[0].binding)
                 .sign(privateKey: Array(otherKey.rawRepresentation))) ?? []
         }
-        let ack = try await ingest.apply(SyncPush(deviceID: forger.id, items: [badSignature, badISO, badBindingSignature]), routingID: forger.id)
-        #expect(ack.results.map(\.outcome) == [.rejected, .rejected, .applied])
-        #expect(ack.results[0].reason?.contains("device signature") == true)
-        #expect(ack.results[1].reason?.contains("binding does not match") == true)
+        // A payload signature that does not verify proves nothing: refused, not recorded.
+        let refused = try await ingest.apply(SyncPush(deviceID: forger.id, items: [badSignature]), routingID: forger.id)
+        #expect(refused.status == .refused && refused.lastApplied == 0)
+        #expect(refused.results.map(\.outcome) == [.badSignature])
+        #expect(refused.results.first?.reason?.contains("does not verify") == true)
+        let ack = try await ingest.apply(SyncPush(deviceID: forger.id, items: [badISO, badBindingSignature]), routingID: forger.id)
+        #expect(ack.results.map(\.outcome) == [.rejected, .applied])
+        #expect(ack.results.first?.reason?.contains("binding does not match") == true)
 
         // The same binding signature under the default (every signature) is refused.
-        let again = try forger.item(from: base[0], sequence: 4, transaction: "d") { payload in
+        let again = try forger.item(from: base[0], sequence: 3, transaction: "d") { payload in
             payload.signatures[0].bindingSignature = (try? SignatureBinding(canonicalBytes: payload.signatures[0].binding)
                 .sign(privateKey: Array(otherKey.rawRepresentation))) ?? []
         }

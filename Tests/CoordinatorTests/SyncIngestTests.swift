@@ -132,15 +132,17 @@ struct IngestFixture {
         try await node.close()
     }
 
-    @Test func badItemsAreRejectedWithTheirReasonAndTheSequenceStillAdvances() async throws {
+    @Test func signedButInvalidItemsAreRejectedWithTheirReasonAndTheSequenceStillAdvances() async throws {
         let fixture = try await IngestFixture()
         defer { fixture.temporary.remove() }
         let (node, base) = try await signedItems(count: 1, directory: fixture.temporary.directory)
         let forger = Forger(id: "forged-2")
         try await fixture.enroll(forger.id, key: forger.publicKey)
 
-        var badSignature = try forger.item(from: base[0], sequence: 1, transaction: "a")
-        badSignature.signature[5] ^= 0x01
+        // Signed by the device, but its payload names a format this server does not know.
+        let unknownFormat = try forger.item(from: base[0], sequence: 1, transaction: "a") { payload in
+            payload.format = "signfleet.envelope/99"
+        }
         let badDocument = try forger.item(from: base[0], sequence: 2, transaction: "b") { payload in
             var pdf = payload.documents[0].pdf
             pdf[pdf.count / 2] ^= 0x01
@@ -159,19 +161,19 @@ struct IngestFixture {
         badBinding.transactionID = "e"
         let good = try forger.item(from: base[0], sequence: 6, transaction: "f")
 
-        let ack = try await fixture.push(forger.id, [badSignature, badDocument, badISO, replayed, badBinding, good])
+        let ack = try await fixture.push(forger.id, [unknownFormat, badDocument, badISO, replayed, badBinding, good])
         #expect(ack.status == .ok)
         #expect(ack.lastApplied == 6)
         #expect(ack.results.map(\.outcome) == [.rejected, .rejected, .rejected, .rejected, .rejected, .applied])
         let reasons = ack.results.map { $0.reason ?? "" }
-        #expect(reasons[0].contains("device signature"), "\(reasons[0])")
+        #expect(reasons[0].contains("unknown payload format"), "\(reasons[0])")
         #expect(reasons[1].contains("document doc1"), "\(reasons[1])")
         #expect(reasons[2].contains("binding does not match"), "\(reasons[2])")
         #expect(reasons[3].contains("pushed as"), "\(reasons[3])")
         #expect(reasons[4].contains("binding's device signature"), "\(reasons[4])")
         #expect(try await fixture.envelopeCount() == 1)
 
-        let again = try await fixture.push(forger.id, [badSignature])
+        let again = try await fixture.push(forger.id, [unknownFormat])
         #expect(again.results.first?.outcome == .rejected)
         #expect(again.results.first?.reason == reasons[0], "a rejection is answered the same way twice")
         try await node.close()

@@ -76,8 +76,10 @@ import ZeroMQ
         let (node, base) = try await signedItems(count: 1, directory: fixture.temporary.directory)
         let forger = Forger(id: "forged-results")
         try await fixture.enroll(forger.id, key: forger.publicKey)
-        var rejected = try forger.item(from: base[0], sequence: 2, transaction: "second")
-        rejected.signature[3] ^= 0x01
+        // Signed by the device but invalid (its ISO record does not match its binding).
+        let rejected = try forger.item(from: base[0], sequence: 2, transaction: "second") { payload in
+            payload.signatures[0].isoRecord[40] ^= 0x01
+        }
         let items = [
             try forger.item(from: base[0], sequence: 1, transaction: "first"), rejected,
             try forger.item(from: base[0], sequence: 3, transaction: "first"),

@@ -160,6 +160,15 @@ private func hex(_ text: String) -> [UInt8] {
         expectFailure([frames[0]], code: .malformedMessage)
         expectFailure(frames + [[0xc0]], code: .malformedMessage)
         expectFailure([], code: .malformedMessage)
+        // A readable header still names the request the error answers (docs/protocol.md: `re`).
+        for wrong in [[frames[0]], frames + [[0xc0]]] {
+            do {
+                _ = try codec.decode(wrong)
+                Issue.record("decoded \(wrong.count) frames")
+            } catch {
+                #expect(error.header?.id == 1, "\(wrong.count) frames")
+            }
+        }
     }
 
     @Test func garbageHeaderIsMalformed() {

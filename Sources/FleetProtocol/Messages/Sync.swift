@@ -47,8 +47,25 @@ public struct SyncItemResult: Sendable, Hashable, Codable {
         case applied
         /// Applied by an earlier push; the stored result is repeated.
         case duplicate
-        /// Recorded as rejected with `reason`; the sequence still advanced.
+        /// Signed by the device but invalid: recorded as rejected with `reason`; the sequence
+        /// still advanced (the device's own mistake never blocks its later items).
         case rejected
+        /// Not settled: the sequence was already used with a different payload (the stored
+        /// result's payload digest differs). Nothing changed on the server; the item stays the
+        /// device's to resolve. Ends the walk (``SyncAck/Status/refused``).
+        case conflict
+        /// Not settled: the signature does not verify with the device's enrolled key, so the item
+        /// is not proven to be the device's. Stored nowhere; `lastApplied` did not move. Ends the
+        /// walk (``SyncAck/Status/refused``).
+        case badSignature = "bad_signature"
+
+        /// Whether the server settled the item for good (applied, duplicate or rejected).
+        public var isSettled: Bool {
+            switch self {
+            case .applied, .duplicate, .rejected: true
+            case .conflict, .badSignature: false
+            }
+        }
     }
 
     public var sequence: UInt64
@@ -77,6 +94,9 @@ public struct SyncAck: FleetMessageBody, Hashable {
         case ok
         /// The first unknown item was not `lastApplied + 1`; resend from `expectedSequence`.
         case gap
+        /// The walk stopped at an item the server would not settle: the last result is its
+        /// `conflict` or `bad_signature`; items after it have no result.
+        case refused
     }
 
     public var status: Status
