@@ -64,7 +64,7 @@ let package = Package(
         .target(
             name: "DeviceNode",
             dependencies: [
-                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack",
+                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack", "ZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -74,7 +74,7 @@ let package = Package(
             name: "Coordinator",
             dependencies: [
                 // DeviceNode for SyncPayload, the signed envelope format (to move to a shared module).
-                "FleetProtocol", "DeviceNode", "SignatureCapture", "Envelopes",
+                "FleetProtocol", "DeviceNode", "SignatureCapture", "Envelopes", "ZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -41,11 +41,17 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var logLevel = "info"
     /// Bearer token of the HTTP admin endpoints; `nil` disables them.
     public var adminToken: String?
+    /// Serve plain TCP instead of CURVE: no transport authentication, any peer can claim any
+    /// device id. For comparison runs and old clients only; announced loudly.
+    public var plaintext = false
+    /// Where to write the coordinator's CURVE public key (Z85, one line) once it is bound, for
+    /// devices to pin; `nil`: only printed.
+    public var publicKeyFile: String?
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
-        "max-message-size", "log-level", "admin-token",
+        "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file",
     ]
 
     /// The limits the demo account is created with.
@@ -99,6 +105,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "http": http = text
                 case "store": store = text
                 case "admin-token": adminToken = text
+                case "public-key-file": publicKeyFile = text
                 default: logLevel = text
                 }
             case .integer(let number):
@@ -110,7 +117,8 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "demo-burst-limit": demoBurstLimit = number
                 default: maxMessageSize = number
                 }
-            case .bool(let flag): seedDemo = flag
+            case .bool(let flag):
+                if key == "plaintext" { plaintext = flag } else { seedDemo = flag }
             }
         }
     }
@@ -208,7 +216,7 @@ private struct ConfigurationFile: Decodable {
         let container = try decoder.container(keyedBy: Key.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             switch key.stringValue {
-            case "bind", "http", "store", "log-level", "admin-token":
+            case "bind", "http", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
             case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
@@ -218,7 +226,7 @@ private struct ConfigurationFile: Decodable {
                         key: key.stringValue, "\"\(key.stringValue)\" must be an integer; got \(number)")
                 }
                 values.append((key.stringValue, .integer(integer)))
-            case "seed-demo":
+            case "seed-demo", "plaintext":
                 values.append((key.stringValue, .bool(try container.decode(Bool.self, forKey: key))))
             default:
                 throw CoordinatorConfigurationError(

@@ -47,13 +47,13 @@ public struct CoordinatorServices: Sendable {
             try await Self.typed { try await auth.userInfo(token: request.accessToken, meter: meter(context)) }
         }
         router.on(EnrollDevice.self) { [devices] request, context throws(FleetError) in
-            try await Self.typed { try await devices.enroll(request, routingID: context.peerName, meter: meter(context)) }
+            try await Self.typed { try await devices.enroll(request, credential: context.credential, meter: meter(context)) }
         }
         router.on(SyncPush.self) { [ingest] request, context throws(FleetError) in
-            try await Self.typed { try await ingest.apply(request, routingID: context.peerName, meter: meter(context)) }
+            try await Self.typed { try await ingest.apply(request, credential: context.credential, meter: meter(context)) }
         }
         router.on(SyncResultsQuery.self) { [ingest] request, context throws(FleetError) in
-            try await Self.typed { try await ingest.results(request, routingID: context.peerName, meter: meter(context)) }
+            try await Self.typed { try await ingest.results(request, credential: context.credential, meter: meter(context)) }
         }
         router.on(TemplateListRequest.self) { [templates] request, context throws(FleetError) in
             try await Self.typed { try await templates.list(request, meter: meter(context)) }

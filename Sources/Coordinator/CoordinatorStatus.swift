@@ -1,6 +1,7 @@
 import FleetProtocol
 import Foundation
 import GRDB
+import ZeroMQ
 
 /// A snapshot of the coordinator for `GET /status`: what the store holds and who is
 /// connected now.
@@ -19,11 +20,17 @@ public struct CoordinatorStatus: Sendable, Hashable, Codable {
     public var envelopes: Int
     /// Sync items recorded, by the outcome stored the first time (`applied`, `rejected`).
     public var syncOutcomes: [String: Int]
+    /// `curve` or `plaintext` (docs/protocol.md, "Security model").
+    public var transport: String
+    /// The coordinator's CURVE public key in Z85, which devices pin; absent under plain TCP.
+    public var curvePublicKey: String?
 
     public init(
         version: String, instance: String, storePath: String, devicesEnrolled: Int, devicesAlive: Int, envelopes: Int,
-        syncOutcomes: [String: Int]
+        syncOutcomes: [String: Int], transport: String = "plaintext", curvePublicKey: String? = nil
     ) {
+        self.transport = transport
+        self.curvePublicKey = curvePublicKey
         self.version = version
         self.instance = instance
         self.storePath = storePath
@@ -64,9 +71,14 @@ extension CoordinatorStatus {
     /// - Throws: GRDB's `DatabaseError` when the store cannot be read.
     public static func current(store: CoordinatorStore, server: FleetServer) async throws -> CoordinatorStatus {
         let counts = try await store.counts()
+        let (transport, curvePublicKey): (String, String?) =
+            switch server.configuration.security {
+            case .plaintext: ("plaintext", nil)
+            case .curve(let keys): ("curve", Z85.encode(keys.publicKey))
+            }
         return CoordinatorStatus(
             version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.path,
             devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
-            envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes)
+            envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey)
     }
 }

@@ -161,6 +161,21 @@ public final class CoordinatorStore: Sendable {
             // duplicate only with the same payload (docs/sync.md, "Duplicates and conflicts").
             try db.alter(table: "syncResult") { t in t.add(column: "payloadSHA256", .blob) }
         }
+        migrator.registerMigration("v7-transport-identity") { db in
+            // The CURVE key the device proved when it enrolled (docs/protocol.md, "Security
+            // model"); NULL for a device enrolled over plain TCP. One key, one device.
+            try db.alter(table: "device") { t in
+                t.add(column: "curveKey", .blob)
+                t.add(column: "revokedAt", .datetime)
+            }
+            try db.create(index: "device_curveKey", on: "device", columns: ["curveKey"], unique: true, condition: Column("curveKey") != nil)
+            // The coordinator's long-term CURVE key pair (one row), made on first start.
+            try db.create(table: "transportKey") { t in
+                t.column("id", .integer).primaryKey().check { $0 == 1 }
+                t.column("secretKey", .blob).notNull()
+                t.column("createdAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -203,6 +218,10 @@ struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var publicKey: Data
     var enrolledAt: Date
     var lastAppliedSequence: Int64
+    /// The CURVE public key bound at enrollment (nil: enrolled over plain TCP). Migration v7.
+    var curveKey: Data? = nil
+    /// Set by an admin's revocation: the device may enroll again with new keys.
+    var revokedAt: Date? = nil
 }
 
 struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {

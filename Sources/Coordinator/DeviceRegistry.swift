@@ -12,10 +12,25 @@ public struct EnrolledDevice: Sendable, Hashable {
     public var publicKey: [UInt8]
     public var enrolledAt: Date
     public var lastAppliedSequence: UInt64
+    /// The CURVE key bound at enrollment (nil: enrolled over plain TCP).
+    public var curveKey: [UInt8]? = nil
+    /// When an admin revoked its keys (nil while they are valid).
+    public var revokedAt: Date? = nil
 }
 
-/// Device enrollment: binds a device id to a public key under an account.
-/// Later requests are checked against it with ``authenticate(deviceID:routingID:)``.
+extension EnrolledDevice {
+    init(_ record: DeviceRecord) {
+        self.init(
+            id: record.id, accountID: record.accountID, userID: record.userID, publicKey: Array(record.publicKey),
+            enrolledAt: record.enrolledAt, lastAppliedSequence: UInt64(max(0, record.lastAppliedSequence)),
+            curveKey: record.curveKey.map(Array.init), revokedAt: record.revokedAt)
+    }
+}
+
+/// Device enrollment: binds a device id, its account, its Ed25519 signing key and (under CURVE)
+/// the transport key it proved, in one step authorised by an access token. Later requests are
+/// checked against it with ``authenticate(deviceID:credential:)`` (docs/protocol.md,
+/// "Security model").
 public struct DeviceRegistry: Sendable {
     let store: CoordinatorStore
     let auth: AuthService
@@ -27,21 +42,34 @@ public struct DeviceRegistry: Sendable {
         self.now = now
     }
 
-    /// Enrolls a device, or confirms an enrollment (same id, same key, same account).
-    /// - Throws: ``FleetError``: the token's errors; `invalid_request` for a key that is not a
-    ///   32-byte Ed25519 public key or a device id that is not the sender's routing id;
-    ///   `forbidden` when the id is enrolled with another key or under another account.
-    public func enroll(_ request: EnrollDevice, routingID: String) async throws -> EnrollDeviceReply {
-        try await enroll(request, routingID: routingID, meter: { _ in })
+    /// Enrolls a device, or confirms an enrollment (same id, same keys, same account).
+    /// - Throws: ``FleetError``: the token's errors; `invalid_request` for a key refused by the
+    ///   strict Ed25519 rule or (plain TCP) a device id that is not the sender's routing id;
+    ///   `forbidden` when the id is enrolled with other keys or under another account (until an
+    ///   admin revokes it), or the transport key is another device's.
+    public func enroll(_ request: EnrollDevice, credential: PeerCredential) async throws -> EnrollDeviceReply {
+        try await enroll(request, credential: credential, meter: { _ in })
     }
 
-    /// `enroll(_:routingID:)`, with `meter` called once the account is known (rate limits).
-    func enroll(_ request: EnrollDevice, routingID: String, meter: (Account) throws -> Void) async throws -> EnrollDeviceReply {
+    /// Plain TCP: the sender is whoever its routing id says.
+    public func enroll(_ request: EnrollDevice, routingID: String) async throws -> EnrollDeviceReply {
+        try await enroll(request, credential: .claimedName(routingID))
+    }
+
+    /// `enroll(_:credential:)`, with `meter` called once the account is known (rate limits).
+    func enroll(_ request: EnrollDevice, credential: PeerCredential, meter: (Account) throws -> Void) async throws -> EnrollDeviceReply {
         let (user, account) = try await auth.authenticate(request.accessToken)
         try meter(account)
-        guard request.deviceID == routingID else {
-            throw FleetError(
-                .invalidRequest, "device id \"\(request.deviceID)\" is not the socket's routing id \"\(routingID)\"")
+        let curveKey: Data?
+        switch credential {
+        case .claimedName(let routingID):
+            guard request.deviceID == routingID else {
+                throw FleetError(
+                    .invalidRequest, "device id \"\(request.deviceID)\" is not the socket's routing id \"\(routingID)\"")
+            }
+            curveKey = nil
+        case .curveKey(let key):
+            curveKey = Data(key)
         }
         guard (1...255).contains(request.deviceID.utf8.count) else {
             throw FleetError(.invalidRequest, "a device id is 1 to 255 bytes")
@@ -51,16 +79,51 @@ public struct DeviceRegistry: Sendable {
         }
         let now = now()
         let record = try await store.database.write { db -> DeviceRecord in
-            if let existing = try DeviceRecord.fetchOne(db, key: request.deviceID) {
+            if let curveKey,
+                let holder = try String.fetchOne(db, sql: "SELECT id FROM device WHERE curveKey = ?", arguments: [curveKey]),
+                holder != request.deviceID
+            {
+                throw FleetError(.forbidden, "this connection's CURVE key is already bound to another device; each device has its own key")
+            }
+            if var existing = try DeviceRecord.fetchOne(db, key: request.deviceID) {
+                if existing.revokedAt != nil {
+                    guard existing.accountID == account.id else {
+                        throw FleetError(.forbidden, "device \"\(request.deviceID)\" belongs to another account")
+                    }
+                    // Revoked by an admin: new keys take its place; its history stays.
+                    existing.publicKey = Data(request.publicKey)
+                    existing.curveKey = curveKey
+                    existing.revokedAt = nil
+                    existing.userID = user.id
+                    try existing.update(db)
+                    return existing
+                }
                 guard existing.accountID == account.id, existing.publicKey == Data(request.publicKey) else {
                     throw FleetError(
-                        .forbidden, "device \"\(request.deviceID)\" is already enrolled with another key or account")
+                        .forbidden,
+                        "device \"\(request.deviceID)\" is already enrolled with another key or account; an admin of its account must revoke it first (signfleet admin devices revoke)")
+                }
+                switch (existing.curveKey, curveKey) {
+                case (nil, nil):
+                    break
+                case (nil, let key?):
+                    // Enrolled over plain TCP before: the same account and signing key bind their CURVE key now.
+                    existing.curveKey = key
+                    try existing.update(db)
+                case (let bound?, let key?) where bound == key:
+                    break
+                case (_?, nil):
+                    throw FleetError(.forbidden, "device \"\(request.deviceID)\" is bound to a CURVE key; connect with CURVE")
+                case (_?, _?):
+                    throw FleetError(
+                        .forbidden,
+                        "device \"\(request.deviceID)\" is enrolled with another CURVE key; an admin must revoke it first (signfleet admin devices revoke)")
                 }
                 return existing  // a retried enrollment is answered the same way
             }
             try DeviceRecord(
                 id: request.deviceID, accountID: account.id, userID: user.id, publicKey: Data(request.publicKey),
-                enrolledAt: now, lastAppliedSequence: 0
+                enrolledAt: now, lastAppliedSequence: 0, curveKey: curveKey
             ).insert(db)
             // Answer from the stored row (dates round to SQLite's precision), so a
             // retried enrollment gets exactly the same reply.
@@ -74,24 +137,58 @@ public struct DeviceRegistry: Sendable {
             lastAppliedSequence: UInt64(record.lastAppliedSequence))
     }
 
-    /// The enrolled device a request comes from; the request's device id must be the
-    /// sender's routing id, so one device cannot speak for another.
-    /// - Throws: ``FleetError`` `forbidden` for a mismatch, `unauthenticated` for an unknown device.
+    /// The enrolled device a request comes from. Under CURVE the sender's proven key must be the
+    /// one bound to `deviceID`; under plain TCP its routing id must be `deviceID` (and the device
+    /// must not be bound to a CURVE key).
+    /// - Throws: ``FleetError`` `forbidden` for a mismatch or a revoked device, `unauthenticated`
+    ///   for an unknown device.
+    public func authenticate(deviceID: String, credential: PeerCredential) async throws -> EnrolledDevice {
+        let record = try await store.database.read { db in try DeviceRecord.fetchOne(db, key: deviceID) }
+        return try Self.admit(record, deviceID: deviceID, credential: credential)
+    }
+
+    /// Plain TCP: the sender is whoever its routing id says.
     public func authenticate(deviceID: String, routingID: String) async throws -> EnrolledDevice {
-        guard deviceID == routingID else {
-            throw FleetError(.forbidden, "device \"\(routingID)\" cannot act for device \"\(deviceID)\"")
+        try await authenticate(deviceID: deviceID, credential: .claimedName(routingID))
+    }
+
+    /// The identity rule shared by every request that acts for a device.
+    static func admit(_ record: DeviceRecord?, deviceID: String, credential: PeerCredential) throws -> EnrolledDevice {
+        if case .claimedName(let name) = credential, name != deviceID {
+            throw FleetError(.forbidden, "device \"\(name)\" cannot act for device \"\(deviceID)\"")
         }
-        guard let device = try await device(id: deviceID) else {
+        guard let record else {
             throw FleetError(.unauthenticated, "device \"\(deviceID)\" is not enrolled; send device.enroll first")
         }
-        return device
+        if record.revokedAt != nil {
+            throw FleetError(.forbidden, "device \"\(deviceID)\" was revoked by an admin; enroll it again with new keys")
+        }
+        switch (credential, record.curveKey) {
+        case (.claimedName, nil):
+            break
+        case (.claimedName, _?):
+            throw FleetError(.forbidden, "device \"\(deviceID)\" is bound to a CURVE key; connect with CURVE")
+        case (.curveKey(let key), let bound?) where bound == Data(key):
+            break
+        case (.curveKey, _):
+            throw FleetError(.forbidden, "this connection's CURVE key is not the one enrolled for device \"\(deviceID)\"")
+        }
+        return EnrolledDevice(record)
+    }
+
+    /// Revokes a device's keys (an admin's act): it can do nothing until it enrolls again, with
+    /// new keys, under the same account. Its envelopes and sequence history stay.
+    /// - Returns: false when no such device is enrolled.
+    public func revoke(deviceID: String) async throws -> Bool {
+        let now = now()
+        return try await store.database.write { db in
+            try db.execute(sql: "UPDATE device SET revokedAt = ? WHERE id = ? AND revokedAt IS NULL", arguments: [now, deviceID])
+            if db.changesCount > 0 { return true }
+            return try DeviceRecord.fetchOne(db, key: deviceID) != nil
+        }
     }
 
     public func device(id: String) async throws -> EnrolledDevice? {
-        try await store.database.read { db in try DeviceRecord.fetchOne(db, key: id) }.map {
-            EnrolledDevice(
-                id: $0.id, accountID: $0.accountID, userID: $0.userID, publicKey: Array($0.publicKey),
-                enrolledAt: $0.enrolledAt, lastAppliedSequence: UInt64($0.lastAppliedSequence))
-        }
+        try await store.database.read { db in try DeviceRecord.fetchOne(db, key: id) }.map(EnrolledDevice.init)
     }
 }

@@ -12,7 +12,14 @@ extension SyncIngest {
     public func results(_ query: SyncResultsQuery, routingID: String, meter: (Account) throws -> Void = { _ in }) async throws
         -> SyncResultsReply
     {
-        let device = try await devices.authenticate(deviceID: query.deviceID, routingID: routingID)
+        try await results(query, credential: .claimedName(routingID), meter: meter)
+    }
+
+    /// `sync.results` for the sender with `credential`: answered only to the enrolled device itself.
+    public func results(_ query: SyncResultsQuery, credential: PeerCredential, meter: (Account) throws -> Void = { _ in }) async throws
+        -> SyncResultsReply
+    {
+        let device = try await devices.authenticate(deviceID: query.deviceID, credential: credential)
         guard let account = try await store.database.read({ db in try AccountRecord.fetchOne(db, key: device.accountID) }) else {
             throw FleetError(.unauthenticated, "the device's account no longer exists")
         }

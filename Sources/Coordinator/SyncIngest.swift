@@ -53,20 +53,25 @@ public struct SyncIngest: Sendable {
         self.commitQueue = IngestCommitQueue(database: store.database)
     }
 
-    /// Applies a push from the device whose socket has `routingID`.
+    /// Applies a push from the sender with `credential` (``DeviceRegistry/authenticate(deviceID:credential:)``).
     /// - Throws: ``FleetError``: `forbidden` / `unauthenticated` when the sender is not the
     ///   enrolled device it names; `feature_disabled` when its account has no offline signing;
     ///   `invalid_request` for an over-long push; `internal` (retryable) for a store failure.
-    public func apply(_ push: SyncPush, routingID: String) async throws -> SyncAck {
-        try await apply(push, routingID: routingID, meter: { _ in })
+    public func apply(_ push: SyncPush, credential: PeerCredential) async throws -> SyncAck {
+        try await apply(push, credential: credential, meter: { _ in })
     }
 
-    /// `apply(_:routingID:)`, with `meter` called once the account is known and before
+    /// Plain TCP: the sender is whoever its routing id says.
+    public func apply(_ push: SyncPush, routingID: String) async throws -> SyncAck {
+        try await apply(push, credential: .claimedName(routingID))
+    }
+
+    /// `apply(_:credential:)`, with `meter` called once the account is known and before
     /// anything is applied (rate limits: a refused push changes nothing). Measured for metrics.
-    func apply(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
+    func apply(_ push: SyncPush, credential: PeerCredential, meter: (Account) throws -> Void) async throws -> SyncAck {
         let started = ContinuousClock.now
         defer { metrics.duration.record(duration: started.duration(to: .now)) }
-        let ack = try await applyUnmeasured(push, routingID: routingID, meter: meter)
+        let ack = try await applyUnmeasured(push, credential: credential, meter: meter)
         metrics.record(ack, pushed: push.items.count)
         return ack
     }
@@ -76,8 +81,8 @@ public struct SyncIngest: Sendable {
         (await commitQueue.transactions, await commitQueue.pushes)
     }
 
-    private func applyUnmeasured(_ push: SyncPush, routingID: String, meter: (Account) throws -> Void) async throws -> SyncAck {
-        let (device, account) = try await sender(of: push, routingID: routingID)
+    private func applyUnmeasured(_ push: SyncPush, credential: PeerCredential, meter: (Account) throws -> Void) async throws -> SyncAck {
+        let (device, account) = try await sender(of: push, credential: credential)
         try meter(AccountDirectory.account(account))
         guard push.items.count <= maxItemsPerPush else {
             throw FleetError(.invalidRequest, "a push carries at most \(maxItemsPerPush) items; this one has \(push.items.count)")
@@ -103,29 +108,21 @@ public struct SyncIngest: Sendable {
     }
 
     /// The enrolled device the push comes from and its account, in one read.
-    private func sender(of push: SyncPush, routingID: String) async throws -> (EnrolledDevice, AccountRecord) {
-        guard push.deviceID == routingID else {
-            throw FleetError(.forbidden, "device \"\(routingID)\" cannot act for device \"\(push.deviceID)\"")
-        }
+    private func sender(of push: SyncPush, credential: PeerCredential) async throws -> (EnrolledDevice, AccountRecord) {
         let deviceID = push.deviceID
-        let found = try await store.database.read { db -> (DeviceRecord, AccountRecord?)? in
+        let (record, account) = try await store.database.read { db -> (DeviceRecord?, AccountRecord?) in
             guard
                 let device = try DeviceRecord.fetchOne(
                     db.cachedStatement(sql: "SELECT * FROM device WHERE id = ?"), arguments: [deviceID])
-            else { return nil }
+            else { return (nil, nil) }
             let account = try AccountRecord.fetchOne(
                 db.cachedStatement(sql: "SELECT * FROM account WHERE id = ?"), arguments: [device.accountID])
             return (device, account)
         }
-        guard let (record, account) = found else {
-            throw FleetError(.unauthenticated, "device \"\(deviceID)\" is not enrolled; send device.enroll first")
-        }
+        let device = try DeviceRegistry.admit(record, deviceID: deviceID, credential: credential)
         guard let account else {
             throw FleetError(.unauthenticated, "the device's account no longer exists")
         }
-        let device = EnrolledDevice(
-            id: record.id, accountID: record.accountID, userID: record.userID, publicKey: Array(record.publicKey),
-            enrolledAt: record.enrolledAt, lastAppliedSequence: UInt64(max(0, record.lastAppliedSequence)))
         return (device, account)
     }
 

@@ -3,6 +3,7 @@ import Envelopes
 import Foundation
 import Logging
 import SignatureCapture
+import ZeroMQ
 
 /// An offline signing device: what an integrator embeds (the SDK's `DSMManager`,
 /// `DSMEnvelopesManager` and `DSMTemplatesManager` in one actor).
@@ -36,6 +37,9 @@ public actor DeviceNode {
     public nonisolated let deviceId: String
     /// This device's Ed25519 public key, raw 32 bytes (what the server enrolls).
     public nonisolated let publicKey: [UInt8]
+    /// This device's CURVE key pair (kept in its store): under CURVE, what the coordinator knows
+    /// it by. Enrollment binds its public key to the device id.
+    public nonisolated let transportKeys: CurveKeyPair
 
     let store: DeviceStore
     let accountService: any AccountService
@@ -53,6 +57,7 @@ public actor DeviceNode {
         self.store = store
         self.deviceId = store.deviceId
         self.publicKey = store.publicKey
+        self.transportKeys = store.transportKeys
         self.accountService = accountService
         self.templateService = templateService
         self.logger = logger

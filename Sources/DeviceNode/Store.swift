@@ -5,6 +5,7 @@ import GRDB
 import Logging
 import MessagePack
 import SignatureCapture
+import ZeroMQ
 
 /// An envelope as stored: the envelope (documents with their bytes) and how it was composed.
 struct StoredEnvelope: Sendable {
@@ -33,14 +34,17 @@ final class DeviceStore: Sendable {
     let pool: DatabasePool
     let deviceId: String
     let privateKey: Curve25519.Signing.PrivateKey
+    /// The device's CURVE key pair: what it proves to the coordinator on every connection.
+    let transportKeys: CurveKeyPair
     let clock: @Sendable () -> Date
     let logger: Logger
 
-    private init(pool: DatabasePool, deviceId: String, privateKey: Curve25519.Signing.PrivateKey,
+    private init(pool: DatabasePool, deviceId: String, privateKey: Curve25519.Signing.PrivateKey, transportKeys: CurveKeyPair,
                  clock: @escaping @Sendable () -> Date, logger: Logger) {
         self.pool = pool
         self.deviceId = deviceId
         self.privateKey = privateKey
+        self.transportKeys = transportKeys
         self.clock = clock
         self.logger = logger
     }
@@ -80,7 +84,16 @@ final class DeviceStore: Sendable {
                 "the store at \(path) belongs to device '\(deviceId)', not '\(requested)'; use that id or another store")
         }
         let key = try Curve25519.Signing.PrivateKey(rawRepresentation: keyBytes)
-        let store = DeviceStore(pool: pool, deviceId: deviceId, privateKey: key, clock: clock, logger: logger)
+        // Made on the first open of this version (stores from before it get theirs now).
+        let transportSecret = try pool.write { db -> Data in
+            if let stored = try Data.fetchOne(db, sql: "SELECT transportSecretKey FROM device WHERE id = 1") { return stored }
+            let fresh = Data(try CurveKeyPair.generate().secretKey)
+            try db.execute(sql: "UPDATE device SET transportSecretKey = ? WHERE id = 1", arguments: [fresh])
+            return fresh
+        }
+        let store = DeviceStore(
+            pool: pool, deviceId: deviceId, privateKey: key, transportKeys: try CurveKeyPair(secretKey: Array(transportSecret)),
+            clock: clock, logger: logger)
         try store.recoverAfterRestart()
         return store
     }
@@ -178,6 +191,10 @@ final class DeviceStore: Sendable {
         // offline (loadtests/NOTES.md, "Device side").
         migrator.registerMigration("v2-outbox-envelope-index") { db in
             try db.execute(sql: "CREATE INDEX outbox_envelope ON outbox(envelopeId, status)")
+        }
+        // The CURVE secret key the device proves to the coordinator (docs/protocol.md, "Security model").
+        migrator.registerMigration("v3-transport-key") { db in
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN transportSecretKey BLOB")
         }
         return migrator
     }

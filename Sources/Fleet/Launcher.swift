@@ -102,6 +102,8 @@ public final class Launcher: Sendable {
         var proxyClient: FaultProxyClient?
         /// The coordinator's ZeroMQ endpoint once known.
         var coordinatorEndpoint: String?
+        /// The coordinator's CURVE public key (Z85); nil when it serves plain TCP.
+        var coordinatorPublicKey: String?
         /// Active faults by their schedule id.
         var active: [String: AppliedFault] = [:]
         var applied: [AppliedFault] = []
@@ -188,17 +190,19 @@ public final class Launcher: Sendable {
 
     /// `coordinator.json`: `signfleet coordinator`'s configuration file (docs/coordinator.md)
     /// with the scenario's coordinator settings, its rate limits as the demo account's.
-    static func coordinatorConfiguration(_ settings: CoordinatorSettings, store: String) -> [String: Any] {
+    static func coordinatorConfiguration(_ settings: CoordinatorSettings, store: String, publicKeyFile: String? = nil) -> [String: Any] {
         var values: [String: Any] = [
             "store": store, "seed-demo": true, "http": "127.0.0.1:0", "heartbeat-ms": max(10, Int(settings.heartbeat * 1000)),
         ]
+        if let publicKeyFile { values["public-key-file"] = publicKeyFile }
         if let hourly = settings.rateLimitHourly { values["demo-hourly-limit"] = hourly }
         if let burst = settings.rateLimitBurst { values["demo-burst-limit"] = burst }
         return values
     }
 
     func writeCoordinatorConfiguration() throws {
-        let values = Self.coordinatorConfiguration(configuration.scenario.coordinator, store: run.coordinatorStore)
+        let values = Self.coordinatorConfiguration(
+            configuration.scenario.coordinator, store: run.coordinatorStore, publicKeyFile: run.coordinatorPublicKeyFile)
         let data = try JSONSerialization.data(withJSONObject: values, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         try data.write(to: URL(fileURLWithPath: run.coordinatorConfigFile))
     }
@@ -214,7 +218,12 @@ public final class Launcher: Sendable {
         var again = spec
         again.arguments = coordinatorArguments(bind: endpoint)
         await supervisor.update(again)
-        mutable.withLock { $0.coordinatorEndpoint = endpoint }
+        // Printed before `listening`; the devices pin it (and a restart serves the same key, from the store).
+        let publicKey = state.announced("curve-public-key", by: "coordinator")
+        mutable.withLock {
+            $0.coordinatorEndpoint = endpoint
+            $0.coordinatorPublicKey = publicKey
+        }
         _ = try await waitForAnnounced("http", by: "coordinator")
         message("coordinator listening on \(endpoint)")
     }
@@ -282,7 +291,7 @@ public final class Launcher: Sendable {
                 dataDirectory: run.devicesDirectory, historyFile: run.historyFile(process: node.process), runStart: runStart,
                 duration: scenario.duration, devices: node.devices, behaviour: group.behaviour, connectivity: group.connectivity,
                 pens: group.pens, outages: node.outages, statsInterval: configuration.tick,
-                requestTimeout: 1)
+                requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
             let path = run.nodePlanFile(process: node.process)
             try encoder.encode(plan).write(to: URL(fileURLWithPath: path))
             await supervisor.start(ChildSpec(name: node.process, arguments: ["node", "--plan", path], restartBudget: node.restartBudget))

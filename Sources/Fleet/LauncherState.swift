@@ -25,7 +25,7 @@ final class LauncherState: Sendable {
         nodeNames = Set(devicesPerProcess.keys)
     }
 
-    static let announcedPrefixes = ["listening", "http", "api"]
+    static let announcedPrefixes = ["listening", "http", "api", "curve-public-key"]
 
     func handle(_ event: SupervisorEvent) {
         switch event {

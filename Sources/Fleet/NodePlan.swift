@@ -33,13 +33,17 @@ public struct NodePlan: Codable, Sendable, Hashable {
     public var outages: [Outage]
     public var statsInterval: Double
     public var requestTimeout: Double
+    /// The coordinator's CURVE public key in Z85 (``RunDirectory/coordinatorPublicKeyFile``),
+    /// which every device pins; absent: the coordinator serves plain TCP.
+    public var serverKey: String?
 
     public init(
         process: String, group: String, endpoint: String, dataDirectory: String, historyFile: String, runStart: Double,
         duration: Double, email: String = "user1@demo.example", secret: String = "demo-secret", devices: [DevicePlan],
         behaviour: Behaviour, connectivity: Connectivity, pens: [String: Double], outages: [Outage] = [],
-        statsInterval: Double = 1, requestTimeout: Double = 1
+        statsInterval: Double = 1, requestTimeout: Double = 1, serverKey: String? = nil
     ) {
+        self.serverKey = serverKey
         self.process = process
         self.group = group
         self.endpoint = endpoint

@@ -39,6 +39,8 @@ public struct RunDirectory: Sendable, Hashable {
     public var nodePlansDirectory: String { file("nodes") }
     public var coordinatorStore: String { file("coordinator.sqlite") }
     public var coordinatorConfigFile: String { file("coordinator.json") }
+    /// The coordinator's CURVE public key (Z85, one line), written by the coordinator at start.
+    public var coordinatorPublicKeyFile: String { file("coordinator.pub") }
     public var devicesDirectory: String { file("devices") }
     public var reportFile: String { file("report.html") }
 

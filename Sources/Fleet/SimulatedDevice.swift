@@ -339,9 +339,15 @@ public actor SimulatedDevice {
     }
 
     private func openLink() {
+        var security = ClientSecurity.plaintext
+        if let serverKey = configuration.serverKey {
+            // The node is open before any link (run()); a pinned key never falls back to plain TCP.
+            guard let keys = node?.transportKeys else { return }
+            security = .curve(serverKey: serverKey, keys: keys)
+        }
         let link = DeviceLink(
             configuration: FleetClientConfiguration(
-                endpoint: configuration.endpoint, deviceID: configuration.deviceID,
+                endpoint: configuration.endpoint, deviceID: configuration.deviceID, security: security,
                 requestTimeout: configuration.requestTimeout, maxAttempts: 2),
             loop: loop, logger: logger)
         self.link = link

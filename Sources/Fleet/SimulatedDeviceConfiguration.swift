@@ -1,5 +1,6 @@
 import Foundation
 import SignatureCapture
+import ZeroMQ
 
 /// What one simulated device does: its identity and store, its behaviour and connectivity
 /// models, and the run's time frame.
@@ -34,6 +35,8 @@ public struct SimulatedDeviceConfiguration: Sendable {
     /// synced), not from the previous arrival: the `--envelopes` mode's pacing, which stretches
     /// with a slow machine as the process tests expect.
     public var gapsFromIdle = false
+    /// The coordinator's CURVE public key (32 bytes) the device pins; nil: plain TCP.
+    public var serverKey: [UInt8]?
 
     public init(
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
@@ -62,7 +65,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
     /// then it drains and stops.
     public init(
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
-        envelopes: Int, meanInterval: Duration = .milliseconds(500), requestTimeout: Duration = .seconds(1)
+        envelopes: Int, meanInterval: Duration = .milliseconds(500), requestTimeout: Duration = .seconds(1), serverKey: [UInt8]? = nil
     ) {
         let seconds = Double(meanInterval.components.seconds) + Double(meanInterval.components.attoseconds) / 1e18
         let behaviour = Behaviour(
@@ -72,6 +75,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
             deviceID: deviceID, endpoint: endpoint, storeDirectory: storeDirectory, email: email, secret: secret, seed: seed,
             behaviour: behaviour, requestTimeout: requestTimeout, finishWhenDone: true)
         gapsFromIdle = true
+        self.serverKey = serverKey
     }
 
     /// Device `device` of a node plan.
@@ -81,6 +85,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
             secret: plan.secret, seed: device.seed, behaviour: plan.behaviour, connectivity: plan.connectivity,
             pens: plan.pens, outages: plan.outages, runStart: plan.runStart, duration: plan.duration,
             requestTimeout: .milliseconds(Int64((plan.requestTimeout * 1000).rounded())), finishWhenDone: false)
+        serverKey = plan.serverKey.flatMap(Z85.decode)
         // 2 ms per device of the node, drawn from the device's seed: 1,000 devices start within 2 s.
         var random = SeededRandom(mixing: device.seed, 0x57A7)
         startDelay = random.nextDouble() * Double(plan.devices.count) * 0.002

@@ -2,12 +2,24 @@ import Foundation
 import Logging
 import ZeroMQ
 
+/// How a client secures its connection (docs/protocol.md, "Security model").
+public enum ClientSecurity: Sendable, Hashable {
+    /// Plain TCP; the DEALER's routing id is the device id, which is all the server knows of it.
+    case plaintext
+    /// CURVE: the connection is encrypted to the pinned `serverKey` (a wrong one never
+    /// completes the handshake), and the device proves `keys`, which its enrollment binds to it.
+    /// The DEALER sets no routing id.
+    case curve(serverKey: [UInt8], keys: CurveKeyPair)
+}
+
 /// Settings of the device side of the wire.
 public struct FleetClientConfiguration: Sendable {
     /// The coordinator's (or the fault proxy's) ROUTER endpoint.
     public var endpoint: String
-    /// The device id; also the DEALER's routing id.
+    /// The device id; under plain TCP also the DEALER's routing id.
     public var deviceID: String
+    /// CURVE or plain TCP; must match the server's.
+    public var security: ClientSecurity
     /// Names the client software in ``Hello``.
     public var clientName: String
     /// How long to wait for one reply before retrying (Lazy Pirate).
@@ -24,6 +36,7 @@ public struct FleetClientConfiguration: Sendable {
     public init(
         endpoint: String,
         deviceID: String,
+        security: ClientSecurity = .plaintext,
         clientName: String = "signfleet-node/\(FleetProtocolInfo.softwareVersion)",
         requestTimeout: Duration = .seconds(2),
         maxAttempts: Int = 3,
@@ -34,6 +47,7 @@ public struct FleetClientConfiguration: Sendable {
     ) {
         self.endpoint = endpoint
         self.deviceID = deviceID
+        self.security = security
         self.clientName = clientName
         self.requestTimeout = requestTimeout
         self.maxAttempts = max(1, maxAttempts)
@@ -52,6 +66,9 @@ public enum ConnectionEvent: Sendable, Hashable {
     case lost
     /// The socket was closed; a new one opens after this delay.
     case reconnecting(after: Duration)
+    /// CURVE: the handshake failed (the server's key is not the pinned one, it does not serve
+    /// CURVE, or its ZAP handler refused this key); the reason is for people.
+    case handshakeFailed(String)
 }
 
 /// The DEALER side of the wire, for one device.
@@ -146,7 +163,14 @@ public actor FleetClient {
 
     private func openSocket() async -> AsyncSocket? {
         var options = SocketOptions()
-        options.routingID = Array(configuration.deviceID.utf8)
+        switch configuration.security {
+        case .plaintext:
+            options.routingID = Array(configuration.deviceID.utf8)
+        case .curve(let serverKey, let keys):
+            options.curve = .client(serverKey: serverKey, keys: keys)
+            // A wrong pinned key shows only as failed handshakes: watch for them to say so.
+            options.monitor = true
+        }
         options.linger = 0
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
         options.reconnectInterval = .milliseconds(100)
@@ -155,6 +179,7 @@ public actor FleetClient {
             let socket = try await loop.makeSocket(.dealer, options: options)
             do {
                 try await socket.connect(configuration.endpoint)
+                if options.monitor { watchHandshakes(of: socket) }
                 return socket
             } catch {
                 await socket.close()
@@ -163,6 +188,27 @@ public actor FleetClient {
         } catch {
             logger.error("cannot open connection", metadata: ["endpoint": "\(configuration.endpoint)", "error": "\(error)"])
             return nil
+        }
+    }
+
+    /// Reports failed CURVE handshakes of `socket` (once per socket: libzmq keeps retrying).
+    private nonisolated func watchHandshakes(of socket: AsyncSocket) {
+        let endpoint = configuration.endpoint
+        Task { [logger, eventsContinuation] in
+            for await event in socket.monitorEvents {
+                let reason: String
+                switch event.kind {
+                case .handshakeFailedNoDetail, .handshakeFailedProtocol:
+                    reason = "the CURVE handshake with \(endpoint) failed (\(event)): the coordinator's public key is not the pinned one, or it does not serve CURVE; check --server-key against the key it prints"
+                case .handshakeFailedAuth:
+                    reason = "the coordinator refused this device's CURVE key (\(event))"
+                default:
+                    continue
+                }
+                logger.warning("\(reason)")
+                eventsContinuation.yield(.handshakeFailed(reason))
+                return
+            }
         }
     }
 
@@ -296,22 +342,35 @@ public actor FleetClient {
         let timeout = timeout ?? configuration.requestTimeout
         let attempts = max(1, attempts ?? configuration.maxAttempts)
         let id = makeRequestID()
-        for attempt in 1...attempts {
+        var busyAnswers = 0
+        var attempt = 1
+        while attempt <= attempts {
             try Task.checkCancellation()
             guard let socket = await currentSocket() else { throw CancellationError() }
             do {
                 let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
                 return try decodeReply(Request.self, reply)
+            } catch let error as FleetError where error.code == .busy && busyAnswers < Self.maxBusyAnswers {
+                // The server is alive and says when to come back: that costs no attempt.
+                busyAnswers += 1
+                let wait = Duration.milliseconds(Int64(clamping: min(error.retryAfterMs ?? 200, 5_000)))
+                logger.debug("server busy", metadata: ["type": "\(Request.messageType)", "after": "\(wait)"])
+                try await Task.sleep(for: wait)
+                continue
             } catch is ReplyTimeout {
                 logger.notice(
                     "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
                 // Lazy Pirate: a fresh socket cures a half-open connection.
                 if attempt < attempts { reconnectRequested = true }
             }
+            attempt += 1
         }
         throw FleetError(
             .timeout, "no reply to \(Request.messageType) after \(attempts) attempts of \(timeout)", retryable: true)
     }
+
+    /// `busy` answers one request waits out before the error reaches its caller.
+    static let maxBusyAnswers = 50
 
     private func decodeReply<Request: FleetRequest>(_ type: Request.Type, _ message: InboundMessage) throws -> Request.Reply {
         switch message.header.type {

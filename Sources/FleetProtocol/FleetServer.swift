@@ -3,10 +3,22 @@ import Foundation
 import Logging
 import ZeroMQ
 
+/// How the wire is secured (docs/protocol.md, "Security model").
+public enum WireSecurity: Sendable, Hashable {
+    /// Plain TCP: a peer is whoever its routing id says. For comparison and old clients only;
+    /// any peer can act as any device.
+    case plaintext
+    /// CurveZMQ with the server's long-term key pair: every connection is encrypted, and every
+    /// peer proves the key it holds, which is its identity.
+    case curve(CurveKeyPair)
+}
+
 /// Settings of the server side of the wire.
 public struct FleetServerConfiguration: Sendable {
     /// Where the ROUTER binds. `tcp://127.0.0.1:*` picks a free port (tests).
     public var endpoint: String
+    /// CURVE or plain TCP (the library default; the `signfleet` commands default to CURVE).
+    public var security: WireSecurity
     /// Names the server software in ``HelloReply``.
     public var serverName: String
     /// Devices send a heartbeat after this long without other traffic.
@@ -14,25 +26,36 @@ public struct FleetServerConfiguration: Sendable {
     /// A device silent for `heartbeatInterval * heartbeatLiveness` is lost.
     public var heartbeatLiveness: Int
     public var limits: WireLimits
-    /// Bounded queues: ZeroMQ drops nothing silently with ROUTER_MANDATORY,
-    /// and a full queue makes `send` wait instead of growing memory.
+    /// Messages queued per peer, each way. A peer whose outgoing queue is full (it does not read)
+    /// loses the replies that do not fit, counted in `signfleet_replies_dropped_total`: requests
+    /// are idempotent and clients resend, and no other peer waits for it.
     public var highWaterMark: Int32
-    /// Requests handled at once, across all devices (each device's own requests are still
-    /// handled one at a time, in the order they arrived). When this many are in progress or
-    /// queued, the server stops reading the socket until one finishes, so a flood waits in
-    /// ZeroMQ's bounded queue instead of growing memory.
+    /// Requests taken at once, across all devices (each device's own requests are still
+    /// handled one at a time, in the order they arrived). Beyond it a request is answered
+    /// `busy` (retryable, with `retryAfterMs`) at once: the server never stops reading, so
+    /// `hello` and `heartbeat` are always answered.
     public var maxConcurrentRequests: Int
+    /// Requests one connection may have waiting behind its request in progress; beyond it, `busy`.
+    public var maxQueuedPerPeer: Int
+    /// The `retryAfterMs` of a `busy` answer.
+    public var busyRetryAfter: Duration
 
     public init(
         endpoint: String = "tcp://127.0.0.1:5555",
+        security: WireSecurity = .plaintext,
         serverName: String = "signfleet-coordinator/\(FleetProtocolInfo.softwareVersion)",
         heartbeatInterval: Duration = .seconds(1),
         heartbeatLiveness: Int = 3,
         limits: WireLimits = WireLimits(),
         highWaterMark: Int32 = 10_000,
-        maxConcurrentRequests: Int = 256
+        maxConcurrentRequests: Int = 256,
+        maxQueuedPerPeer: Int = 64,
+        busyRetryAfter: Duration = .milliseconds(200)
     ) {
         self.endpoint = endpoint
+        self.security = security
+        self.maxQueuedPerPeer = max(0, maxQueuedPerPeer)
+        self.busyRetryAfter = busyRetryAfter
         self.serverName = serverName
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatLiveness = heartbeatLiveness
@@ -69,7 +92,7 @@ public enum PeerEvent: Sendable, Hashable {
 /// try await server.run()                   // until the task is cancelled
 /// ```
 public actor FleetServer {
-    public let configuration: FleetServerConfiguration
+    public nonisolated let configuration: FleetServerConfiguration
     /// Liveness changes of devices, for logs and tests.
     public nonisolated let peerEvents: AsyncStream<PeerEvent>
 
@@ -83,6 +106,10 @@ public actor FleetServer {
     private var socket: AsyncSocket?
     private var boundEndpoint: String?
     private var liveness: LivenessTable<[UInt8]>
+    /// The display name of each live connection (its credential's), for liveness events.
+    private var peerNames: [[UInt8]: String] = [:]
+    /// Rate-limits the log lines about peers that lose replies or send unreadable messages.
+    private var refusalLog = RefusalLog()
     private var nextID: UInt64 = 1
     private let metrics: FleetServerMetrics
     private var queues: PeerQueues<ReceivedRequest>
@@ -110,7 +137,24 @@ public actor FleetServer {
         if let boundEndpoint { return boundEndpoint }
         var options = SocketOptions()
         options.routerMandatory = true
-        options.routerHandover = true
+        switch configuration.security {
+        case .plaintext:
+            // A reconnecting device takes its routing id back from its dead connection.
+            options.routerHandover = true
+            logger.warning(
+                "PLAIN TCP: no transport authentication; any peer can claim any device id (use CURVE outside tests and comparisons)")
+        case .curve(let keys):
+            // Peers set no routing id: the ROUTER names each connection, so no peer can take over
+            // another's (handover off). Identity is the key the ZAP handler saw.
+            options.routerHandover = false
+            options.curve = .server(secretKey: keys.secretKey)
+            options.zapDomain = zapDomain
+            options.zapEnforceDomain = true
+            options.prependedProperty = "User-Id"
+            try await loop.context.zap.register(domain: zapDomain, on: loop) { request in
+                Self.admit(request)
+            }
+        }
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
         options.sendHighWaterMark = configuration.highWaterMark
         options.receiveHighWaterMark = configuration.highWaterMark
@@ -140,28 +184,50 @@ public actor FleetServer {
         }
         await socket.close()
         self.socket = nil
+        if case .curve = configuration.security { loop.context.zap.unregister(domain: zapDomain) }
         peerEventsContinuation.finish()
         logger.info("stopped")
+    }
+
+    /// This server's ZAP domain: unique, so servers sharing a context keep their own policy.
+    private nonisolated var zapDomain: String { "signfleet-\(instance)" }
+
+    /// The ZAP policy: every peer that completed a CURVE handshake is admitted under its key
+    /// (lower-case hex, 64 digits, as `User-Id`); what the key may do is decided per request.
+    static func admit(_ request: ZAPRequest) -> ZAPDecision {
+        guard request.mechanism == "CURVE", let key = request.credentials.first, key.count == 32 else {
+            return .deny(reason: "CURVE is required")
+        }
+        return .allow(userID: key.map { String(format: "%02x", $0) }.joined())
     }
 
     private func serve(_ socket: AsyncSocket) async {
         await withDiscardingTaskGroup { group in
             do {
-                for try await frames in socket.messages {
-                    guard let peer = frames.first else { continue }
-                    noteHeard(peer)
+                for try await received in socket.messages {
+                    guard let (peer, credential, frames) = await identify(received, on: socket) else { continue }
                     let receivedAt = ContinuousClock.now
                     guard let request = await accept(frames, from: peer, on: socket) else { continue }
+                    noteHeard(peer, as: credential, saying: request)
                     // `hello` and `heartbeat` are answered here, at once: the server answers them
                     // itself, and a device's liveness must not wait behind its own slow push.
                     if request.header.type == Hello.messageType || request.header.type == Heartbeat.messageType {
-                        await answer(request, peer: peer, receivedAt: receivedAt, on: socket)
+                        await answer(request, peer: peer, credential: credential, receivedAt: receivedAt, on: socket)
                         continue
                     }
-                    await waitForCapacity()
+                    // Never stop reading: beyond what the server takes, the answer is `busy`.
+                    if !queues.hasCapacity || queues.queued(for: peer) >= configuration.maxQueuedPerPeer {
+                        metrics.countRequest(type: request.header.type, outcome: FleetErrorCode.busy.rawValue)
+                        let busy = FleetError(
+                            .busy, "the server has as much work as it takes now; send again after retryAfterMs", retryable: true,
+                            retryAfterMs: UInt64(configuration.busyRetryAfter.milliseconds))
+                        await reply(.failure(busy), to: peer, replyTo: request.header.id, on: socket)
+                        continue
+                    }
                     // A device with a request in progress gets this one queued behind it;
                     // otherwise a task starts handling the device's requests.
-                    if queues.enqueue(ReceivedRequest(request: request, receivedAt: receivedAt), for: peer) {
+                    let queued = ReceivedRequest(request: request, receivedAt: receivedAt, credential: credential)
+                    if queues.enqueue(queued, for: peer) {
                         group.addTask { await self.handleRequests(of: peer, on: socket) }
                     }
                 }
@@ -174,15 +240,72 @@ public actor FleetServer {
         }
     }
 
+    /// Splits a received message into the connection's routing id, the sender's credential and
+    /// the message's own frames. Nil (after answering, where an answer can reach the sender)
+    /// when the sender cannot be identified.
+    private func identify(_ received: [[UInt8]], on socket: AsyncSocket) async -> ([UInt8], PeerCredential, ArraySlice<[UInt8]>)? {
+        switch configuration.security {
+        case .plaintext:
+            guard let peer = received.first else { return nil }
+            guard let name = String(validating: peer, as: UTF8.self) else {
+                // Lossy decoding would make different ids one device.
+                refusalLog.note("routing id is not UTF-8", logger: logger)
+                await reply(
+                    .failure(FleetError(.invalidRequest, "the routing id is not UTF-8; set the DEALER's routing id to the device id")),
+                    to: peer, replyTo: nil, on: socket)
+                return nil
+            }
+            return (peer, .claimedName(name), received.dropFirst())
+        case .curve:
+            // [User-Id, routing id, frames...]: the first frame is added by our own socket.
+            guard received.count >= 2 else { return nil }
+            let peer = received[1]
+            guard let key = Self.key(fromUserID: received[0]) else {
+                // Only a handshake that skipped ZAP gets here; fail closed.
+                refusalLog.note("message without a ZAP-authenticated key", logger: logger)
+                return nil
+            }
+            if peer.first != 0 {
+                // Peers must let the ROUTER name their connection (a chosen name could be claimed by
+                // another peer first).
+                refusalLog.note("peer-chosen routing id under CURVE", logger: logger)
+                await reply(
+                    .failure(FleetError(.invalidRequest, "under CURVE a device sets no routing id; its key identifies it")),
+                    to: peer, replyTo: nil, on: socket)
+                return nil
+            }
+            return (peer, .curveKey(key), received.dropFirst(2))
+        }
+    }
+
+    /// The 32-byte key of a `User-Id` set by ``admit(_:)`` (64 lower-case hex digits).
+    static func key(fromUserID frame: [UInt8]) -> [UInt8]? {
+        guard frame.count == 64 else { return nil }
+        var key: [UInt8] = []
+        key.reserveCapacity(32)
+        for index in stride(from: 0, to: 64, by: 2) {
+            guard let high = hexValue(frame[index]), let low = hexValue(frame[index + 1]) else { return nil }
+            key.append(high << 4 | low)
+        }
+        return key
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        default: nil
+        }
+    }
+
     /// Decodes a message; answers an unreadable one with its typed error and drops a stray
     /// reply (both return nil).
-    private func accept(_ frames: [[UInt8]], from peer: [UInt8], on socket: AsyncSocket) async -> InboundMessage? {
+    private func accept(_ frames: ArraySlice<[UInt8]>, from peer: [UInt8], on socket: AsyncSocket) async -> InboundMessage? {
         let request: InboundMessage
         do {
-            request = try codec.decode(frames.dropFirst())
+            request = try codec.decode(frames)
         } catch {
-            logger.notice(
-                "refused message", metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error.error)"])
+            refusalLog.note("refused message: \(error.error.code)", logger: logger)
             metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
             await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
             return nil
@@ -199,39 +322,40 @@ public actor FleetServer {
     /// Handles `peer`'s queued requests in order until its queue is empty.
     private func handleRequests(of peer: [UInt8], on socket: AsyncSocket) async {
         while let received = queues.next(for: peer) {
-            await answer(received.request, peer: peer, receivedAt: received.receivedAt, on: socket)
+            await answer(received.request, peer: peer, credential: received.credential, receivedAt: received.receivedAt, on: socket)
             queues.finished()
-            if let waiter = capacityWaiter, queues.hasCapacity {
-                capacityWaiter = nil
-                waiter.resume()
-            }
         }
     }
 
-    /// The receive loop waiting for a free slot (only that loop ever waits).
-    private var capacityWaiter: CheckedContinuation<Void, Never>?
-
-    private func waitForCapacity() async {
-        guard !queues.hasCapacity else { return }
-        await withCheckedContinuation { capacityWaiter = $0 }
-    }
-
-    private func noteHeard(_ peer: [UInt8]) {
+    private func noteHeard(_ peer: [UInt8], as credential: PeerCredential, saying request: InboundMessage) {
         if liveness.heard(peer, at: .now) == .alive {
-            let name = String(decoding: peer, as: UTF8.self)
-            logger.info("device alive", metadata: ["device": "\(name)"])
+            var name = credential.displayName
+            var metadata: Logger.Metadata = [:]
+            if case .curveKey = credential {
+                // A connection's first message is its `hello`: its device id names it in logs. The
+                // key is what was authenticated; the id is checked by the requests that act for it.
+                metadata["key"] = "\(credential.displayName)"
+                if request.header.type == Hello.messageType, let hello = try? codec.decodeBody(Hello.self, from: request) {
+                    name = hello.deviceID
+                }
+            }
+            peerNames[peer] = name
+            metadata["device"] = "\(name)"
+            logger.info("device alive", metadata: metadata)
             peerEventsContinuation.yield(.alive(name))
             metrics.connectedDevices.record(liveness.alivePeers.count)
         }
     }
 
-    private func answer(_ request: InboundMessage, peer: [UInt8], receivedAt: ContinuousClock.Instant, on socket: AsyncSocket) async {
-        let context = RequestContext(peer: peer, header: request.header, receivedAt: receivedAt)
+    private func answer(
+        _ request: InboundMessage, peer: [UInt8], credential: PeerCredential, receivedAt: ContinuousClock.Instant, on socket: AsyncSocket
+    ) async {
+        let context = RequestContext(peer: peer, header: request.header, receivedAt: receivedAt, credential: credential)
         let result: Result<EncodedReply, FleetError>
         switch request.header.type {
         case Hello.messageType: result = hello(request, context: context)
         case Heartbeat.messageType:
-            logger.debug("heartbeat", metadata: ["device": "\(context.peerName)"])
+            logger.debug("heartbeat", metadata: ["device": "\(peerNames[peer] ?? context.peerName)"])
             result = encoded(HeartbeatReply(serverInstance: instance))
         default: result = await router.route(request, context: context)
         }
@@ -253,7 +377,9 @@ public actor FleetServer {
     private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
         do {
             let hello = try codec.decodeBody(Hello.self, from: message)
-            guard hello.deviceID == context.peerName else {
+            // Under CURVE the key is the identity and `hello` grants nothing, so its device id is
+            // only checked (against the enrollment) by the requests that act for a device.
+            if case .claimedName(let name) = context.credential, hello.deviceID != name {
                 return .failure(
                     FleetError(
                         .invalidRequest,
@@ -295,13 +421,16 @@ public actor FleetServer {
         nextID &+= 1
         do {
             let headerFrame = try codec.encodeHeader(header)
-            try await socket.send([peer, headerFrame, encodedReply.body])
+            // Never wait for one peer: a peer that does not read loses its own replies.
+            if try await !socket.sendOrDrop([peer, headerFrame, encodedReply.body]) {
+                metrics.countDroppedReply(reason: "peer_not_reading")
+                refusalLog.note("reply dropped: the peer's queue is full (it does not read)", logger: logger)
+            }
         } catch {
             // EHOSTUNREACH: the device disconnected before its reply was ready.
             // It will resend the request (same id) and get the same answer.
-            logger.notice(
-                "reply not delivered",
-                metadata: ["device": "\(String(decoding: peer, as: UTF8.self))", "error": "\(error)"])
+            metrics.countDroppedReply(reason: "peer_gone")
+            refusalLog.note("reply not delivered: \(error)", logger: logger)
         }
     }
 
@@ -313,7 +442,7 @@ public actor FleetServer {
                 return
             }
             for peer in liveness.sweep(at: .now) {
-                let name = String(decoding: peer, as: UTF8.self)
+                let name = peerNames.removeValue(forKey: peer) ?? String(decoding: peer, as: UTF8.self)
                 logger.warning("device lost", metadata: ["device": "\(name)"])
                 peerEventsContinuation.yield(.lost(name))
             }

@@ -10,6 +10,7 @@ import Metrics
 /// |---|---|---|
 /// | `signfleet_requests_total` | counter | `type` (request type, `other` for unknown types), `outcome` (reply type or error code) |
 /// | `signfleet_connected_devices` | gauge | — (devices alive in the liveness table) |
+/// | `signfleet_replies_dropped_total` | counter | `reason`: `peer_not_reading` (its queue was full), `peer_gone` (disconnected) |
 public struct FleetServerMetrics: Sendable {
     /// Label of the request counter.
     public static let requestsLabel = "signfleet_requests_total"
@@ -24,6 +25,14 @@ public struct FleetServerMetrics: Sendable {
         self.factory = factory
         connectedDevices = Gauge(label: Self.connectedDevicesLabel, factory: factory)
         connectedDevices.record(0)
+    }
+
+    /// Label of the dropped-replies counter.
+    public static let droppedRepliesLabel = "signfleet_replies_dropped_total"
+
+    /// Counts a reply that never left: its peer's queue was full, or the peer was gone.
+    func countDroppedReply(reason: String) {
+        Counter(label: Self.droppedRepliesLabel, dimensions: [("reason", reason)], factory: factory).increment()
     }
 
     /// Counts one answered request. Types outside the protocol's catalog are counted as

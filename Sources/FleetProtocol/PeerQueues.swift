@@ -2,6 +2,7 @@
 struct ReceivedRequest: Sendable {
     var request: InboundMessage
     var receivedAt: ContinuousClock.Instant
+    var credential: PeerCredential
 }
 
 /// The bookkeeping behind ``FleetServer``'s concurrency: one FIFO per peer, so a peer's

@@ -1,17 +1,50 @@
 import Foundation
 import Synchronization
 
+/// What a server knows of who sent a request (docs/protocol.md, "Security model").
+public enum PeerCredential: Sendable, Hashable {
+    /// Plain TCP: the routing id the peer chose for itself. Anyone can claim any name.
+    case claimedName(String)
+    /// CURVE: the 32-byte public key the peer proved it holds in the handshake (the ZAP handler's
+    /// `User-Id`). Which device it is comes from the enrollment that bound this key.
+    case curveKey([UInt8])
+
+    /// For logs: the claimed name, or `key:` and the key's first 8 bytes in hex.
+    public var displayName: String {
+        switch self {
+        case .claimedName(let name): name
+        case .curveKey(let key): "key:" + key.prefix(8).map { String(format: "%02x", $0) }.joined()
+        }
+    }
+}
+
 /// Who sent a request, as the server sees it.
 public struct RequestContext: Sendable {
-    /// The sender's ZeroMQ routing id (a device's id, as UTF-8).
+    /// Where the reply goes: the connection's ZeroMQ routing id. Under CURVE the server assigns
+    /// it; it names a connection, never a device.
     public var peer: [UInt8]
     public var header: MessageHeader
     /// When the server received the message.
     public var receivedAt: ContinuousClock.Instant
+    /// Who the sender is: what the transport proved (CURVE) or what the peer claimed (plain TCP).
+    public var credential: PeerCredential
     /// What the handler adds to its reply's header (shared by copies of this context).
     public let replyMetadata = ReplyMetadata()
 
-    public var peerName: String { String(decoding: peer, as: UTF8.self) }
+    public init(peer: [UInt8], header: MessageHeader, receivedAt: ContinuousClock.Instant, credential: PeerCredential) {
+        self.peer = peer
+        self.header = header
+        self.receivedAt = receivedAt
+        self.credential = credential
+    }
+
+    /// A plain-TCP context whose credential is the routing id read as UTF-8 (tests, old callers).
+    public init(peer: [UInt8], header: MessageHeader, receivedAt: ContinuousClock.Instant) {
+        self.init(peer: peer, header: header, receivedAt: receivedAt, credential: .claimedName(String(decoding: peer, as: UTF8.self)))
+    }
+
+    /// The sender for logs and messages (``PeerCredential/displayName``).
+    public var peerName: String { credential.displayName }
 }
 
 /// Header fields a handler sets for its reply, success or error; the server

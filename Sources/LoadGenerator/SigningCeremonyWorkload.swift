@@ -20,12 +20,16 @@ public struct SigningCeremonyConfiguration: Sendable {
     public var deviceIDPrefix: String
     /// Store durability of the devices (an fsync per commit, or WAL without one).
     public var durability: DeviceConfiguration.Durability
+    /// The coordinator's CURVE public key; nil: plain TCP. Load devices live for one run, so each
+    /// proves a fresh transport key.
+    public var serverKey: [UInt8]?
 
     public init(
         endpoint: String, email: String, secret: String, storeDirectory: String, requestTimeout: Duration = .seconds(5),
         deviceIDPrefix: String = "load-\(UUID().uuidString.prefix(8).lowercased())",
-        durability: DeviceConfiguration.Durability = .powerLoss
+        durability: DeviceConfiguration.Durability = .powerLoss, serverKey: [UInt8]? = nil
     ) {
+        self.serverKey = serverKey
         self.endpoint = endpoint
         self.email = email
         self.secret = secret
@@ -62,9 +66,11 @@ public struct SigningCeremonyWorkload: LoadWorkload {
         let deviceID = "\(configuration.deviceIDPrefix)-\(index)"
         var logger = logger
         logger[metadataKey: "device"] = "\(deviceID)"
+        let security: ClientSecurity = try configuration.serverKey.map { .curve(serverKey: $0, keys: try CurveKeyPair.generate()) } ?? .plaintext
         let client = FleetClient(
             configuration: FleetClientConfiguration(
-                endpoint: configuration.endpoint, deviceID: deviceID, requestTimeout: configuration.requestTimeout, maxAttempts: 2),
+                endpoint: configuration.endpoint, deviceID: deviceID, security: security, requestTimeout: configuration.requestTimeout,
+                maxAttempts: 2),
             loop: loop, logger: logger)
         let connection = Task { await client.run() }
         do {

@@ -19,6 +19,8 @@ public final class Socket {
     // Keeps the context alive (zmq_ctx_term must not run while this socket is open).
     private let context: ZMQContext
     private var handle: UnsafeMutableRawPointer?
+    /// ``SocketOptions/prependedProperty``, once applied.
+    private var prependedProperty: String?
 
     /// Creates a socket in `context`.
     /// - Throws: ``ZMQError`` (e.g. `ETERM` when the context is shutting down).
@@ -128,6 +130,7 @@ public final class Socket {
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }
         var frames: [[UInt8]] = []
+        var property: [UInt8]?
         while true {
             // Parts after the first are already queued (messages are atomic), so never wait for them.
             let flags: Int32 = (dontWait || !frames.isEmpty) ? ZMQ_DONTWAIT : 0
@@ -145,7 +148,15 @@ public final class Socket {
                 count = size
             }
             frames.append(frame)
-            if zmq_msg_more(&message) == 0 { return frames }
+            // Metadata rides on the frames read from the peer's pipe; a ROUTER's own routing-id
+            // frame may have none, so every frame is asked until one answers.
+            if let name = prependedProperty, property == nil, let value = zmq_msg_gets(&message, name) {
+                property = Array(String(cString: value).utf8)
+            }
+            if zmq_msg_more(&message) == 0 {
+                if prependedProperty != nil { frames.insert(property ?? [], at: 0) }
+                return frames
+            }
         }
     }
 
@@ -218,6 +229,22 @@ public final class Socket {
         if let value = options.heartbeatTimeout { try setOption(ZMQ_HEARTBEAT_TIMEOUT, value.zmqMilliseconds) }
         if let value = options.heartbeatTTL { try setOption(ZMQ_HEARTBEAT_TTL, value.zmqMilliseconds) }
         if let value = options.routingID { try setOption(ZMQ_ROUTING_ID, value) }
+        switch options.curve {
+        case .server(let secretKey):
+            try setOption(ZMQ_CURVE_SERVER, Int32(1))
+            try setOption(ZMQ_CURVE_SECRETKEY, secretKey)
+        case .client(let serverKey, let keys):
+            try setOption(ZMQ_CURVE_SERVERKEY, serverKey)
+            try setOption(ZMQ_CURVE_PUBLICKEY, keys.publicKey)
+            try setOption(ZMQ_CURVE_SECRETKEY, keys.secretKey)
+        case nil:
+            break
+        }
+        if let value = options.zapDomain { try setOption(ZMQ_ZAP_DOMAIN, Array(value.utf8)) }
+        // ZMQ_ZAP_ENFORCE_DOMAIN is a draft constant in zmq.h (not exposed by Debian's build); the
+        // library accepts it since 4.3.
+        if let value = options.zapEnforceDomain { try setOption(93, Int32(value ? 1 : 0)) }
+        prependedProperty = options.prependedProperty
     }
 
     // MARK: Monitor

@@ -38,6 +38,19 @@ public struct SocketOptions: Sendable {
     public var heartbeatTTL: Duration?
     /// `ZMQ_ROUTING_ID`: this socket's identity as seen by a ROUTER peer.
     public var routingID: [UInt8]?
+    /// CURVE encryption and authentication (`ZMQ_CURVE_SERVER`, `ZMQ_CURVE_SECRETKEY`,
+    /// `ZMQ_CURVE_PUBLICKEY`, `ZMQ_CURVE_SERVERKEY`); nil for plain TCP.
+    public var curve: CurveSecurity?
+    /// `ZMQ_ZAP_DOMAIN`: the domain of this socket's ZAP requests (``ZAPHandler``).
+    public var zapDomain: String?
+    /// `ZMQ_ZAP_ENFORCE_DOMAIN`: with a ``zapDomain``, refuse every handshake when no ZAP handler
+    /// answers (libzmq's default admits every peer then: it fails open).
+    public var zapEnforceDomain: Bool?
+    /// Each received message gets the value of this ZMTP metadata property (for example
+    /// `User-Id`, set by the ZAP handler) as an extra **first** frame, before the routing id of a
+    /// ROUTER; an empty frame when the message has no such property. Peers cannot forge it:
+    /// the frame is added by the receiving socket.
+    public var prependedProperty: String?
     /// Publishes ``MonitorEvent``s on ``AsyncSocket/monitorEvents``.
     public var monitor: Bool = false
     /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the

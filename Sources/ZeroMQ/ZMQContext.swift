@@ -19,6 +19,9 @@ public final class ZMQContext: Sendable {
     /// but libzmq allows a context to be used from any thread.
     let handle: RawHandle
     private let terminated = Mutex(false)
+    /// The context's ZAP handler (one per context, as libzmq allows), shared by every socket
+    /// with a ``SocketOptions/zapDomain``.
+    public let zap = ZAPHandler()
 
     /// Creates a context.
     /// - Parameters:

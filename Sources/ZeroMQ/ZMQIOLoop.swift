@@ -47,6 +47,9 @@ public final class ZMQIOLoop: TaskExecutor, Sendable {
         thread.start()
     }
 
+    /// The context this loop's sockets are created in.
+    public var context: ZMQContext { shared.context }
+
     deinit {
         // Sockets keep their loop alive, so none is left; stop the thread without waiting.
         shared.requestShutdown(nil)

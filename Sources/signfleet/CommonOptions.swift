@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import ZeroMQ
 
 /// Options every long-running subcommand shares.
 struct LoggingOptions: ParsableArguments {
@@ -37,4 +38,45 @@ func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) asyn
 /// Prints one line to standard output at once (scripts and tests wait for it).
 func announce(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// How a device-side command secures its connection to the coordinator (docs/protocol.md,
+/// "Security model"): CURVE with the coordinator's pinned public key, or plain TCP when asked.
+struct TransportOptions: ParsableArguments {
+    @Option(help: "The coordinator's CURVE public key (Z85, 40 characters): printed by the coordinator as `curve-public-key`, shown on GET /status.")
+    var serverKey: String?
+
+    @Option(help: "A file holding that key (the coordinator's --public-key-file; a fleet run's coordinator.pub).")
+    var serverKeyFile: String?
+
+    @Flag(help: "Connect over plain TCP (no transport authentication: a coordinator started with --plaintext).")
+    var plaintext = false
+
+    /// The pinned key, or nil for plain TCP.
+    /// - Throws: `ValidationError` saying what to pass when nothing or something unreadable was given.
+    func serverKeyBytes() throws -> [UInt8]? {
+        if plaintext {
+            guard serverKey == nil, serverKeyFile == nil else {
+                throw ValidationError("--plaintext and --server-key / --server-key-file exclude each other")
+            }
+            return nil
+        }
+        var text = serverKey
+        if let serverKeyFile {
+            guard serverKey == nil else { throw ValidationError("give --server-key or --server-key-file, not both") }
+            do {
+                text = try String(contentsOfFile: serverKeyFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                throw ValidationError("cannot read --server-key-file \(serverKeyFile): \(error.localizedDescription)")
+            }
+        }
+        guard let text else {
+            throw ValidationError(
+                "the coordinator's CURVE public key is needed: pass --server-key (the coordinator prints it as `curve-public-key` and shows it on GET /status) or --server-key-file, or --plaintext for a coordinator started with --plaintext")
+        }
+        guard let key = Z85.decode(text), key.count == 32 else {
+            throw ValidationError("--server-key must be a 40-character Z85 CURVE public key; got \(text.count) characters")
+        }
+        return key
+    }
 }

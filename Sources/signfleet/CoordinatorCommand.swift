@@ -67,6 +67,12 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default info).")
     var logLevel: String?
 
+    @Flag(help: "Serve plain TCP instead of CURVE: no transport authentication, any peer can claim any device id (comparison runs and old clients only).")
+    var plaintext = false
+
+    @Option(help: "Write the coordinator's CURVE public key (Z85, one line) to this file once bound, for devices to pin.")
+    var publicKeyFile: String?
+
     /// Defaults, then the file, then the flags.
     func settings() throws -> CoordinatorConfiguration {
         var settings = CoordinatorConfiguration()
@@ -83,6 +89,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let maxMessageSize { settings.maxMessageSize = maxMessageSize }
         if let logLevel { settings.logLevel = logLevel }
         if let adminToken { settings.adminToken = adminToken }
+        if plaintext { settings.plaintext = true }
+        if let publicKeyFile { settings.publicKeyFile = publicKeyFile }
         try settings.validate()
         return settings
     }
@@ -104,18 +112,21 @@ struct CoordinatorCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
 
+        let coordinatorStore: CoordinatorStore
+        let security: WireSecurity
+        do {
+            coordinatorStore = try CoordinatorStore(path: settings.store)
+            security = settings.plaintext ? .plaintext : .curve(try coordinatorStore.transportKeyPair())
+        } catch {
+            throw ValidationError("cannot open the store at \(settings.store): \(error)")
+        }
         let configuration = FleetServerConfiguration(
             endpoint: settings.bind,
+            security: security,
             heartbeatInterval: .milliseconds(settings.heartbeatMs),
             heartbeatLiveness: settings.liveness,
             limits: WireLimits(maxMessageSize: settings.maxMessageSize)
         )
-        let coordinatorStore: CoordinatorStore
-        do {
-            coordinatorStore = try CoordinatorStore(path: settings.store)
-        } catch {
-            throw ValidationError("cannot open the store at \(settings.store): \(error)")
-        }
         let services = CoordinatorServices(store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime))
         if settings.seedDemo {
             let (account, users) = try await services.accounts.seedDemo(rateLimits: settings.demoRateLimits)
@@ -133,6 +144,21 @@ struct CoordinatorCommand: AsyncParsableCommand {
         let server = FleetServer(configuration: configuration, router: router, loop: loop, logger: logger)
         do {
             let endpoint = try await server.bind()
+            switch security {
+            case .curve(let keys):
+                let publicKey = Z85.encode(keys.publicKey) ?? ""
+                if let path = settings.publicKeyFile {
+                    do {
+                        try Data((publicKey + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+                    } catch {
+                        throw ValidationError("cannot write the public key to \(path): \(error.localizedDescription)")
+                    }
+                }
+                // Before `listening`: whoever waits for that line can read the key already.
+                announce("curve-public-key \(publicKey)")
+            case .plaintext:
+                announce("WARNING plain TCP: no transport authentication; any peer can act as any device")
+            }
             announce("listening \(endpoint)")
             var members: [any Service] = [CoordinatorService(server: server)]
             if let address = try settings.httpAddress() {

@@ -83,6 +83,8 @@ struct LoadCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
+    @OptionGroup var transport: TransportOptions
+
     struct Plan {
         var configuration: LoadConfiguration
         var requestTimeout: Duration
@@ -143,26 +145,29 @@ struct LoadCommand: AsyncParsableCommand {
         announce("seed \(plan.configuration.seed)")
         var coordinator: ChildProcess?
         let endpoint: String
+        let serverKey: [UInt8]?
         if let connect {
             endpoint = connect
+            serverKey = try transport.serverKeyBytes()
         } else {
-            let child: (process: ChildProcess, endpoint: String)
+            let child: (process: ChildProcess, endpoint: String, serverKey: [UInt8]?)
             do {
-                child = try await Self.startCoordinator(store: scratch + "/coordinator.sqlite")
+                child = try await Self.startCoordinator(store: scratch + "/coordinator.sqlite", plaintext: transport.plaintext)
             } catch {
                 FileHandle.standardError.write(Data("error: could not start a coordinator: \(error)\n".utf8))
                 throw ExitCode(2)
             }
             coordinator = child.process
             endpoint = child.endpoint
-            announce("coordinator \(endpoint) (child process \(child.process.processIdentifier))")
+            serverKey = child.serverKey
+            announce("coordinator \(endpoint) (child process \(child.process.processIdentifier), \(serverKey == nil ? "plain TCP" : "CURVE"))")
         }
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "load-io")
         let workload = SigningCeremonyWorkload(
             configuration: SigningCeremonyConfiguration(
                 endpoint: endpoint, email: email, secret: secret, storeDirectory: scratch, requestTimeout: plan.requestTimeout,
-                durability: plan.durability),
+                durability: plan.durability, serverKey: serverKey),
             loop: loop, logger: logger)
         let runner = LoadRunner(configuration: plan.configuration, workload: workload, logger: logger)
         let tty = isatty(STDERR_FILENO) == 1
@@ -194,16 +199,23 @@ struct LoadCommand: AsyncParsableCommand {
         if !run.summary.passed { throw ExitCode(1) }
     }
 
-    /// Starts `signfleet coordinator --seed-demo` on a fresh store and waits for its endpoint.
-    static func startCoordinator(store: String) async throws -> (process: ChildProcess, endpoint: String) {
+    /// Starts `signfleet coordinator --seed-demo` on a fresh store and waits for its endpoint and
+    /// (unless `plaintext`) its CURVE public key, which it prints first.
+    static func startCoordinator(store: String, plaintext: Bool) async throws -> (process: ChildProcess, endpoint: String, serverKey: [UInt8]?) {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         let child = try ChildProcess.launch(
             executable,
-            ["coordinator", "--seed-demo", "--store", store, "--bind", "tcp://127.0.0.1:*", "--http", "off", "--log-level", "warning"],
+            ["coordinator", "--seed-demo", "--store", store, "--bind", "tcp://127.0.0.1:*", "--http", "off", "--log-level", "warning"]
+                + (plaintext ? ["--plaintext"] : []),
             name: "coordinator")
         do {
+            var serverKey: [UInt8]?
+            if !plaintext {
+                let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("curve-public-key ") }
+                serverKey = Z85.decode(String(line.dropFirst("curve-public-key ".count)))
+            }
             let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
-            return (child, String(line.dropFirst("listening ".count)))
+            return (child, String(line.dropFirst("listening ".count)), serverKey)
         } catch {
             await child.terminate()
             throw error

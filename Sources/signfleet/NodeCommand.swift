@@ -61,6 +61,8 @@ struct NodeCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
+    @OptionGroup var transport: TransportOptions
+
     func validate() throws {
         guard (1...10_000).contains(devices) else { throw ValidationError("--devices must be between 1 and 10000") }
         guard !devicePrefix.isEmpty, devicePrefix.utf8.count <= 200 else {
@@ -78,6 +80,8 @@ struct NodeCommand: AsyncParsableCommand {
             return
         }
         let logger = try logging.makeLogger(label: "node")
+        let serverKey = try transport.serverKeyBytes()
+        if serverKey == nil { logger.warning("PLAIN TCP: the coordinator cannot tell these devices from any peer claiming their ids") }
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "node-io")
         let seed = self.seed ?? UInt64.random(in: 1...999_999)
@@ -92,17 +96,19 @@ struct NodeCommand: AsyncParsableCommand {
                     configuration: SimulatedDeviceConfiguration(
                         deviceID: "\(devicePrefix)-\(index)", endpoint: connect, storeDirectory: dataDir, email: email,
                         secret: secret, seed: deviceSeeds.next(), envelopes: envelopes,
-                        meanInterval: .milliseconds(intervalMs), requestTimeout: .milliseconds(requestTimeoutMs)),
+                        meanInterval: .milliseconds(intervalMs), requestTimeout: .milliseconds(requestTimeoutMs), serverKey: serverKey),
                     loop: loop, logger: logger)
                 return { try await device.run() }
             }
         } else {
-            work = (1...devices).map { index in
+            work = try (1...devices).map { index in
                 var deviceLogger = logger
                 deviceLogger[metadataKey: "device"] = "\(devicePrefix)-\(index)"
+                // Connection-only devices keep no store: each proves a fresh key for this run.
+                let security: ClientSecurity = try serverKey.map { .curve(serverKey: $0, keys: try CurveKeyPair.generate()) } ?? .plaintext
                 let client = FleetClient(
                     configuration: FleetClientConfiguration(
-                        endpoint: connect, deviceID: "\(devicePrefix)-\(index)",
+                        endpoint: connect, deviceID: "\(devicePrefix)-\(index)", security: security,
                         requestTimeout: .milliseconds(requestTimeoutMs)),
                     loop: loop, logger: deviceLogger)
                 return { await client.run() }

@@ -170,7 +170,7 @@ final class StartOnDenialClock: Sendable {
         router.on(SyncPush.self) { push, context throws(FleetError) in
             do throws(FleetError) {
                 return try await CoordinatorServices.typed {
-                    try await services.ingest.apply(push, routingID: context.peerName, meter: services.meter(context))
+                    try await services.ingest.apply(push, credential: context.credential, meter: services.meter(context))
                 }
             } catch {
                 if error.code == .rateLimited { self.start() }

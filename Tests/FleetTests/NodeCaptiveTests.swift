@@ -15,11 +15,12 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/coordinator.sqlite"
         let (coordinator, endpoint) = try await NodeProcessTests.coordinator(store: store)
+        let serverKey = try await NodeProcessTests.serverKey(of: coordinator)
         defer { Task { await coordinator.terminate() } }
         let behaviour = Self.behaviour
         var plan = NodeProcessTests.plan(
             directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour,
-            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.3), startOffline: 0.5))
+            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.3), startOffline: 0.5), serverKey: serverKey)
         plan.requestTimeout = 2
         let planPath = directory + "/plan.json"
         try NodeProcessTests.write(plan, to: planPath)
@@ -52,9 +53,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/coordinator.sqlite"
         let (first, endpoint) = try await NodeProcessTests.coordinator(store: store, extra: ["--http", "off"])
+        let serverKey = try await NodeProcessTests.serverKey(of: first)
         defer { Task { await first.terminate() } }
         let behaviour = Self.behaviour
-        var plan = NodeProcessTests.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour)
+        var plan = NodeProcessTests.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour, serverKey: serverKey)
         plan.requestTimeout = 2
         let planPath = directory + "/plan.json"
         try NodeProcessTests.write(plan, to: planPath)

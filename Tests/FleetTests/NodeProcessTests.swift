@@ -24,14 +24,20 @@ import Testing
     /// A plan with `devices` devices `n-1`, `n-2`, …, seeded from `seed`.
     static func plan(
         directory: String, endpoint: String, devices: Int, seed: UInt64, behaviour: Behaviour = Behaviour(),
-        connectivity: Connectivity = Connectivity()
+        connectivity: Connectivity = Connectivity(), serverKey: String? = nil
     ) -> NodePlan {
         NodePlan(
             process: "node-n-1", group: "n", endpoint: endpoint, dataDirectory: directory + "/devices",
             historyFile: directory + "/history/node-n-1.jsonl", runStart: Date().timeIntervalSince1970, duration: 120,
             devices: (1...devices).map { DevicePlan(id: "n-\($0)", seed: seed &* 1000 &+ UInt64($0)) }, behaviour: behaviour,
             connectivity: connectivity, pens: ["applePencil": 2, "finger": 1, "signaturePad": 1], statsInterval: 0.2,
-            requestTimeout: 0.3)
+            requestTimeout: 0.3, serverKey: serverKey)
+    }
+
+    /// The CURVE public key a coordinator printed, which the plan's devices pin.
+    static func serverKey(of coordinator: ChildProcess) async throws -> String {
+        let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("curve-public-key ") }
+        return String(line.dropFirst("curve-public-key ".count))
     }
 
     static func write(_ plan: NodePlan, to path: String) throws {
@@ -73,13 +79,14 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/coordinator.sqlite"
         let (coordinator, endpoint) = try await Self.coordinator(store: store)
+        let serverKey = try await Self.serverKey(of: coordinator)
         defer { Task { await coordinator.terminate() } }
         let behaviour = Behaviour(
             envelopesPerMinute: 240, templateFraction: 0.4, inPersonSigners: IntRange(1, 2), remoteSigners: IntRange(0, 1),
             signingDuration: ClosedSpan(0.01, 0.1), cancelRate: 0.15, declineRate: 0.15, sync: .whenOnline, maxEnvelopes: 5)
         let plan = Self.plan(
             directory: directory, endpoint: endpoint, devices: 3, seed: Self.seed, behaviour: behaviour,
-            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.4), startOffline: 0.3))
+            connectivity: Connectivity(model: .gilbertElliott(onlineMean: 1, offlineMean: 0.4), startOffline: 0.3), serverKey: serverKey)
         let planPath = directory + "/plan.json"
         try Self.write(plan, to: planPath)
 
@@ -130,11 +137,12 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/coordinator.sqlite"
         let (coordinator, endpoint) = try await Self.coordinator(store: store)
+        let serverKey = try await Self.serverKey(of: coordinator)
         defer { Task { await coordinator.terminate() } }
         let behaviour = Behaviour(
             envelopesPerMinute: 600, inPersonSigners: IntRange(1, 2), signingDuration: ClosedSpan(0, 0.05),
             declineRate: 0.1, sync: .whenOnline, maxEnvelopes: 12)
-        let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: Self.seed, behaviour: behaviour)
+        let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: Self.seed, behaviour: behaviour, serverKey: serverKey)
         let planPath = directory + "/plan.json"
         try Self.write(plan, to: planPath)
 
@@ -199,8 +207,9 @@ import Testing
             let directory = try Self.temporaryDirectory("node-plan-seed")
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let (coordinator, endpoint) = try await Self.coordinator(store: directory + "/coordinator.sqlite")
+            let serverKey = try await Self.serverKey(of: coordinator)
             defer { Task { await coordinator.terminate() } }
-            let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour)
+            let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: seed, behaviour: behaviour, serverKey: serverKey)
             try Self.write(plan, to: directory + "/plan.json")
             let node = try ChildProcess.launch(try Self.binary(), ["node", "--plan", directory + "/plan.json"], name: "node")
             defer { Task { await node.terminate() } }

@@ -54,7 +54,7 @@ import Testing
         // Nothing listens there: the devices cannot log in, so no verdict can be given.
         let child = try ChildProcess.launch(
             try binary(),
-            ["load", "--connect", "tcp://127.0.0.1:9", "--rate", "10", "--duration", "1s", "--devices", "1",
+            ["load", "--connect", "tcp://127.0.0.1:9", "--plaintext", "--rate", "10", "--duration", "1s", "--devices", "1",
              "--request-timeout", "200ms", "--out", temporaryDirectory()])
         #expect(try await child.waitForExit(timeout: .seconds(60)) == 2, "\(child.output)")
         #expect(child.output.contains("the load could not run"), "\(child.output)")

@@ -46,32 +46,40 @@ struct CLITestError: Error, CustomStringConvertible {
 }
 
 /// Whether a log line reports `event` for `device` (swift-log's `device=...` metadata).
+/// The CURVE public key a coordinator printed (`curve-public-key <Z85>`), for `--server-key`.
+func curvePublicKey(of coordinator: ChildProcess) async throws -> String {
+    let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("curve-public-key ") }
+    return String(line.dropFirst("curve-public-key ".count))
+}
+
 @Sendable func isLine(_ line: String, _ event: String, device: String) -> Bool {
     line.contains(event) && line.contains("device=\(device)")
 }
 
 @Suite struct CLIWireTests {
     /// Starts a coordinator (logging at debug, so heartbeats show) and returns it with its endpoint.
-    func startCoordinator(_ binary: String, bind: String = "tcp://127.0.0.1:*") async throws -> (ChildProcess, String) {
+    /// A restart on the same `store` serves the same CURVE key, which the devices pinned.
+    func startCoordinator(
+        _ binary: String, bind: String = "tcp://127.0.0.1:*",
+        store: String = FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString).sqlite").path
+    ) async throws -> (ChildProcess, String, key: String) {
         let coordinator = try ChildProcess.launch(
             binary,
-            [
-                "coordinator", "--bind", bind, "--heartbeat-ms", "200", "--liveness", "3", "--log-level", "debug",
-                "--store", FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString).sqlite").path,
-            ],
+            ["coordinator", "--bind", bind, "--heartbeat-ms", "200", "--liveness", "3", "--log-level", "debug", "--store", store],
             name: "coordinator")
         let line = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
-        return (coordinator, String(line.dropFirst("listening ".count)))
+        return (coordinator, String(line.dropFirst("listening ".count)), try await curvePublicKey(of: coordinator))
     }
 
 
     @Test func devicesSayHelloKeepAliveAndAreLostWhenTheirNodeStops() async throws {
         let binary = try signfleetBinary()
-        let (coordinator, endpoint) = try await startCoordinator(binary)
+        let (coordinator, endpoint, key) = try await startCoordinator(binary)
         defer { Task { await coordinator.terminate() } }
         #expect(endpoint.hasPrefix("tcp://127.0.0.1:") && !endpoint.hasSuffix(":*"))
 
-        let node = try ChildProcess.launch(binary, ["node", "--connect", endpoint, "--devices", "3", "--device-prefix", "t"], name: "node")
+        let node = try ChildProcess.launch(
+            binary, ["node", "--connect", endpoint, "--server-key", key, "--devices", "3", "--device-prefix", "t"], name: "node")
         defer { Task { await node.terminate() } }
         let devices = ["t-1", "t-2", "t-3"]
         for device in devices {
@@ -96,10 +104,12 @@ struct CLITestError: Error, CustomStringConvertible {
 
     @Test func devicesReconnectAfterTheCoordinatorIsKilledAndRestarted() async throws {
         let binary = try signfleetBinary()
-        let (first, endpoint) = try await startCoordinator(binary)
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString).sqlite").path
+        let (first, endpoint, key) = try await startCoordinator(binary, store: store)
         defer { Task { await first.terminate() } }
         let node = try ChildProcess.launch(
-            binary, ["node", "--connect", endpoint, "--devices", "2", "--device-prefix", "r", "--request-timeout-ms", "300"],
+            binary,
+            ["node", "--connect", endpoint, "--server-key", key, "--devices", "2", "--device-prefix", "r", "--request-timeout-ms", "300"],
             name: "node")
         defer { Task { await node.terminate() } }
         for device in ["r-1", "r-2"] {
@@ -112,7 +122,8 @@ struct CLITestError: Error, CustomStringConvertible {
             try await node.waitForLine(timeout: .seconds(30)) { isLine($0, "server lost", device: device) }
         }
 
-        let (second, sameEndpoint) = try await startCoordinator(binary, bind: endpoint)
+        let (second, sameEndpoint, sameKey) = try await startCoordinator(binary, bind: endpoint, store: store)
+        #expect(sameKey == key, "the key is the store's")
         defer { Task { await second.terminate() } }
         #expect(sameEndpoint == endpoint)
         for device in ["r-1", "r-2"] {

@@ -21,12 +21,13 @@ import Testing
 
         let (first, endpoint) = try await coordinator("tcp://127.0.0.1:*")
         defer { Task { await first.terminate() } }
+        let key = try await curvePublicKey(of: first)
         let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "\(UInt64.random(in: 1...999_999))"
         print("sign-and-sync seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let node = try ChildProcess.launch(
             binary,
             [
-                "node", "--connect", endpoint, "--devices", "3", "--envelopes", "6", "--interval-ms", "400",
+                "node", "--connect", endpoint, "--server-key", key, "--devices", "3", "--envelopes", "6", "--interval-ms", "400",
                 "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", seed,
             ], name: "node")
         defer { Task { await node.terminate() } }
@@ -68,10 +69,11 @@ import Testing
 
         let (first, endpoint) = try await coordinator("tcp://127.0.0.1:*", failpoint: true)
         defer { Task { await first.terminate() } }
+        let key = try await curvePublicKey(of: first)
         let node = try ChildProcess.launch(
             binary,
             [
-                "node", "--connect", endpoint, "--devices", "1", "--envelopes", "3", "--interval-ms", "50",
+                "node", "--connect", endpoint, "--server-key", key, "--devices", "1", "--envelopes", "3", "--interval-ms", "50",
                 "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "11",
             ], name: "node")
         defer { Task { await node.terminate() } }
@@ -109,11 +111,12 @@ import Testing
         let endpoint = String(
             try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
                 .dropFirst("listening ".count))
+        let key = try await curvePublicKey(of: coordinator)
 
         let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("node-kill seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let arguments = [
-            "node", "--connect", endpoint, "--devices", "2", "--envelopes", "8", "--interval-ms", "40",
+            "node", "--connect", endpoint, "--server-key", key, "--devices", "2", "--envelopes", "8", "--interval-ms", "40",
             "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "\(seed)",
         ]
         let first = try ChildProcess.launch(binary, arguments, name: "node-1")
