@@ -10,19 +10,26 @@ import GRDB
 public struct AuthService: Sendable {
     let store: CoordinatorStore
     public var tokenLifetime: Duration
-    /// The base URL of the coordinator's HTTP listener, reported as `host`.
-    public var host: String
+    /// The base URL reported as `host` when no HTTP listener has published its address.
+    public var host: String?
+    /// The HTTP listener's real address, once bound (port 0 picks a free one).
+    let links: CaptiveSigningLinks?
     let now: @Sendable () -> Date
 
     public init(
-        store: CoordinatorStore, tokenLifetime: Duration = .seconds(3600), host: String = "http://127.0.0.1:8080",
+        store: CoordinatorStore, tokenLifetime: Duration = .seconds(3600), host: String? = nil, links: CaptiveSigningLinks? = nil,
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.store = store
         self.tokenLifetime = tokenLifetime
         self.host = host
+        self.links = links
         self.now = now
     }
+
+    /// What `auth.userinfo` reports as `host`: the listener's real base URL; else the configured
+    /// one; else empty (no HTTP listener).
+    public var advertisedHost: String { links?.baseURL ?? host ?? "" }
 
     /// Exchanges a user's credentials for a token.
     /// - Throws: ``FleetError`` `unauthenticated` when the email or secret is wrong (the
@@ -79,7 +86,7 @@ public struct AuthService: Sendable {
         try meter(account)
         return UserInfoReply(
             accountID: account.id, accountName: account.name, userID: user.id, userName: user.name, email: user.email,
-            host: host, offlineSigningEnabled: account.offlineSigning)
+            host: advertisedHost, offlineSigningEnabled: account.offlineSigning)
     }
 
     static func makeToken() -> String {

@@ -19,19 +19,21 @@ public struct CoordinatorServices: Sendable {
 
     /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
     ///   the process-wide `MetricsSystem.factory` unless given.
-    public init(store: CoordinatorStore, host: String = "http://127.0.0.1:8080", tokenLifetime: Duration = .seconds(3600),
+    /// - Parameter host: the `auth.userinfo` host while no HTTP listener has published its address.
+    public init(store: CoordinatorStore, host: String? = nil, tokenLifetime: Duration = .seconds(3600),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
                 now: @escaping @Sendable () -> Date = Date.init) {
         accounts = AccountDirectory(store: store, now: now)
-        auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, now: now)
+        let links = CaptiveSigningLinks()
+        auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)
         devices = DeviceRegistry(store: store, auth: auth, now: now)
         ingest = SyncIngest(store: store, devices: devices, metricsFactory: metricsFactory, now: now)
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(store: store, auth: auth, now: now)
         envelopes = EnvelopeService(store: store, auth: auth, now: now)
         self.captive = CaptiveSigningService(
-            store: store, auth: auth, configuration: captive, metricsFactory: metricsFactory, now: now)
+            store: store, auth: auth, configuration: captive, links: links, metricsFactory: metricsFactory, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`, `sync.results`,

@@ -75,6 +75,12 @@ public struct CoordinatorAdminRoutes: Sendable {
         public var users: [User]
     }
 
+    /// The `POST /admin/devices/{id}/revoke` body.
+    public struct RevokedDevice: Sendable, Hashable, Codable {
+        public var deviceID: String
+        public var revoked: Bool
+    }
+
     /// The body of a refused admin request.
     public struct Failure: Sendable, Hashable, Codable {
         public var code: String
@@ -128,6 +134,16 @@ public struct CoordinatorAdminRoutes: Sendable {
                 let user = try await directory.createUser(
                     accountID: accountID, name: body.name, email: body.email, secret: body.secret)
                 return try Self.json(user, status: .created)
+            }
+        }
+        group.post("devices/:id/revoke") { request, context -> Response in
+            try await self.handle(request) {
+                let deviceID = try context.parameters.require("id")
+                let devices = DeviceRegistry(store: directory.store, auth: AuthService(store: directory.store))
+                guard try await devices.revoke(deviceID: deviceID) else {
+                    throw FleetError(.notFound, "no device \"\(deviceID)\" is enrolled")
+                }
+                return try Self.json(RevokedDevice(deviceID: deviceID, revoked: true), status: .ok)
             }
         }
         group.post("seed-demo") { request, _ -> Response in

@@ -107,7 +107,14 @@ extension CapturedSignature {
         var samples: [PenSample] = []
         var nextFreeTick: Int64 = 0
         for stroke in strokes {
-            let startTick = max(Int64(((stroke[0].time - firstTime) * rate / 1000).rounded()), nextFreeTick)
+            // Times come from a browser form: any finite Double. Range-check before converting (a
+            // stroke 1e20 ms after the first used to trap here and take the coordinator down).
+            let offsetTicks = ((stroke[0].time - firstTime) * rate / 1000).rounded()
+            guard offsetTicks.isFinite, offsetTicks <= 65535 else {
+                throw CaptureError(code: .signatureTooLong, message:
+                    "a stroke starts \(stroke[0].time - firstTime) ms after the first; the T channel holds 65535 ticks of \(PointerSignature.sampleRate) Hz")
+            }
+            let startTick = max(Int64(offsetTicks), nextFreeTick)
             let endTime = stroke[stroke.count - 1].time
             var tick = startTick
             var index = 0

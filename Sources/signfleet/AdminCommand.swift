@@ -7,8 +7,40 @@ struct AdminCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
-        subcommands: [CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, AdminTemplatesCommand.self, AdminEnvelopeCommand.self]
+        subcommands: [
+            CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, Devices.self, AdminTemplatesCommand.self,
+            AdminEnvelopeCommand.self,
+        ]
     )
+
+    /// `signfleet admin devices revoke`: frees a device id for new keys (docs/protocol.md, section 1.1).
+    struct Devices: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "devices", abstract: "Manage enrolled devices.", subcommands: [Revoke.self])
+
+        struct Revoke: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                commandName: "revoke",
+                abstract: "Revoke a device's keys: it can do nothing until it enrolls again (same account, new keys); its history stays.")
+            @OptionGroup var store: StoreOption
+            @Option(help: "The device id.") var id: String
+
+            func run() async throws {
+                let coordinatorStore: CoordinatorStore
+                do {
+                    coordinatorStore = try CoordinatorStore(path: store.store)
+                } catch {
+                    throw ValidationError("cannot open the store at \(store.store): \(error)")
+                }
+                let devices = DeviceRegistry(store: coordinatorStore, auth: AuthService(store: coordinatorStore))
+                guard try await devices.revoke(deviceID: id) else {
+                    FileHandle.standardError.write(Data("error: no device \"\(id)\" is enrolled in \(store.store)\n".utf8))
+                    throw ExitCode(1)
+                }
+                print("revoked device \(id): it may enroll again with new keys")
+            }
+        }
+    }
 
     struct StoreOption: ParsableArguments {
         @Option(help: "Path of the coordinator's SQLite store (created if missing).")

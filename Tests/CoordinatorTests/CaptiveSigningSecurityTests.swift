@@ -200,6 +200,24 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
             try CapturedSignature(pointer: PointerSignature(pointerType: "pen", canvasWidth: 600, canvasHeight: 200, points: nan), fieldID: "f", signerID: "s", startedAt: .epoch)
         }
     }
+
+    /// Finite but absurd times (a crafted form post): a stroke 1e20 ms after the first used to trap
+    /// converting to Int64 and take the whole coordinator down. Every one is a clear error now.
+    @Test(arguments: [1e20, -1e20, 1e300, 9.3e18, 2.8e8, Double.greatestFiniteMagnitude])
+    func strokeTimesFarApartAreRefusedNotATrap(gap: Double) throws {
+        var points = strokes(pressure: 0.5)
+        let last = points.map(\.stroke).max() ?? 0
+        points.append(PointerPoint(x: 30, y: 30, pressure: 0.5, time: gap, stroke: last + 1))
+        points.append(PointerPoint(x: 40, y: 40, pressure: 0.5, time: gap + 10, stroke: last + 1))
+        do {
+            _ = try CapturedSignature(
+                pointer: PointerSignature(pointerType: "pen", canvasWidth: 600, canvasHeight: 200, points: points), fieldID: "f",
+                signerID: "s", startedAt: .epoch)
+            Issue.record("a stroke \(gap) ms away was accepted")
+        } catch let error as CaptureError {
+            #expect(error.code == .signatureTooLong || error.code == .invalidConfiguration, "\(error)")
+        }
+    }
 }
 
 @Suite struct SigningPageTests {

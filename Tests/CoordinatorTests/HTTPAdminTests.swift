@@ -1,4 +1,5 @@
 import Coordinator
+import Crypto
 import FleetProtocol
 import FleetTesting
 import Foundation
@@ -108,6 +109,26 @@ final class AdminRig: Sendable {
             #expect(seeded.users.map(\.email) == ["user1@demo.example"])
         }
         _ = try await rig.services.auth.issueToken(email: "user1@demo.example", secret: DemoData.secret)
+        try await rig.stop()
+    }
+
+    @Test func revokingADeviceFreesItsIDForNewKeysAndAnUnknownOneIs404() async throws {
+        let rig = try await AdminRig()
+        _ = try await rig.services.accounts.seedDemo()
+        let token = try await rig.services.auth.issueToken(email: "user1@demo.example", secret: DemoData.secret).accessToken
+        let old = Curve25519.Signing.PrivateKey()
+        _ = try await rig.services.devices.enroll(
+            EnrollDevice(accessToken: token, deviceID: "tablet-r", publicKey: Array(old.publicKey.rawRepresentation)), routingID: "tablet-r")
+        let new = EnrollDevice(accessToken: token, deviceID: "tablet-r", publicKey: Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation))
+        await expectFleetError(.forbidden) { _ = try await rig.services.devices.enroll(new, routingID: "tablet-r") }
+
+        #expect(try await rig.send("POST", "/admin/devices/tablet-r/revoke", token: "wrong-token-0123456789").status == 401)
+        let reply = try await rig.send("POST", "/admin/devices/tablet-r/revoke")
+        #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+        let revoked = try JSONDecoder().decode(Routes.RevokedDevice.self, from: reply.body)
+        #expect(revoked.deviceID == "tablet-r" && revoked.revoked)
+        _ = try await rig.services.devices.enroll(new, routingID: "tablet-r")
+        #expect(try await rig.send("POST", "/admin/devices/nobody/revoke").status == 404)
         try await rig.stop()
     }
 

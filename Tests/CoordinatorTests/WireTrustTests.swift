@@ -227,7 +227,7 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
 
     /// One peer floods requests and never reads: only it loses replies; hello, heartbeats and
     /// other devices' work go on (the coordinator used to freeze for everyone).
-    @Test func aPeerThatNeverReadsCostsOnlyItself() async throws {
+    @Test(.timeLimit(.minutes(3))) func aPeerThatNeverReadsCostsOnlyItself() async throws {
         let coordinator = try await CurveCoordinator(highWaterMark: 50)
         defer { Task { await coordinator.stop() } }
         var options = SocketOptions()
@@ -238,10 +238,15 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         let flooder = try await coordinator.loop.makeSocket(.dealer, options: options)
         try await flooder.connect(coordinator.endpoint)
         let codec = WireCodec()
-        // Far more replies than the server's queue (50), the flooder's (50) and loopback TCP buffers hold.
-        for id in 1...200_000 {
-            try await flooder.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+        // Far more replies than the server's queue (50), the flooder's (50) and loopback TCP buffers
+        // hold. Sent from a task of its own: against a coordinator that stops reading, the sends
+        // would wait and this test must fail on its deadline, not hang.
+        let flood = Task {
+            for id in 1...200_000 {
+                try await flooder.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+            }
         }
+        defer { flood.cancel() }
         // The flooder never reads. Once its replies are being dropped (a coordinator that waited
         // for it instead froze here for everyone), other devices must still be served.
         try await waitUntil(within: .seconds(90), "replies to the flooder are dropped") {

@@ -143,7 +143,7 @@ struct IngestRig: Sendable {
 
     init(
         path: String, devices: Int, items count: Int, base: SyncItem, verification: IngestVerification = .everySignature,
-        durability: CoordinatorStore.Durability = .processCrash
+        durability: CoordinatorStore.Durability = .processCrash, curveKeys: [[UInt8]]? = nil
     ) async throws {
         let store = try CoordinatorStore(path: path, durability: durability)
         var services = CoordinatorServices(store: store)
@@ -157,9 +157,11 @@ struct IngestRig: Sendable {
         let token = try await services.auth.issueToken(email: "ann@bench.example", secret: "secret-123").accessToken
         let forgers = (0..<devices).map { Forger(id: "bench-\($0)") }
         self.forgers = forgers
-        for forger in forgers {
+        for (index, forger) in forgers.enumerated() {
+            // Under CURVE the enrollment binds the client's transport key, as over the wire.
+            let credential: PeerCredential = curveKeys.map { .curveKey($0[index]) } ?? .claimedName(forger.id)
             _ = try await services.devices.enroll(
-                EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+                EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), credential: credential)
         }
         // Signing the copies is the slow part of the setup: spread it over the cores.
         items = try await withThrowingTaskGroup(of: (Int, [SyncItem]).self) { group in

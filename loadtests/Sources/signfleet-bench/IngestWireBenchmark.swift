@@ -4,14 +4,17 @@ import Foundation
 import Logging
 import ZeroMQ
 
-/// `signfleet-bench ingest-wire [--devices D] [--items N] [--batch B] [--rate R] [--seconds S] [--verification every|payload]`:
+/// `signfleet-bench ingest-wire [--devices D] [--items N] [--batch B] [--rate R] [--seconds S] [--verification every|payload]
+/// [--transport plaintext|curve]`:
 /// sync ingest over real ZeroMQ — D devices, each a `FleetClient` (DEALER) on its own socket,
 /// pushing to the coordinator's `FleetServer` (ROUTER) and `SyncIngest` in this process, over
 /// TCP on 127.0.0.1. First closed loop (each device pushes its items in order, as fast as acks
 /// come back), then open loop at R envelopes/s offered (default 5,000) for S seconds with p50/p99
 /// ack latency counted from each push's scheduled time. The clients run in this process, so
 /// they share the 2 cores with the server: the figures are a floor of what the coordinator
-/// alone would do. Metric names carry `.payload_verify` under `--verification payload`.
+/// alone would do. Metric names carry `.payload_verify` under `--verification payload` and
+/// `_curve` (`ingest.zmq_curve…`) under `--transport curve`: every connection CURVE-encrypted and
+/// authenticated through the ZAP handler, each device's key bound at enrollment.
 func ingestWireBenchmark(_ arguments: [String]) async throws {
     func option(_ name: String) -> Double? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -26,7 +29,10 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     guard let verification = IngestVerification(rawValue: verificationName ?? "every") else {
         throw BenchError("--verification takes every or payload")
     }
-    let mode = verification == .everySignature ? "" : ".payload_verify"
+    let transportName = arguments.firstIndex(of: "--transport").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+    guard ["plaintext", "curve", nil].contains(transportName) else { throw BenchError("--transport takes plaintext or curve") }
+    let curve = transportName == "curve"
+    let mode = (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
     let bench = "ingest"
     let root = NSTemporaryDirectory() + "signfleet-bench-wire-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -43,17 +49,23 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     func withWire<T: Sendable>(
         _ name: String, perDevice: Int, _ body: @Sendable (IngestRig, [FleetClient], [[SyncPush]]) async throws -> T
     ) async throws -> T {
+        let clientKeys = try curve ? (0..<devices).map { _ in try CurveKeyPair.generate() } : nil
         let rig = try await IngestRig(
-            path: "\(root)/wire-\(name).sqlite", devices: devices, items: perDevice, base: base, verification: verification)
+            path: "\(root)/wire-\(name).sqlite", devices: devices, items: perDevice, base: base, verification: verification,
+            curveKeys: clientKeys?.map(\.publicKey))
         var router = RequestRouter()
         rig.services.register(in: &router)
+        let serverKeys = try CurveKeyPair.generate()
         let server = FleetServer(
-            configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: serverLoop, logger: logger)
+            configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*", security: curve ? .curve(serverKeys) : .plaintext),
+            router: router, loop: serverLoop, logger: logger)
         let endpoint = try await server.bind()
         let serving = Task { try? await server.run() }
-        let clients = rig.forgers.map { forger in
-            FleetClient(
-                configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: forger.id, requestTimeout: .seconds(30), maxAttempts: 1),
+        let clients = rig.forgers.enumerated().map { index, forger in
+            let security: ClientSecurity = clientKeys.map { .curve(serverKey: serverKeys.publicKey, keys: $0[index]) } ?? .plaintext
+            return FleetClient(
+                configuration: FleetClientConfiguration(
+                    endpoint: endpoint, deviceID: forger.id, security: security, requestTimeout: .seconds(30), maxAttempts: 1),
                 loop: clientLoop, logger: logger)
         }
         let connections = clients.map { client in Task { await client.run() } }
