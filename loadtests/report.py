@@ -35,6 +35,8 @@ COMPARISONS = [
     ("ingest", "sync ingest, 10 devices vs raw SQLite inserts", "ingest.devices10.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 100 devices vs raw SQLite inserts", "ingest.devices100.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 100 devices vs raw Ed25519 verification (one core)", "ingest.devices100.envelopes_per_s", "ref.ed25519_verify_per_s", True, "(reference: one verification per core)"),
+    ("ingest", "over ZeroMQ with CURVE (encrypted, ZAP-authenticated, keys bound at enrollment) vs plain TCP, 100 devices, closed loop", "ingest.zmq_curve.devices100.envelopes_per_s", "ingest.zmq.devices100.envelopes_per_s", True, "CURVE costs at most 15% (ratio >= 0.85)"),
+    ("ingest", "CURVE vs plain TCP: achieved at 5,000 envelopes/s offered", "ingest.zmq_curve.achieved_envelopes_per_s_at5000", "ingest.zmq.achieved_envelopes_per_s_at5000", True, "(ratio >= 0.85)"),
     ("proxy", "ZeroMQ round trip 64 B through the fault proxy (no toxics) vs direct", "via_proxy.rtt.64B.per_s", "direct.rtt.64B.per_s", True, "(cost of the extra hop)"),
     ("proxy", "ZeroMQ round trip 6 KB through the fault proxy (no toxics) vs direct", "via_proxy.rtt.6KB.per_s", "direct.rtt.6KB.per_s", True, "(cost of the extra hop)"),
     ("captive", "captive ceremonies (issue URL, open page, finish, redirect), 8 concurrent signers vs GET /health, same server, client and concurrency", "ceremonies.k8.per_s", "health.k8.per_s", True, "(cost of the signing flow over the bare server)"),

@@ -176,7 +176,84 @@ public final class CoordinatorStore: Sendable {
                 t.column("createdAt", .datetime).notNull()
             }
         }
+        migrator.registerMigration("v8-device-ids-per-account") { db in
+            try Self.scopeDeviceIDsByAccount(db)
+        }
         return migrator
+    }
+}
+
+extension CoordinatorStore {
+    /// Migration v8: a device id is unique within its account only, so no account can take an id
+    /// another account's device will use (docs/protocol.md, section 1.1). `device` is keyed by
+    /// `(accountID, id)`, and `envelope` and `syncResult` refer to a device by both. SQLite cannot
+    /// change a key in place: each table is rebuilt and its rows copied (foreign keys are checked
+    /// once the migration is done).
+    static func scopeDeviceIDsByAccount(_ db: Database) throws {
+        try db.create(table: "device_v8") { t in
+            t.column("id", .text).notNull()
+            t.column("accountID", .text).notNull().references("account", onDelete: .cascade)
+            t.column("userID", .text).notNull().references("user", onDelete: .cascade)
+            t.column("publicKey", .blob).notNull()
+            t.column("enrolledAt", .datetime).notNull()
+            t.column("lastAppliedSequence", .integer).notNull().defaults(to: 0)
+            t.column("curveKey", .blob)
+            t.column("revokedAt", .datetime)
+            t.primaryKey(["accountID", "id"])
+        }
+        try db.execute(sql: """
+            INSERT INTO device_v8 (id, accountID, userID, publicKey, enrolledAt, lastAppliedSequence, curveKey, revokedAt)
+            SELECT id, accountID, userID, publicKey, enrolledAt, lastAppliedSequence, curveKey, revokedAt FROM device
+            """)
+        try db.create(table: "envelope_v8") { t in
+            t.primaryKey("id", .text)  // the server's envelope id
+            t.column("accountID", .text).notNull().references("account", onDelete: .cascade)
+            t.column("deviceID", .text).notNull()
+            t.column("sequence", .integer).notNull()
+            t.column("transactionID", .text).notNull()
+            t.column("localEnvelopeID", .text).notNull()
+            t.column("name", .text).notNull()
+            t.column("status", .text).notNull()
+            t.column("payload", .blob).notNull()  // the device-signed canonical bytes, as received
+            t.column("deviceSignature", .blob).notNull()
+            t.column("createdAt", .datetime).notNull()
+            t.column("voidReason", .text)
+            t.uniqueKey(["accountID", "transactionID"])  // one envelope per transaction
+            t.uniqueKey(["accountID", "deviceID", "sequence"])
+            t.foreignKey(["accountID", "deviceID"], references: "device", columns: ["accountID", "id"], onDelete: .cascade)
+        }
+        try db.execute(sql: """
+            INSERT INTO envelope_v8 (id, accountID, deviceID, sequence, transactionID, localEnvelopeID, name, status, payload,
+                                     deviceSignature, createdAt, voidReason)
+            SELECT id, accountID, deviceID, sequence, transactionID, localEnvelopeID, name, status, payload, deviceSignature,
+                   createdAt, voidReason FROM envelope
+            """)
+        try db.create(table: "syncResult_v8") { t in
+            t.column("accountID", .text).notNull()
+            t.column("deviceID", .text).notNull()
+            t.column("sequence", .integer).notNull()
+            t.column("outcome", .text).notNull()
+            t.column("envelopeID", .text)
+            t.column("reason", .text)
+            t.column("recordedAt", .datetime).notNull()
+            t.column("payloadSHA256", .blob)
+            t.primaryKey(["accountID", "deviceID", "sequence"])
+            t.foreignKey(["accountID", "deviceID"], references: "device", columns: ["accountID", "id"], onDelete: .cascade)
+        }
+        // Device ids were unique before v8, so each result joins exactly one device.
+        try db.execute(sql: """
+            INSERT INTO syncResult_v8 (accountID, deviceID, sequence, outcome, envelopeID, reason, recordedAt, payloadSHA256)
+            SELECT d.accountID, r.deviceID, r.sequence, r.outcome, r.envelopeID, r.reason, r.recordedAt, r.payloadSHA256
+            FROM syncResult r JOIN device d ON d.id = r.deviceID
+            """)
+        for table in ["syncResult", "envelope", "device"] {
+            try db.drop(table: table)
+        }
+        for table in ["device", "envelope", "syncResult"] {
+            try db.rename(table: "\(table)_v8", to: table)
+        }
+        try db.create(index: "envelope_on_accountID", on: "envelope", columns: ["accountID"])
+        try db.create(index: "device_curveKey", on: "device", columns: ["curveKey"], unique: true, condition: Column("curveKey") != nil)
     }
 }
 
@@ -222,6 +299,11 @@ struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     var curveKey: Data? = nil
     /// Set by an admin's revocation: the device may enroll again with new keys.
     var revokedAt: Date? = nil
+
+    /// The primary key (migration v8): device ids are unique within an account.
+    static func key(account: String, id: String) -> [String: any DatabaseValueConvertible] {
+        ["accountID": account, "id": id]
+    }
 }
 
 struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
@@ -256,6 +338,8 @@ struct EnvelopeRecipientRecord: Codable, FetchableRecord, PersistableRecord, Sen
 
 struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     static let databaseTableName = "syncResult"
+    /// The device's account (migration v8: device ids are unique per account).
+    var accountID: String
     var deviceID: String
     var sequence: Int64
     var outcome: String

@@ -80,16 +80,21 @@ public struct DeviceRegistry: Sendable {
         let now = now()
         let record = try await store.database.write { db -> DeviceRecord in
             if let curveKey,
-                let holder = try String.fetchOne(db, sql: "SELECT id FROM device WHERE curveKey = ?", arguments: [curveKey]),
-                holder != request.deviceID
+                let holder = try DeviceRecord.fetchOne(db, sql: "SELECT * FROM device WHERE curveKey = ?", arguments: [curveKey]),
+                holder.id != request.deviceID || holder.accountID != account.id
             {
                 throw FleetError(.forbidden, "this connection's CURVE key is already bound to another device; each device has its own key")
             }
-            if var existing = try DeviceRecord.fetchOne(db, key: request.deviceID) {
+            if curveKey == nil,
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM device WHERE id = ? AND accountID != ?", arguments: [request.deviceID, account.id]) ?? 0 > 0
+            {
+                // Device ids are per account, but over plain TCP the id is all that names a device.
+                throw FleetError(
+                    .forbidden, "device id \"\(request.deviceID)\" is enrolled in another account; over plain TCP ids must be unique, use CURVE")
+            }
+            if var existing = try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: account.id, id: request.deviceID)) {
                 if existing.revokedAt != nil {
-                    guard existing.accountID == account.id else {
-                        throw FleetError(.forbidden, "device \"\(request.deviceID)\" belongs to another account")
-                    }
                     // Revoked by an admin: new keys take its place; its history stays.
                     existing.publicKey = Data(request.publicKey)
                     existing.curveKey = curveKey
@@ -101,7 +106,7 @@ public struct DeviceRegistry: Sendable {
                 guard existing.accountID == account.id, existing.publicKey == Data(request.publicKey) else {
                     throw FleetError(
                         .forbidden,
-                        "device \"\(request.deviceID)\" is already enrolled with another key or account; an admin of its account must revoke it first (signfleet admin devices revoke)")
+                        "device \"\(request.deviceID)\" is already enrolled with another key; an admin of its account must revoke it first (signfleet admin devices revoke)")
                 }
                 switch (existing.curveKey, curveKey) {
                 case (nil, nil):
@@ -127,7 +132,7 @@ public struct DeviceRegistry: Sendable {
             ).insert(db)
             // Answer from the stored row (dates round to SQLite's precision), so a
             // retried enrollment gets exactly the same reply.
-            guard let stored = try DeviceRecord.fetchOne(db, key: request.deviceID) else {
+            guard let stored = try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: account.id, id: request.deviceID)) else {
                 throw FleetError(.internal, "enrolled device \"\(request.deviceID)\" vanished", retryable: true)
             }
             return stored
@@ -143,8 +148,32 @@ public struct DeviceRegistry: Sendable {
     /// - Throws: ``FleetError`` `forbidden` for a mismatch or a revoked device, `unauthenticated`
     ///   for an unknown device.
     public func authenticate(deviceID: String, credential: PeerCredential) async throws -> EnrolledDevice {
-        let record = try await store.database.read { db in try DeviceRecord.fetchOne(db, key: deviceID) }
+        let record = try await store.database.read { db in try Self.lookUp(db, deviceID: deviceID, credential: credential) }
         return try Self.admit(record, deviceID: deviceID, credential: credential)
+    }
+
+    /// The device row a request from `credential` naming `deviceID` refers to. Device ids are
+    /// unique per account only: under CURVE the key finds the row (its account included); under
+    /// plain TCP the id must name a single device.
+    /// - Throws: ``FleetError`` `forbidden` when plain TCP cannot tell two accounts' devices apart.
+    static func lookUp(_ db: Database, deviceID: String, credential: PeerCredential) throws -> DeviceRecord? {
+        switch credential {
+        case .curveKey(let key):
+            if let bound = try DeviceRecord.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM device WHERE curveKey = ?"), arguments: [Data(key)]), bound.id == deviceID
+            {
+                return bound
+            }
+            // Not this key's device: any row of that id makes it `forbidden` rather than unknown.
+            return try DeviceRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ? LIMIT 1"), arguments: [deviceID])
+        case .claimedName:
+            let rows = try DeviceRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ? LIMIT 2"), arguments: [deviceID])
+            guard rows.count <= 1 else {
+                throw FleetError(
+                    .forbidden, "device id \"\(deviceID)\" is enrolled in several accounts; plain TCP cannot tell them apart, use CURVE")
+            }
+            return rows.first
+        }
     }
 
     /// Plain TCP: the sender is whoever its routing id says.
@@ -179,16 +208,34 @@ public struct DeviceRegistry: Sendable {
     /// Revokes a device's keys (an admin's act): it can do nothing until it enrolls again, with
     /// new keys, under the same account. Its envelopes and sequence history stay.
     /// - Returns: false when no such device is enrolled.
-    public func revoke(deviceID: String) async throws -> Bool {
+    /// - Parameter accountID: the device's account; needed only when several accounts have a
+    ///   device with this id.
+    /// - Throws: ``FleetError`` `invalid_request` when the id is ambiguous and no account is given.
+    public func revoke(deviceID: String, accountID: String? = nil) async throws -> Bool {
         let now = now()
         return try await store.database.write { db in
-            try db.execute(sql: "UPDATE device SET revokedAt = ? WHERE id = ? AND revokedAt IS NULL", arguments: [now, deviceID])
-            if db.changesCount > 0 { return true }
-            return try DeviceRecord.fetchOne(db, key: deviceID) != nil
+            let accounts = try String.fetchAll(
+                db, sql: "SELECT accountID FROM device WHERE id = ? AND (? IS NULL OR accountID = ?) ORDER BY accountID",
+                arguments: [deviceID, accountID, accountID])
+            guard accounts.count <= 1 else {
+                throw FleetError(
+                    .invalidRequest,
+                    "device id \"\(deviceID)\" is enrolled in accounts \(accounts.joined(separator: ", ")); name the account")
+            }
+            guard let account = accounts.first else { return false }
+            try db.execute(
+                sql: "UPDATE device SET revokedAt = ? WHERE accountID = ? AND id = ? AND revokedAt IS NULL",
+                arguments: [now, account, deviceID])
+            return true
         }
     }
 
-    public func device(id: String) async throws -> EnrolledDevice? {
-        try await store.database.read { db in try DeviceRecord.fetchOne(db, key: id) }.map(EnrolledDevice.init)
+    /// The device `id` of `accountID`, or of whichever account comes first when none is given.
+    public func device(id: String, accountID: String? = nil) async throws -> EnrolledDevice? {
+        try await store.database.read { db in
+            try DeviceRecord.fetchOne(
+                db, sql: "SELECT * FROM device WHERE id = ? AND (? IS NULL OR accountID = ?) ORDER BY accountID LIMIT 1",
+                arguments: [id, accountID, accountID])
+        }.map(EnrolledDevice.init)
     }
 }

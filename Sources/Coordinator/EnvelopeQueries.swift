@@ -15,11 +15,13 @@ extension CoordinatorStore {
     /// What each enrolled device has synced: for checks after a run.
     public func envelopeSummaries() async throws -> [DeviceEnvelopeSummary] {
         try await database.read { db in
-            try DeviceRecord.order(Column("id")).fetchAll(db).map { device in
+            try DeviceRecord.order(Column("id"), Column("accountID")).fetchAll(db).map { device in
                 let sequences = try Int64.fetchAll(
-                    db, sql: "SELECT sequence FROM envelope WHERE deviceID = ? ORDER BY sequence", arguments: [device.id])
+                    db, sql: "SELECT sequence FROM envelope WHERE accountID = ? AND deviceID = ? ORDER BY sequence",
+                    arguments: [device.accountID, device.id])
                 let rejected = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM syncResult WHERE deviceID = ? AND outcome = 'rejected'", arguments: [device.id]) ?? 0
+                    db, sql: "SELECT COUNT(*) FROM syncResult WHERE accountID = ? AND deviceID = ? AND outcome = 'rejected'",
+                    arguments: [device.accountID, device.id]) ?? 0
                 return DeviceEnvelopeSummary(
                     deviceID: device.id, envelopes: sequences.count, sequences: sequences.map { UInt64($0) }, rejected: rejected,
                     lastAppliedSequence: UInt64(device.lastAppliedSequence))

@@ -140,7 +140,8 @@ public struct CoordinatorAdminRoutes: Sendable {
             try await self.handle(request) {
                 let deviceID = try context.parameters.require("id")
                 let devices = DeviceRegistry(store: directory.store, auth: AuthService(store: directory.store))
-                guard try await devices.revoke(deviceID: deviceID) else {
+                let account = request.uri.queryParameters.get("account")
+                guard try await devices.revoke(deviceID: deviceID, accountID: account) else {
                     throw FleetError(.notFound, "no device \"\(deviceID)\" is enrolled")
                 }
                 return try Self.json(RevokedDevice(deviceID: deviceID, revoked: true), status: .ok)

@@ -34,19 +34,20 @@ extension SyncIngest {
         }
         let limit = Int(query.limit)
         return try await store.database.read { db in
-            let last = try Int64.fetchOne(db, sql: "SELECT lastAppliedSequence FROM device WHERE id = ?", arguments: [device.id]) ?? 0
+            let last = try Int64.fetchOne(
+                db, sql: "SELECT lastAppliedSequence FROM device WHERE accountID = ? AND id = ?", arguments: [device.accountID, device.id]) ?? 0
             // One more than the page, to know whether another page follows.
             let rows = try Row.fetchAll(
                 db,
                 sql: """
                     SELECT r.sequence, r.outcome, r.envelopeID, r.reason,
                            e.transactionID AS transactionID,
-                           CASE WHEN e.deviceID = r.deviceID THEN e.sequence END AS envelopeSequence
+                           CASE WHEN e.deviceID = r.deviceID AND e.accountID = r.accountID THEN e.sequence END AS envelopeSequence
                     FROM syncResult r LEFT JOIN envelope e ON e.id = r.envelopeID
-                    WHERE r.deviceID = ? AND r.sequence > ?
+                    WHERE r.accountID = ? AND r.deviceID = ? AND r.sequence > ?
                     ORDER BY r.sequence LIMIT ?
                     """,
-                arguments: [device.id, Int64(query.after), limit + 1])
+                arguments: [device.accountID, device.id, Int64(query.after), limit + 1])
             var results: [SyncStoredResult] = []
             for row in rows.prefix(limit) {
                 let sequence: Int64 = row["sequence"]

@@ -111,10 +111,7 @@ public struct SyncIngest: Sendable {
     private func sender(of push: SyncPush, credential: PeerCredential) async throws -> (EnrolledDevice, AccountRecord) {
         let deviceID = push.deviceID
         let (record, account) = try await store.database.read { db -> (DeviceRecord?, AccountRecord?) in
-            guard
-                let device = try DeviceRecord.fetchOne(
-                    db.cachedStatement(sql: "SELECT * FROM device WHERE id = ?"), arguments: [deviceID])
-            else { return (nil, nil) }
+            guard let device = try DeviceRegistry.lookUp(db, deviceID: deviceID, credential: credential) else { return (nil, nil) }
             let account = try AccountRecord.fetchOne(
                 db.cachedStatement(sql: "SELECT * FROM account WHERE id = ?"), arguments: [device.accountID])
             return (device, account)
@@ -133,7 +130,8 @@ public struct SyncIngest: Sendable {
     ) throws -> SyncAck {
         guard
             let stored = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT lastAppliedSequence FROM device WHERE id = ?"), arguments: [device.id])
+                db.cachedStatement(sql: "SELECT lastAppliedSequence FROM device WHERE accountID = ? AND id = ?"),
+                arguments: [device.accountID, device.id])
         else {
             throw FleetError(.unauthenticated, "device \"\(device.id)\" is not enrolled")
         }
@@ -144,7 +142,7 @@ public struct SyncIngest: Sendable {
         var refused = false
         for (item, verdict) in zip(push.items, verdicts) {
             if item.sequence <= last {
-                let result = try Self.storedResult(db, device: device.id, sequence: item.sequence, payload: item.payload)
+                let result = try Self.storedResult(db, device: device, sequence: item.sequence, payload: item.payload)
                 results.append(result)
                 if result.outcome == .conflict {
                     refused = true
@@ -166,19 +164,19 @@ public struct SyncIngest: Sendable {
             let result = try Self.applyNext(db, item: item, verdict: checked, device: device, recordedAt: recordedAt)
             try db.cachedStatement(
                 sql: """
-                    INSERT INTO syncResult (deviceID, sequence, outcome, envelopeID, reason, recordedAt, payloadSHA256)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO syncResult (accountID, deviceID, sequence, outcome, envelopeID, reason, recordedAt, payloadSHA256)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     """
             ).execute(arguments: [
-                device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at,
+                device.accountID, device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at,
                 Data(SHA256.hash(data: item.payload)),
             ])
             results.append(result)
             last = item.sequence
         }
         if Int64(last) != stored {
-            try db.cachedStatement(sql: "UPDATE device SET lastAppliedSequence = ? WHERE id = ?")
-                .execute(arguments: [Int64(last), device.id])
+            try db.cachedStatement(sql: "UPDATE device SET lastAppliedSequence = ? WHERE accountID = ? AND id = ?")
+                .execute(arguments: [Int64(last), device.accountID, device.id])
         }
         if let gapExpected {
             return SyncAck(status: .gap, lastApplied: last, expectedSequence: gapExpected, results: results)
@@ -194,14 +192,14 @@ public struct SyncIngest: Sendable {
 
     /// The answer recorded for an already-handled sequence, when `payload` is the one handled
     /// then (same SHA-256); `conflict` when it is not.
-    static func storedResult(_ db: Database, device: String, sequence: UInt64, payload: [UInt8]) throws -> SyncItemResult {
+    static func storedResult(_ db: Database, device: EnrolledDevice, sequence: UInt64, payload: [UInt8]) throws -> SyncItemResult {
         guard sequence <= UInt64(Int64.max),
             let stored = try SyncResultRecord.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM syncResult WHERE deviceID = ? AND sequence = ?"),
-                arguments: [device, Int64(sequence)])
+                db.cachedStatement(sql: "SELECT * FROM syncResult WHERE accountID = ? AND deviceID = ? AND sequence = ?"),
+                arguments: [device.accountID, device.id, Int64(sequence)])
         else {
             // Sequences at or below `last` always have a stored result; none means a damaged store.
-            throw FleetError(.internal, "no stored result for sequence \(sequence) of device \"\(device)\"", retryable: false)
+            throw FleetError(.internal, "no stored result for sequence \(sequence) of device \"\(device.id)\"", retryable: false)
         }
         // Rows written before the digest was kept (migration v6) cannot be compared.
         if let digest = stored.payloadSHA256, digest != Data(SHA256.hash(data: payload)) {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Coordinator
+import FleetProtocol
 import Foundation
 
 /// `signfleet admin`: manages the coordinator's accounts and users directly in its store.
@@ -24,6 +25,7 @@ struct AdminCommand: AsyncParsableCommand {
                 abstract: "Revoke a device's keys: it can do nothing until it enrolls again (same account, new keys); its history stays.")
             @OptionGroup var store: StoreOption
             @Option(help: "The device id.") var id: String
+            @Option(help: "The device's account (needed only when several accounts have a device with this id).") var account: String?
 
             func run() async throws {
                 let coordinatorStore: CoordinatorStore
@@ -33,7 +35,13 @@ struct AdminCommand: AsyncParsableCommand {
                     throw ValidationError("cannot open the store at \(store.store): \(error)")
                 }
                 let devices = DeviceRegistry(store: coordinatorStore, auth: AuthService(store: coordinatorStore))
-                guard try await devices.revoke(deviceID: id) else {
+                let revoked: Bool
+                do {
+                    revoked = try await devices.revoke(deviceID: id, accountID: account)
+                } catch let error as FleetError {
+                    throw ValidationError(error.message)
+                }
+                guard revoked else {
                     FileHandle.standardError.write(Data("error: no device \"\(id)\" is enrolled in \(store.store)\n".utf8))
                     throw ExitCode(1)
                 }
