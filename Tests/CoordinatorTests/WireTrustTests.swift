@@ -370,3 +370,80 @@ func waitUntil(within timeout: Duration, _ what: String, _ condition: @Sendable 
         #expect(problems.isEmpty, "\(problems)")
     }
 }
+
+/// A device whose store lost its last commits signs a new envelope under a number the
+/// coordinator already applied: that is a `conflict`, never a `duplicate`, and the device keeps
+/// its envelope instead of marking it synced (it used to be lost silently).
+@Suite struct RolledBackDeviceTests {
+    @Test func aNewEnvelopeUnderAnAppliedNumberIsAConflictAndStaysPending() async throws {
+        let coordinator = try await CurveCoordinator()
+        defer { Task { await coordinator.stop() } }
+        let directory = coordinator.temporary.directory.appendingPathComponent("rollback")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var configuration = DeviceConfiguration(storePath: directory.appendingPathComponent("tablet.sqlite").path)
+        configuration.deviceId = "tablet-rb"
+        let user = UserInfo(accountId: "demo", accountName: "Demo", userId: "u1", userName: "Ann", email: "a@demo.example", host: "h")
+        let accounts = InMemoryAccountService(tokens: ["t": user])
+        func open() async throws -> DeviceNode {
+            let node = try await DeviceNode.open(configuration: configuration, accountService: accounts)
+            try await node.login(accessToken: "t")
+            return node
+        }
+        func sign(_ node: DeviceNode, _ transaction: String) async throws {
+            let id = try await node.compose(try SampleEnvelope.inPerson(signers: 1, transactionId: transaction), mode: .offline)
+            _ = try await node.resumeSigning(envelopeId: id, driver: SyntheticSigner(seed: 5))
+        }
+        func engine(_ node: DeviceNode, _ client: FleetClient) -> SyncEngine {
+            SyncEngine(
+                node: node, client: client, accessToken: coordinator.token,
+                configuration: SyncEngineConfiguration(maxAttempts: 1, retryBackoff: Backoff(initial: .milliseconds(10), maximum: .milliseconds(10))))
+        }
+
+        // The store as a backup would hold it: keys made, nothing signed yet.
+        try await open().close()
+        let backup = directory.appendingPathComponent("backup")
+        try FileManager.default.createDirectory(at: backup, withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasPrefix("tablet.sqlite") {
+            try FileManager.default.copyItem(at: directory.appendingPathComponent(name), to: backup.appendingPathComponent(name))
+        }
+
+        let first = try await open()
+        let firstClient = try coordinator.client("tablet-rb", keys: first.transportKeys)
+        try await sign(first, "first")
+        try await connected(firstClient) {
+            let summary = try await engine(first, firstClient).syncAll()
+            #expect(summary.succeeded == 1 && summary.remaining == 0)
+        }
+        try await first.close()
+
+        // The store is restored from the backup: item 1 is forgotten, and the next envelope gets number 1 again.
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) where name.hasPrefix("tablet.sqlite") {
+            try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+        for name in try FileManager.default.contentsOfDirectory(atPath: backup.path) {
+            try FileManager.default.copyItem(at: backup.appendingPathComponent(name), to: directory.appendingPathComponent(name))
+        }
+        let node = try await open()
+        defer { Task { try? await node.close() } }
+        try await sign(node, "second")
+        #expect(try await node.pendingOutboxItems().map(\.sequence) == [1])
+        let client = try coordinator.client("tablet-rb", keys: node.transportKeys)
+        let events = node.events()
+        try await connected(client) {
+            let error = await fleetError { _ = try await engine(node, client).syncAll() }
+            #expect(error?.code == .conflict, "\(String(describing: error))")
+            #expect(error?.message.contains("different payload") == true)
+        }
+        // Nothing was marked synced, and the device said why.
+        let pending = try await node.pendingOutboxItems()
+        #expect(pending.map(\.envelope.transactionId) == ["second"])
+        _ = try await firstElement(of: events, "a syncFailed event naming the conflict") {
+            if case .syncFailed(let progress) = $0 { return progress.error?.contains("conflict") == true }
+            return false
+        }
+        // The coordinator kept the first envelope and nothing of the second.
+        #expect(try await coordinator.temporary.store.database.read { db in
+            try String.fetchAll(db, sql: "SELECT transactionID FROM envelope")
+        } == ["first"])
+    }
+}
