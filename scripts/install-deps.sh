@@ -43,6 +43,14 @@ if ! "$PYTHON" -c 'import msgpack' >/dev/null 2>&1; then
     fi
 fi
 
+if ! "$PYTHON" -c 'import cryptography.hazmat.primitives.asymmetric.ed25519' >/dev/null 2>&1; then
+    echo "==> installing Python cryptography (the sync-payload interop test signs with Ed25519)"
+    if ! "$PYTHON" -m pip install -q --disable-pip-version-check cryptography 2>/dev/null; then
+        "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages cryptography 2>/dev/null \
+            || apt_install python3-cryptography
+    fi
+fi
+
 if ! "$PYTHON" -c 'import selenium' >/dev/null 2>&1; then
     echo "==> installing Python selenium (captive-signing browser tests)"
     if ! "$PYTHON" -m pip install -q --disable-pip-version-check selenium 2>/dev/null; then

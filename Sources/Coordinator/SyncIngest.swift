@@ -125,7 +125,7 @@ public struct SyncIngest: Sendable {
 
     /// One push's walk inside the write transaction (see the type's discussion).
     static func walk(
-        _ db: Database, push: SyncPush, verdicts: [Verdict?], device: EnrolledDevice, key: Curve25519.Signing.PublicKey?,
+        _ db: Database, push: SyncPush, verdicts: [CheckedItem?], device: EnrolledDevice, key: Curve25519.Signing.PublicKey?,
         verification: IngestVerification, recordedAt: Date
     ) throws -> SyncAck {
         guard
@@ -155,7 +155,8 @@ public struct SyncIngest: Sendable {
                 break
             }
             // Items above the `last` read before verification always have a verdict.
-            let checked = verdict ?? Self.verify(item, device: device, key: key, verification: verification)
+            let checkedItem = verdict ?? CheckedItem(item, device: device, key: key, verification: verification)
+            let checked = checkedItem.verdict
             if case .failure(let rejection) = checked, !rejection.signedByDevice {
                 results.append(SyncItemResult(sequence: item.sequence, outcome: .badSignature, reason: rejection.reason))
                 refused = true
@@ -169,7 +170,7 @@ public struct SyncIngest: Sendable {
                     """
             ).execute(arguments: [
                 device.accountID, device.id, Int64(item.sequence), result.outcome.rawValue, result.envelopeID, result.reason, at,
-                Data(SHA256.hash(data: item.payload)),
+                checkedItem.payloadDigest,
             ])
             results.append(result)
             last = item.sequence

@@ -30,27 +30,45 @@ extension SyncIngest {
 
     typealias Verdict = Result<SyncPayload, Rejection>
 
+    /// The first value that occurs twice in `values`.
+    static func firstRepeated(_ values: [String]) -> String? {
+        var seen = Set<String>()
+        return values.first { !seen.insert($0).inserted }
+    }
+
+    /// An item checked before the write transaction: its verdict, and the SHA-256 of its payload
+    /// that its result row keeps (computed here, over the cores, not under the writer's lock).
+    struct CheckedItem: Sendable {
+        var verdict: Verdict
+        var payloadDigest: Data
+
+        init(_ item: SyncItem, device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, verification: IngestVerification) {
+            verdict = SyncIngest.verify(item, device: device, key: key, verification: verification)
+            payloadDigest = Data(SHA256.hash(data: item.payload))
+        }
+    }
+
     /// Verifies `items`, spread over the machine's cores when there are several. Items at or
     /// below `appliedThrough` (the device's last applied sequence, read before) are already
     /// applied, so answered from stored results: they get no verdict and cost nothing.
     static func verifyAll(
         _ items: [SyncItem], device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, appliedThrough: UInt64,
         verification: IngestVerification
-    ) async -> [Verdict?] {
+    ) async -> [CheckedItem?] {
         let pending = items.indices.filter { items[$0].sequence > appliedThrough }
         let lanes = min(pending.count, max(1, ProcessInfo.processInfo.activeProcessorCount))
-        var verdicts = [Verdict?](repeating: nil, count: items.count)
+        var verdicts = [CheckedItem?](repeating: nil, count: items.count)
         if lanes <= 1 {
-            for index in pending { verdicts[index] = verify(items[index], device: device, key: key, verification: verification) }
+            for index in pending { verdicts[index] = CheckedItem(items[index], device: device, key: key, verification: verification) }
             return verdicts
         }
         // One child task per core, each taking every `lanes`-th pending item.
-        return await withTaskGroup(of: [(Int, Verdict)].self) { group in
+        return await withTaskGroup(of: [(Int, CheckedItem)].self) { group in
             for lane in 0..<lanes {
                 group.addTask {
                     stride(from: lane, to: pending.count, by: lanes).map { position in
                         let index = pending[position]
-                        return (index, verify(items[index], device: device, key: key, verification: verification))
+                        return (index, CheckedItem(items[index], device: device, key: key, verification: verification))
                     }
                 }
             }
@@ -87,6 +105,15 @@ extension SyncIngest {
                 Rejection(
                     reason: "the payload names device \(payload.deviceId), item \(payload.sequence), transaction \(payload.transactionId), but was pushed as device \(device.id), item \(item.sequence), transaction \(item.transactionID)"
                 ))
+        }
+        // Ids the store keys rows by must be unique in the payload: two recipients with one id
+        // passed every check and then failed the insert, as a retryable `internal` error on every
+        // resend, so the device's later items could never apply (a poison item).
+        if let repeated = Self.firstRepeated(payload.recipients.map(\.recipientId)) {
+            return .failure(Rejection(reason: "two recipients share the recipientId \"\(repeated)\""))
+        }
+        if let repeated = Self.firstRepeated(payload.documents.map(\.documentId)) {
+            return .failure(Rejection(reason: "two documents share the documentId \"\(repeated)\""))
         }
         // Each document is hashed once; bindings are compared with the checked hash.
         var documents: [String: PayloadDocument] = [:]

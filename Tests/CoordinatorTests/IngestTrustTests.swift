@@ -65,6 +65,24 @@ import Testing
         try await node.close()
     }
 
+    /// A signed payload whose recipients share an id passed every check and then failed the
+    /// insert: `internal` on every resend, so nothing after it could apply. Now it is rejected.
+    @Test func aPayloadWithRepeatedRecipientIDsIsRejectedNotAPoisonItem() async throws {
+        let fixture = try await IngestFixture()
+        defer { fixture.temporary.remove() }
+        let (node, base) = try await signedItems(count: 1, directory: fixture.temporary.directory)
+        let device = Forger(id: "poison")
+        try await fixture.enroll(device.id, key: device.publicKey)
+        let poison = try device.item(from: base[0], sequence: 1, transaction: "p") { payload in
+            payload.recipients.append(payload.recipients[0])
+        }
+        let next = try device.item(from: base[0], sequence: 2, transaction: "n")
+        let ack = try await fixture.push(device.id, [poison, next])
+        #expect(ack.results.map(\.outcome) == [.rejected, .applied])
+        #expect(ack.results.first?.reason?.contains("share the recipientId") == true)
+        try await node.close()
+    }
+
     @Test func sequenceZeroAndSequencesBeyondTheStoreAreInvalidRequests() async throws {
         let fixture = try await IngestFixture()
         defer { fixture.temporary.remove() }
