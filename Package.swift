@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "MessagePack", targets: ["MessagePack"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
+        .library(name: "SyncContract", targets: ["SyncContract"]),
         .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
         .library(name: "Envelopes", targets: ["Envelopes"]),
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
@@ -61,10 +62,19 @@ let package = Package(
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .target(name: "Envelopes", dependencies: ["MessagePack"]),
+        // The wire contract's signed part: the sync item payload and the rule that verifies it,
+        // shared by the device, the coordinator and the fleet checker (docs/sync-payload.md).
+        .target(
+            name: "SyncContract",
+            dependencies: [
+                "FleetProtocol", "Envelopes", "SignatureCapture", "MessagePack",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .target(
             name: "DeviceNode",
             dependencies: [
-                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack", "ZeroMQ",
+                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack", "ZeroMQ", "SyncContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -73,8 +83,7 @@ let package = Package(
         .target(
             name: "Coordinator",
             dependencies: [
-                // DeviceNode for SyncPayload, the signed envelope format (to move to a shared module).
-                "FleetProtocol", "DeviceNode", "SignatureCapture", "Envelopes", "ZeroMQ",
+                "FleetProtocol", "SyncContract", "SignatureCapture", "Envelopes", "ZeroMQ",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -87,7 +96,7 @@ let package = Package(
         .target(
             name: "Fleet",
             dependencies: [
-                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture",
+                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "SyncContract",
                 // The launcher drives the fault proxy with its client.
                 "Chaos",
                 .product(name: "Logging", package: "swift-log"),
@@ -151,7 +160,7 @@ let package = Package(
             name: "CoordinatorTests",
             dependencies: [
                 "Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture", "Envelopes",
-                .product(name: "Metrics", package: "swift-metrics"),
+                "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,11 +170,12 @@ let package = Package(
             name: "FleetTests",
             dependencies: [
                 "Fleet", "FleetTesting", "Thresholds",
-                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol",
+                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
-        .testTarget(name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting", "MessagePack"]),
+        .testTarget(
+            name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting", "MessagePack", "SyncContract"]),
         .testTarget(
             name: "LoadGeneratorTests",
             dependencies: [

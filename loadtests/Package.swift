@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "FleetProtocol", package: "SignFleet"),
                 .product(name: "SignatureCapture", package: "SignFleet"),
                 .product(name: "DeviceNode", package: "SignFleet"),
+                .product(name: "SyncContract", package: "SignFleet"),
                 .product(name: "Envelopes", package: "SignFleet"),
                 .product(name: "Coordinator", package: "SignFleet"),
                 .product(name: "Chaos", package: "SignFleet"),

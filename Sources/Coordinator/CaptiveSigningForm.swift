@@ -1,4 +1,4 @@
-import DeviceNode
+import SyncContract
 import Envelopes
 import Foundation
 import Hummingbird

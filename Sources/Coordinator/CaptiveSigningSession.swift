@@ -1,5 +1,5 @@
 import Crypto
-import DeviceNode
+import SyncContract
 import Envelopes
 import FleetProtocol
 import Foundation

@@ -1,4 +1,4 @@
-import DeviceNode
+import SyncContract
 import FleetProtocol
 import Foundation
 import GRDB

@@ -1,5 +1,5 @@
 import Crypto
-import DeviceNode
+import SyncContract
 import FleetProtocol
 import Foundation
 import SignatureCapture

@@ -1,5 +1,5 @@
 import Crypto
-import DeviceNode
+import SyncContract
 import FleetProtocol
 import Foundation
 import SignatureCapture
@@ -30,11 +30,6 @@ extension SyncIngest {
 
     typealias Verdict = Result<SyncPayload, Rejection>
 
-    /// The first value that occurs twice in `values`.
-    static func firstRepeated(_ values: [String]) -> String? {
-        var seen = Set<String>()
-        return values.first { !seen.insert($0).inserted }
-    }
 
     /// An item checked before the write transaction: its verdict, and the SHA-256 of its payload
     /// that its result row keeps (computed here, over the cores, not under the writer's lock).
@@ -79,67 +74,12 @@ extension SyncIngest {
         }
     }
 
-    /// Checks one item against the device's key: the payload signature, the payload's own
-    /// claims, every document's hash, and every signature binding (its hashes always; its own
-    /// signature under ``IngestVerification/everySignature``).
+    /// Checks one item against the device's key with the contract's rule (``SyncItemRule``):
+    /// binding signatures under ``IngestVerification/everySignature`` only.
     static func verify(
         _ item: SyncItem, device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, verification: IngestVerification
     ) -> Verdict {
-        guard let key else {
-            return .failure(.unproven("the device's enrolled key is unusable"))
-        }
-        guard StrictEd25519.isValid(item.signature, for: item.payload, key: key) else {
-            return .failure(.unproven("the signature does not verify over the payload with the device's enrolled key"))
-        }
-        let payload: SyncPayload
-        do {
-            payload = try SyncPayload(canonicalBytes: item.payload)
-        } catch {
-            return .failure(Rejection(reason: "the payload is not a valid envelope: \(error)"))
-        }
-        guard payload.format == SyncPayload.currentFormat else {
-            return .failure(Rejection(reason: "unknown payload format \"\(payload.format)\""))
-        }
-        guard payload.deviceId == device.id, payload.sequence == item.sequence, payload.transactionId == item.transactionID else {
-            return .failure(
-                Rejection(
-                    reason: "the payload names device \(payload.deviceId), item \(payload.sequence), transaction \(payload.transactionId), but was pushed as device \(device.id), item \(item.sequence), transaction \(item.transactionID)"
-                ))
-        }
-        // Ids the store keys rows by must be unique in the payload: two recipients with one id
-        // passed every check and then failed the insert, as a retryable `internal` error on every
-        // resend, so the device's later items could never apply (a poison item).
-        if let repeated = Self.firstRepeated(payload.recipients.map(\.recipientId)) {
-            return .failure(Rejection(reason: "two recipients share the recipientId \"\(repeated)\""))
-        }
-        if let repeated = Self.firstRepeated(payload.documents.map(\.documentId)) {
-            return .failure(Rejection(reason: "two documents share the documentId \"\(repeated)\""))
-        }
-        // Each document is hashed once; bindings are compared with the checked hash.
-        var documents: [String: PayloadDocument] = [:]
-        for document in payload.documents {
-            guard Array(SHA256.hash(data: document.pdf)) == document.sha256 else {
-                return .failure(Rejection(reason: "document \(document.documentId): its bytes do not match its SHA-256"))
-            }
-            documents[document.documentId] = document
-        }
-        for signature in payload.signatures {
-            guard let document = documents[signature.documentId] else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex) names unknown document \(signature.documentId)"))
-            }
-            guard let binding = try? SignatureBinding(canonicalBytes: signature.binding) else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex): the binding is unreadable"))
-            }
-            guard binding.documentSHA256 == document.sha256, Array(SHA256.hash(data: signature.isoRecord)) == binding.isoSHA256 else {
-                return .failure(
-                    Rejection(reason: "signature for tab \(signature.tabIndex): the binding does not match document \(document.documentId) or its ISO record"))
-            }
-            // The binding decoded strictly (exact lengths, no trailing bytes), so its bytes are its
-            // canonical encoding: verify over them as received rather than re-encoding.
-            guard verification == .payloadSignature || StrictEd25519.isValid(signature.bindingSignature, for: signature.binding, key: key) else {
-                return .failure(Rejection(reason: "signature for tab \(signature.tabIndex): the binding's device signature does not verify"))
-            }
-        }
-        return .success(payload)
+        SyncItemRule.check(item, deviceID: device.id, key: key, bindingSignatures: verification == .everySignature)
+            .mapError { Rejection(reason: $0.reason, signedByDevice: $0.signedByDevice) }
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import MessagePack
 import SignatureCapture
+import SyncContract
 
 extension DeviceStore {
     /// Checks the store's invariants (see ``StoreAudit``) in one read transaction.

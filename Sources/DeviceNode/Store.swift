@@ -5,6 +5,7 @@ import GRDB
 import Logging
 import MessagePack
 import SignatureCapture
+import SyncContract
 import ZeroMQ
 
 /// An envelope as stored: the envelope (documents with their bytes) and how it was composed.

@@ -1,7 +1,10 @@
 import Coordinator
 import Crypto
 import Foundation
+import FleetProtocol
 import GRDB
+import SignatureCapture
+import SyncContract
 
 /// Opens a run's SQLite file read-only: the checker never changes what it judges.
 enum CheckerDatabase {
@@ -122,13 +125,11 @@ struct ServerSnapshot: Sendable {
         }
     }
 
-    /// The ingest's own verification (``SyncIngest/recheck``), plus the row's local envelope id.
+    /// The wire contract's rule (``SyncItemRule``, every signature checked), plus the row's local envelope id.
     private static func verify(_ envelope: Envelope, payload: Data, signature: Data, device: Device?) -> String? {
         guard let device else { return "device \(envelope.deviceID) is not enrolled on the server" }
-        switch SyncIngest.recheck(
-            payload: Array(payload), signature: Array(signature), deviceID: envelope.deviceID, sequence: envelope.sequence,
-            transactionID: envelope.transactionID, publicKey: device.publicKey)
-        {
+        let item = SyncItem(sequence: envelope.sequence, transactionID: envelope.transactionID, payload: Array(payload), signature: Array(signature))
+        switch SyncItemRule.check(item, deviceID: envelope.deviceID, key: try? StrictEd25519.publicKey(device.publicKey).get()) {
         case .failure(let failure):
             return failure.reason
         case .success(let decoded):

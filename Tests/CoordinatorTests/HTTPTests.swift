@@ -3,6 +3,7 @@ import DeviceNode
 import FleetProtocol
 import FleetTesting
 import Foundation
+import SyncContract
 import Logging
 import Metrics
 import Prometheus

@@ -2,6 +2,7 @@ import Crypto
 import DeviceNode
 import FleetProtocol
 import Foundation
+import SyncContract
 import GRDB
 import SignatureCapture
 import Testing

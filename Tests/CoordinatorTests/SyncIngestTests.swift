@@ -3,6 +3,7 @@ import DeviceNode
 import Envelopes
 import FleetProtocol
 import Foundation
+import SyncContract
 import GRDB
 import SignatureCapture
 import Testing

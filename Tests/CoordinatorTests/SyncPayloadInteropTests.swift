@@ -1,6 +1,7 @@
 import DeviceNode
 import FleetProtocol
 import Foundation
+import SyncContract
 import Testing
 
 @testable import Coordinator

@@ -2,6 +2,7 @@ import DeviceNode
 import FleetProtocol
 import FleetTesting
 import Foundation
+import SyncContract
 import Logging
 import Testing
 import ZeroMQ

@@ -1,4 +1,5 @@
 @testable import DeviceNode
+@testable import SyncContract
 import Envelopes
 import Foundation
 import MessagePack

@@ -1,6 +1,7 @@
 import Crypto
 import DeviceNode
 import Foundation
+import SyncContract
 import GRDB
 import Testing
 

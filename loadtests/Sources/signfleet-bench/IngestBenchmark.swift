@@ -4,6 +4,7 @@ import DeviceNode
 import Envelopes
 import FleetProtocol
 import Foundation
+import SyncContract
 import GRDB
 import SignatureCapture
 

@@ -193,9 +193,9 @@ extension PayloadSignature: MessagePackReadable {
     }
 }
 
-// Memberwise initializers for the readers (the types' own initializers take model values).
+// The memberwise initializer, public: the device builds payloads from its model with it.
 extension SyncPayload {
-    init(
+    public init(
         format: String, deviceId: String, sequence: UInt64, envelopeId: String, transactionId: String, templateId: String?,
         signingMode: String, name: String, emailSubject: String, emailMessage: String, createdAtNanos: Int64,
         completedLocallyAtNanos: Int64?, documents: [PayloadDocument], recipients: [PayloadRecipient], tabs: [Tab],
@@ -218,24 +218,5 @@ extension SyncPayload {
         self.tabs = tabs
         self.customFields = customFields
         self.signatures = signatures
-    }
-}
-
-extension PayloadRecipient {
-    init(
-        recipientId: String, type: String, name: String, email: String?, routingOrder: Int, clientUserId: String?,
-        hostName: String?, hostEmail: String?, status: String, statusChangedAtNanos: Int64?, declineReason: String?
-    ) {
-        self.recipientId = recipientId
-        self.type = type
-        self.name = name
-        self.email = email
-        self.routingOrder = routingOrder
-        self.clientUserId = clientUserId
-        self.hostName = hostName
-        self.hostEmail = hostEmail
-        self.status = status
-        self.statusChangedAtNanos = statusChangedAtNanos
-        self.declineReason = declineReason
     }
 }
