@@ -39,6 +39,10 @@ public struct FleetServerConfiguration: Sendable {
     public var maxQueuedPerPeer: Int
     /// The `retryAfterMs` of a `busy` answer.
     public var busyRetryAfter: Duration
+    /// Messages one connection may send in a burst, and per second after it (``PeerBudgets``);
+    /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
+    public var peerMessageBurst: Double
+    public var peerMessageRate: Double
 
     public init(
         endpoint: String = "tcp://127.0.0.1:5555",
@@ -50,8 +54,12 @@ public struct FleetServerConfiguration: Sendable {
         highWaterMark: Int32 = 10_000,
         maxConcurrentRequests: Int = 256,
         maxQueuedPerPeer: Int = 64,
-        busyRetryAfter: Duration = .milliseconds(200)
+        busyRetryAfter: Duration = .milliseconds(200),
+        peerMessageBurst: Double = 1_000,
+        peerMessageRate: Double = 200
     ) {
+        self.peerMessageBurst = peerMessageBurst
+        self.peerMessageRate = peerMessageRate
         self.endpoint = endpoint
         self.security = security
         self.maxQueuedPerPeer = max(0, maxQueuedPerPeer)
@@ -113,6 +121,7 @@ public actor FleetServer {
     private var nextID: UInt64 = 1
     private let metrics: FleetServerMetrics
     private var queues: PeerQueues<ReceivedRequest>
+    private let budgets: PeerBudgetGate
 
     /// - Parameter metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
     ///   `MetricsSystem.factory` unless given.
@@ -128,6 +137,9 @@ public actor FleetServer {
         self.logger = logger
         self.liveness = LivenessTable(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
         self.queues = PeerQueues(capacity: configuration.maxConcurrentRequests)
+        self.budgets = PeerBudgetGate(
+            burst: configuration.peerMessageBurst, rate: configuration.peerMessageRate, security: configuration.security,
+            metrics: metrics, logger: logger)
         (peerEvents, peerEventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
     }
 
@@ -159,6 +171,8 @@ public actor FleetServer {
         options.sendHighWaterMark = configuration.highWaterMark
         options.receiveHighWaterMark = configuration.highWaterMark
         options.linger = 0
+        // Messages over a connection's budget are dropped on the I/O thread, before this actor.
+        options.inboundFilter = { [budgets] message in budgets.admit(message) }
         let socket = try await loop.makeSocket(.router, options: options)
         do {
             let endpoint = try await socket.bind(configuration.endpoint)
@@ -205,8 +219,8 @@ public actor FleetServer {
         await withDiscardingTaskGroup { group in
             do {
                 for try await received in socket.messages {
-                    guard let (peer, credential, frames) = await identify(received, on: socket) else { continue }
                     let receivedAt = ContinuousClock.now
+                    guard let (peer, credential, frames) = await identify(received, on: socket) else { continue }
                     guard let request = await accept(frames, from: peer, on: socket) else { continue }
                     noteHeard(peer, as: credential, saying: request)
                     // `hello` and `heartbeat` are answered here, at once: the server answers them
@@ -275,6 +289,14 @@ public actor FleetServer {
                 return nil
             }
             return (peer, .curveKey(key), received.dropFirst(2))
+        }
+    }
+
+    /// The connection's routing id in a received message (after the `User-Id` frame under CURVE).
+    static func routingID(of received: [[UInt8]], security: WireSecurity) -> [UInt8]? {
+        switch security {
+        case .plaintext: received.first
+        case .curve: received.count >= 2 ? received[1] : nil
         }
     }
 
@@ -442,6 +464,7 @@ public actor FleetServer {
                 return
             }
             for peer in liveness.sweep(at: .now) {
+                budgets.forget(peer)
                 let name = peerNames.removeValue(forKey: peer) ?? String(decoding: peer, as: UTF8.self)
                 logger.warning("device lost", metadata: ["device": "\(name)"])
                 peerEventsContinuation.yield(.lost(name))

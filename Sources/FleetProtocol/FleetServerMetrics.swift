@@ -11,6 +11,7 @@ import Metrics
 /// | `signfleet_requests_total` | counter | `type` (request type, `other` for unknown types), `outcome` (reply type or error code) |
 /// | `signfleet_connected_devices` | gauge | — (devices alive in the liveness table) |
 /// | `signfleet_replies_dropped_total` | counter | `reason`: `peer_not_reading` (its queue was full), `peer_gone` (disconnected) |
+/// | `signfleet_requests_dropped_total` | counter | `reason`: `peer_over_budget` (the connection sent more than its message budget) |
 public struct FleetServerMetrics: Sendable {
     /// Label of the request counter.
     public static let requestsLabel = "signfleet_requests_total"
@@ -29,6 +30,14 @@ public struct FleetServerMetrics: Sendable {
 
     /// Label of the dropped-replies counter.
     public static let droppedRepliesLabel = "signfleet_replies_dropped_total"
+
+    /// Label of the dropped-requests counter.
+    public static let droppedRequestsLabel = "signfleet_requests_dropped_total"
+
+    /// Counts a message dropped unread (its connection was over its budget).
+    func countDroppedRequest(reason: String) {
+        Counter(label: Self.droppedRequestsLabel, dimensions: [("reason", reason)], factory: factory).increment()
+    }
 
     /// Counts a reply that never left: its peer's queue was full, or the peer was gone.
     func countDroppedReply(reason: String) {

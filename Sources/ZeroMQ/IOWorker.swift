@@ -15,6 +15,8 @@ final class IOWorker {
         var pendingHead = 0
         /// Input is not polled while the inbox is full.
         var readingPaused = false
+        /// ``SocketOptions/inboundFilter``.
+        var inboundFilter: (@Sendable ([[UInt8]]) -> Bool)?
         /// After a POLLOUT that still could not send (a ROUTER reports POLLOUT if *any* peer
         /// has room), retry on a timer instead of spinning on POLLOUT.
         var retrySendAt: ContinuousClock.Instant?
@@ -200,6 +202,7 @@ final class IOWorker {
                 throw error
             }
             let entry = Entry(id: request.socket, socket: socket, inbox: request.inbox, sendWindow: request.sendWindow)
+            entry.inboundFilter = request.options.inboundFilter
             if let monitor = request.monitor {
                 let endpoint = "inproc://signfleet-zmq-monitor-\(shared.instance)-\(request.socket)"
                 do throws(ZMQError) {
@@ -305,6 +308,7 @@ final class IOWorker {
                 return
             }
             guard let message else { return }
+            if let filter = entry.inboundFilter, !filter(message) { continue }
             if !entry.inbox.deliver(message) {
                 entry.readingPaused = true
                 pollerDirty = true

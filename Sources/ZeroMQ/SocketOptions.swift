@@ -51,6 +51,10 @@ public struct SocketOptions: Sendable {
     /// ROUTER; an empty frame when the message has no such property. Peers cannot forge it:
     /// the frame is added by the receiving socket.
     public var prependedProperty: String?
+    /// Runs on the I/O thread for every received message (frames as ``AsyncSocket/messages`` would
+    /// deliver them); a message it returns false for is dropped there, before any task sees it:
+    /// the cheapest place to shed a flood. It must be fast and must not block.
+    public var inboundFilter: (@Sendable ([[UInt8]]) -> Bool)?
     /// Publishes ``MonitorEvent``s on ``AsyncSocket/monitorEvents``.
     public var monitor: Bool = false
     /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the

@@ -26,7 +26,7 @@ final class CurveCoordinator: Sendable {
     let registry = PrometheusCollectorRegistry()
     private let serving: Task<Void, Never>
 
-    init(highWaterMark: Int32 = 10_000, maxConcurrentRequests: Int = 256) async throws {
+    init(highWaterMark: Int32 = 10_000, maxConcurrentRequests: Int = 256, peerMessageBurst: Double = 1_000) async throws {
         temporary = try TemporaryStore()
         services = CoordinatorServices(store: temporary.store)
         _ = try await services.accounts.seedDemo()
@@ -42,7 +42,7 @@ final class CurveCoordinator: Sendable {
         server = FleetServer(
             configuration: FleetServerConfiguration(
                 endpoint: "tcp://127.0.0.1:*", security: .curve(keys), heartbeatInterval: .milliseconds(200),
-                highWaterMark: highWaterMark, maxConcurrentRequests: maxConcurrentRequests),
+                highWaterMark: highWaterMark, maxConcurrentRequests: maxConcurrentRequests, peerMessageBurst: peerMessageBurst),
             router: router, loop: loop, logger: logger, metricsFactory: PrometheusMetricsFactory(registry: registry))
         endpoint = try await server.bind()
         let server = self.server
@@ -237,29 +237,16 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
     /// One peer floods requests and never reads: only it loses replies; hello, heartbeats and
     /// other devices' work go on (the coordinator used to freeze for everyone).
     @Test(.timeLimit(.minutes(4))) func aPeerThatNeverReadsCostsOnlyItself() async throws {
-        let coordinator = try await CurveCoordinator(highWaterMark: 50)
-        defer { Task { await coordinator.stop() } }
-        var options = SocketOptions()
-        options.curve = .client(serverKey: coordinator.serverKey, keys: try CurveKeyPair.generate())
-        options.receiveHighWaterMark = 50
-        options.receiveBufferLimit = 50
-        options.sendHighWaterMark = 100_000
-        let flooder = try await coordinator.loop.makeSocket(.dealer, options: options)
-        try await flooder.connect(coordinator.endpoint)
-        let codec = WireCodec()
-        // Far more replies than the server's queue (50), the flooder's (50) and loopback TCP buffers
-        // hold. Sent from a task of its own: against a coordinator that stops reading, the sends
-        // would wait and this test must fail on its deadline, not hang.
+        // A budget large enough that the whole flood is read and answered: this is about replies
+        // that do not fit, not about the budget (the next test).
+        let coordinator = try await CurveCoordinator(highWaterMark: 50, peerMessageBurst: 1_000_000)
+        let flooder = try await Flooder(to: coordinator, receiveHighWaterMark: 50)
+        // Far more replies than the server's queue (50), the flooder's (50) and loopback TCP buffers hold.
         let floodSize = 200_000
-        let flood = Task {
-            for id in 1...floodSize {
-                try await flooder.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
-            }
-        }
-        defer { flood.cancel() }
+        let flood = flooder.flood(floodSize)
         // The flooder never reads. The coordinator answers its whole flood, dropping what does not
         // fit (one that waited for it instead froze here, for everyone); then other devices are
-        // served at once. (What the flood costs in CPU is the rate limiter's business, not this test's.)
+        // served at once. (What the flood costs in CPU is the budget's business: the next test.)
         try await waitUntil(within: .seconds(150), "the flood is answered") {
             coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"") >= Double(floodSize)
         }
@@ -269,7 +256,73 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
             for _ in 0..<20 { _ = try await honest.request(Heartbeat()) }
             _ = try await honest.request(AccessTokenRequest(email: "user1@demo.example", secret: DemoData.secret))
         }
-        await flooder.close()
+        flood.cancel()
+        await coordinator.stop()
+        await flooder.stop()
+    }
+
+    /// A peer that floods costs the coordinator only its budget (1,000 messages, then 200/s):
+    /// the rest is dropped unread, and another device is served at once.
+    @Test(.timeLimit(.minutes(4))) func aFloodingPeerIsHeldToItsMessageBudget() async throws {
+        let coordinator = try await CurveCoordinator()
+        let flooder = try await Flooder(to: coordinator)
+        let floodSize = 50_000
+        let flood = flooder.flood(floodSize)
+        try await waitUntil(within: .seconds(150), "the flood is read (answered or dropped)") {
+            let answered = coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"")
+            let dropped = coordinator.counter("signfleet_requests_dropped_total", labelled: "reason=\"peer_over_budget\"")
+            return answered + dropped >= Double(floodSize)
+        }
+        let answered = coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"")
+        #expect(answered >= 1_000 && answered < Double(floodSize) / 2, "answered \(answered) of \(floodSize)")
+        let honest = try coordinator.client("tablet-honest", timeout: .seconds(10), attempts: 1)
+        try await connected(honest) {
+            for _ in 0..<20 { _ = try await honest.request(Heartbeat()) }
+        }
+        flood.cancel()
+        await coordinator.stop()
+        await flooder.stop()
+    }
+}
+
+/// A raw CURVE DEALER on a context of its own, for peers that flood and never read.
+///
+/// libzmq 4.3.4 aborts (`session_base.cpp:260`, clean_pipes) when a connection's engine fails while
+/// its ROUTER is being closed and the connection is in the middle of a multipart message to a peer
+/// that does not read. So these tests stop the coordinator first (its context terminates only once
+/// every session is gone), and only then close the flooder, on its own context.
+final class Flooder: Sendable {
+    let context: ZMQContext
+    let loop: ZMQIOLoop
+    let socket: AsyncSocket
+
+    init(to coordinator: CurveCoordinator, receiveHighWaterMark: Int32 = 1_000) async throws {
+        context = try ZMQContext()
+        loop = try ZMQIOLoop(context: context, label: "flooder")
+        var options = SocketOptions()
+        options.curve = .client(serverKey: coordinator.serverKey, keys: try CurveKeyPair.generate())
+        options.receiveHighWaterMark = receiveHighWaterMark
+        options.receiveBufferLimit = Int(receiveHighWaterMark)
+        options.sendHighWaterMark = 1_000_000
+        socket = try await loop.makeSocket(.dealer, options: options)
+        try await socket.connect(coordinator.endpoint)
+    }
+
+    /// Sends `count` heartbeats from a task of its own (against a coordinator that stops reading
+    /// they would wait, and the test must fail on its deadline, not hang).
+    func flood(_ count: Int) -> Task<Void, Error> {
+        let socket = self.socket
+        let codec = WireCodec()
+        return Task {
+            for id in 1...count {
+                try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+            }
+        }
+    }
+
+    func stop() async {
+        await loop.shutdown()
+        context.shutdown()
     }
 }
 

@@ -5,7 +5,7 @@ import Logging
 import ZeroMQ
 
 /// `signfleet-bench ingest-wire [--devices D] [--items N] [--batch B] [--rate R] [--seconds S] [--verification every|payload]
-/// [--transport plaintext|curve]`:
+/// [--transport plaintext|curve] [--slow-reader N]`:
 /// sync ingest over real ZeroMQ — D devices, each a `FleetClient` (DEALER) on its own socket,
 /// pushing to the coordinator's `FleetServer` (ROUTER) and `SyncIngest` in this process, over
 /// TCP on 127.0.0.1. First closed loop (each device pushes its items in order, as fast as acks
@@ -14,7 +14,10 @@ import ZeroMQ
 /// they share the 2 cores with the server: the figures are a floor of what the coordinator
 /// alone would do. Metric names carry `.payload_verify` under `--verification payload` and
 /// `_curve` (`ingest.zmq_curve…`) under `--transport curve`: every connection CURVE-encrypted and
-/// authenticated through the ZAP handler, each device's key bound at enrollment.
+/// authenticated through the ZAP handler, each device's key bound at enrollment. With
+/// `--slow-reader N`, one more peer sends N heartbeats during the open-loop phase, as fast as its
+/// socket takes them, and never reads a reply (issue #13's hostile peer): only the open loop runs,
+/// and its metric names carry `.slow_reader`.
 func ingestWireBenchmark(_ arguments: [String]) async throws {
     func option(_ name: String) -> Double? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -32,7 +35,9 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     let transportName = arguments.firstIndex(of: "--transport").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
     guard ["plaintext", "curve", nil].contains(transportName) else { throw BenchError("--transport takes plaintext or curve") }
     let curve = transportName == "curve"
+    let slowReaderMessages = Int(option("--slow-reader") ?? 0)
     let mode = (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
+        + (slowReaderMessages > 0 ? ".slow_reader" : "")
     let bench = "ingest"
     let root = NSTemporaryDirectory() + "signfleet-bench-wire-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -44,10 +49,13 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     let context = try ZMQContext()
     let serverLoop = try ZMQIOLoop(context: context, label: "wire-server")
     let clientLoop = try ZMQIOLoop(context: context, label: "wire-clients")
+    // The slow reader's own I/O thread: its flood must not queue behind the honest clients' sends.
+    let floodLoop = try ZMQIOLoop(context: context, label: "wire-flooder")
 
-    /// Runs `body` with a served coordinator on a fresh store and connected clients.
+    /// Runs `body` with a served coordinator on a fresh store and connected clients (and, with
+    /// `slowReader`, a peer that floods heartbeats and never reads).
     func withWire<T: Sendable>(
-        _ name: String, perDevice: Int, _ body: @Sendable (IngestRig, [FleetClient], [[SyncPush]]) async throws -> T
+        _ name: String, perDevice: Int, slowReader: Int = 0, _ body: @Sendable (IngestRig, [FleetClient], [[SyncPush]]) async throws -> T
     ) async throws -> T {
         let clientKeys = try curve ? (0..<devices).map { _ in try CurveKeyPair.generate() } : nil
         let rig = try await IngestRig(
@@ -69,41 +77,69 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
                 loop: clientLoop, logger: logger)
         }
         let connections = clients.map { client in Task { await client.run() } }
+        var flood: Task<Void, Error>?
+        var flooder: AsyncSocket?
+        if slowReader > 0 {
+            var options = SocketOptions()
+            if curve {
+                options.curve = .client(serverKey: serverKeys.publicKey, keys: try CurveKeyPair.generate())
+            } else {
+                options.routingID = Array("slow-reader".utf8)
+            }
+            // Small queues on its side, so the coordinator's queue to it fills as soon as possible.
+            options.receiveHighWaterMark = 100
+            options.receiveBufferLimit = 100
+            options.sendHighWaterMark = 1_000_000
+            let socket = try await floodLoop.makeSocket(.dealer, options: options)
+            try await socket.connect(endpoint)
+            flooder = socket
+            let codec = WireCodec()
+            flood = Task {
+                for id in 1...slowReader {
+                    try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+                }
+            }
+        }
         defer {
+            flood?.cancel()
             for connection in connections { connection.cancel() }
             serving.cancel()
         }
-        return try await body(rig, clients, rig.pushes(batch: batch))
+        let result = try await body(rig, clients, rig.pushes(batch: batch))
+        await flooder?.close()
+        return result
     }
 
-    // Closed loop: every device pushes its items in order.
-    let perDevice = max(batch, items / devices)
-    let closed = try await withWire("closed", perDevice: perDevice) { rig, clients, pushes in
-        let start = ContinuousClock.now
-        let applied = try await withThrowingTaskGroup(of: Int.self) { group in
-            for (index, devicePushes) in pushes.enumerated() {
-                group.addTask {
-                    var applied = 0
-                    for push in devicePushes {
-                        let ack = try await clients[index].request(push)
-                        applied += ack.results.filter { $0.outcome == .applied }.count
+    // Closed loop: every device pushes its items in order (not with a slow reader: the open loop is its measure).
+    if slowReaderMessages == 0 {
+        let perDevice = max(batch, items / devices)
+        let closed = try await withWire("closed", perDevice: perDevice) { rig, clients, pushes in
+            let start = ContinuousClock.now
+            let applied = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, devicePushes) in pushes.enumerated() {
+                    group.addTask {
+                        var applied = 0
+                        for push in devicePushes {
+                            let ack = try await clients[index].request(push)
+                            applied += ack.results.filter { $0.outcome == .applied }.count
+                        }
+                        return applied
                     }
-                    return applied
                 }
+                return try await group.reduce(0, +)
             }
-            return try await group.reduce(0, +)
+            let commits = await rig.services.ingest.commitCounts()
+            return (Double(applied) / IngestBench.seconds(start.duration(to: .now)), applied, commits)
         }
-        let commits = await rig.services.ingest.commitCounts()
-        return (Double(applied) / IngestBench.seconds(start.duration(to: .now)), applied, commits)
+        guard closed.1 == devices * perDevice else { fatalError("ingest-wire: \(closed.1) of \(devices * perDevice) items applied") }
+        Report.emit(bench, "ingest.zmq\(mode).devices\(devices).envelopes_per_s", closed.0, "ops/s")
+        Report.emit(bench, "ingest.zmq\(mode).devices\(devices).pushes_per_commit", Double(closed.2.pushes) / Double(max(1, closed.2.transactions)), "ratio")
     }
-    guard closed.1 == devices * perDevice else { fatalError("ingest-wire: \(closed.1) of \(devices * perDevice) items applied") }
-    Report.emit(bench, "ingest.zmq\(mode).devices\(devices).envelopes_per_s", closed.0, "ops/s")
-    Report.emit(bench, "ingest.zmq\(mode).devices\(devices).pushes_per_commit", Double(closed.2.pushes) / Double(max(1, closed.2.transactions)), "ratio")
 
     // Open loop at `rate` offered.
     let totalPushes = max(devices, Int(rate * seconds) / batch)
     let openPerDevice = (totalPushes + devices - 1) / devices * batch
-    let (achieved, latencies) = try await withWire("open", perDevice: openPerDevice) { _, clients, pushes in
+    let (achieved, latencies) = try await withWire("open", perDevice: openPerDevice, slowReader: slowReaderMessages) { _, clients, pushes in
         let interval = Double(batch) / rate
         let start = ContinuousClock.now + .milliseconds(200)
         let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
@@ -131,5 +167,6 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     Report.emit(bench, "ingest.zmq\(mode).p99_ms_at\(label)", IngestBench.percentile(latencies, 0.99), "ms")
     await serverLoop.shutdown()
     await clientLoop.shutdown()
+    await floodLoop.shutdown()
     context.shutdown()
 }
