@@ -1,4 +1,5 @@
 import ArgumentParser
+import DeviceNode
 import Fleet
 import FleetProtocol
 import Foundation
@@ -90,6 +91,7 @@ struct NodeCommand: AsyncParsableCommand {
         let work: [@Sendable () async throws -> Void]
         if envelopes > 0 {
             try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
+            try await refuseOrphanedStores()
             work = (1...devices).map { index in
                 var deviceSeeds = SeededRandom(mixing: seed, UInt64(index))
                 let device = SimulatedDevice(
@@ -131,6 +133,33 @@ struct NodeCommand: AsyncParsableCommand {
         await loop.shutdown()
         context.shutdown()
         announce("node stopped")
+    }
+
+    /// Refuses to run fewer devices than `dataDir` holds stores for when a store left out still has
+    /// signed items waiting for sync: running anyway would exit 0 with them orphaned (issue #14).
+    private func refuseOrphanedStores() async throws {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dataDir)) ?? []
+        let prefix = "\(devicePrefix)-"
+        var orphaned: [(device: String, pending: Int)] = []
+        var highest = devices
+        for name in names.sorted() where name.hasPrefix(prefix) && name.hasSuffix(".sqlite") {
+            let device = String(name.dropLast(".sqlite".count))
+            guard let index = Int(device.dropFirst(prefix.count)), index > devices else { continue }
+            var configuration = DeviceConfiguration(storePath: URL(fileURLWithPath: dataDir).appendingPathComponent(name).path)
+            configuration.deviceId = device
+            let node = try await DeviceNode.open(configuration: configuration, accountService: InMemoryAccountService(tokens: [:]))
+            let pending = try await node.pendingOutboxItems(limit: Int.max).count
+            try await node.close()
+            if pending > 0 {
+                orphaned.append((device, pending))
+                highest = max(highest, index)
+            }
+        }
+        guard orphaned.isEmpty else {
+            let list = orphaned.map { "\($0.device) (\($0.pending) pending)" }.joined(separator: ", ")
+            throw ValidationError(
+                "\(dataDir) holds signed items not yet synced for devices this run would not start: \(list); run with --devices \(highest) or more so they sync, or use another --data-dir")
+        }
     }
 
     /// Runs a launcher's plan until SIGUSR1 has drained it (exit 0) or SIGTERM/SIGINT stops it.

@@ -140,3 +140,40 @@ import Testing
         #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.output)\n\(second.output) (seed \(seed))")
     }
 }
+
+/// A node restarted with fewer devices than its data directory holds stores for must not leave
+/// signed, unsynced items behind and exit 0 (issue #14): it refuses and says how to run.
+@Suite struct OrphanedStoresTests {
+    @Test func aNodeAskedForFewerDevicesThanHoldSignedItemsRefuses() async throws {
+        let binary = try signfleetBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("orphans-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("coordinator.sqlite").path
+        let coordinator = try ChildProcess.launch(
+            binary, ["coordinator", "--bind", "tcp://127.0.0.1:*", "--store", store, "--seed-demo", "--http", "off"], name: "coordinator")
+        defer { Task { await coordinator.terminate() } }
+        let endpoint = String(
+            try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }
+                .dropFirst("listening ".count))
+        let key = try await curvePublicKey(of: coordinator)
+        let data = directory.appendingPathComponent("devices").path
+        let common = [
+            "--connect", endpoint, "--server-key", key, "--envelopes", "4", "--interval-ms", "300", "--request-timeout-ms", "300",
+            "--data-dir", data,
+        ]
+        let first = try ChildProcess.launch(binary, ["node", "--devices", "2"] + common, name: "node-2")
+        defer { Task { await first.terminate() } }
+        // Once device-2 has synced one envelope the coordinator goes away; what it signs next stays queued.
+        first.onLines(1, where: { $0.contains("] synced") && $0.contains("device-2") }) { coordinator.signal(SIGKILL) }
+        try await first.waitForLines(1, timeout: .seconds(60)) { $0.contains("] synced") && $0.contains("device-2") }
+        try await first.waitForLines(1, timeout: .seconds(60)) { $0.contains("signed") && $0.contains("device-2") && $0.contains("sequence=2") }
+        first.signal(SIGTERM)
+        _ = try await first.waitForExit(timeout: .seconds(30))
+
+        let second = try ChildProcess.launch(binary, ["node", "--devices", "1", "--duration", "30"] + common, name: "node-1")
+        let status = try await second.waitForExit(timeout: .seconds(60))
+        #expect(status != 0, "\(second.output)")
+        #expect(second.output.contains("device-2") && second.output.contains("--devices 2"), "\(second.output)")
+    }
+}
