@@ -95,7 +95,12 @@ public struct DeviceRegistry: Sendable {
             }
             if var existing = try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: account.id, id: request.deviceID)) {
                 if existing.revokedAt != nil {
-                    // Revoked by an admin: new keys take its place; its history stays.
+                    // Revoked by an admin: new keys take its place; its history stays. The old keys
+                    // may be in the wrong hands: they cannot undo the revocation.
+                    guard existing.publicKey != Data(request.publicKey), curveKey == nil || existing.curveKey != curveKey else {
+                        throw FleetError(
+                            .forbidden, "device \"\(request.deviceID)\" was revoked: it enrolls again only with new signing and transport keys")
+                    }
                     existing.publicKey = Data(request.publicKey)
                     existing.curveKey = curveKey
                     existing.revokedAt = nil
@@ -111,10 +116,12 @@ public struct DeviceRegistry: Sendable {
                 switch (existing.curveKey, curveKey) {
                 case (nil, nil):
                     break
-                case (nil, let key?):
-                    // Enrolled over plain TCP before: the same account and signing key bind their CURVE key now.
-                    existing.curveKey = key
-                    try existing.update(db)
+                case (nil, _?):
+                    // Enrolled over plain TCP: its signing key was sent in the clear, so it proves
+                    // nothing; binding a transport key to the device needs an admin's revocation first.
+                    throw FleetError(
+                        .forbidden,
+                        "device \"\(request.deviceID)\" was enrolled over plain TCP; an admin must revoke it before it enrolls with CURVE keys (signfleet admin devices revoke)")
                 case (let bound?, let key?) where bound == key:
                     break
                 case (_?, nil):

@@ -129,12 +129,22 @@ public struct SyncIngest: Sendable {
         verification: IngestVerification, recordedAt: Date
     ) throws -> SyncAck {
         guard
-            let stored = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT lastAppliedSequence FROM device WHERE accountID = ? AND id = ?"),
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT lastAppliedSequence, publicKey, curveKey, revokedAt FROM device WHERE accountID = ? AND id = ?"),
                 arguments: [device.accountID, device.id])
         else {
             throw FleetError(.unauthenticated, "device \"\(device.id)\" is not enrolled")
         }
+        // The enrollment this push was admitted under must still hold now, inside the transaction:
+        // a revocation (or a re-enrollment with new keys) during the push's verification wins.
+        let publicKey: Data = row["publicKey"]
+        let curveKey: Data? = row["curveKey"]
+        let revokedAt: Date? = row["revokedAt"]
+        guard revokedAt == nil, publicKey == Data(device.publicKey), curveKey == device.curveKey.map({ Data($0) }) else {
+            throw FleetError(.forbidden, "device \"\(device.id)\" was revoked or enrolled with new keys while this push was checked; nothing was applied")
+        }
+        let stored: Int64 = row["lastAppliedSequence"]
         let at = recordedAt.databaseValue  // formatted once per push
         var last = UInt64(max(0, stored))
         var results: [SyncItemResult] = []

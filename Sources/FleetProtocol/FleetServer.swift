@@ -463,6 +463,7 @@ public actor FleetServer {
             } catch {
                 return
             }
+            budgets.pruneIdle()
             for peer in liveness.sweep(at: .now) {
                 budgets.forget(peer)
                 let name = peerNames.removeValue(forKey: peer) ?? String(decoding: peer, as: UTF8.self)

@@ -36,6 +36,12 @@ final class PeerBudgetGate: Sendable {
         return admitted
     }
 
+    /// Forgets the budgets of connections idle long enough to be full again (called periodically).
+    func pruneIdle() {
+        let now = ContinuousClock.now
+        state.withLock { $0.budgets.pruneIdle(at: now) }
+    }
+
     /// Forgets a lost connection's budget.
     func forget(_ peer: [UInt8]) {
         state.withLock { _ = $0.budgets.forget(peer) }

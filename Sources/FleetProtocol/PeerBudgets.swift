@@ -35,6 +35,14 @@ struct PeerBudgets {
         return true
     }
 
+    /// Forgets every connection idle long enough for its budget to be full again: forgetting it
+    /// changes nothing, and connections that come and go (each with a new routing id) cannot
+    /// grow the table without bound.
+    mutating func pruneIdle(at now: ContinuousClock.Instant) {
+        let refill = rate > 0 ? Duration.seconds(burst / rate) : .seconds(3600)
+        buckets = buckets.filter { $0.value.updated.duration(to: now) < refill }
+    }
+
     /// Forgets a connection (it was lost): its next message starts with a full budget.
     mutating func forget(_ peer: [UInt8]) {
         buckets[peer] = nil

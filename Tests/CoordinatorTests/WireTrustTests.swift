@@ -228,10 +228,34 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         await expectFleetError(.forbidden) {
             _ = try await coordinator.services.ingest.apply(SyncPush(deviceID: "lost-tablet", items: items), credential: .curveKey(firstKey.publicKey))
         }
+        // The old keys (maybe in a thief's hands) cannot undo the revocation.
+        await expectFleetError(.forbidden) { _ = try await registry.enroll(enroll, credential: .curveKey(firstKey.publicKey)) }
+        // A push admitted under the old keys before the revocation cannot commit after it.
+        let stale = try #require(try await registry.device(id: "lost-tablet"))
         let reply = try await registry.enroll(again, credential: .curveKey(newKey.publicKey))
+        let late = SyncPush(deviceID: "lost-tablet", items: items)
+        await expectFleetError(.forbidden) {
+            _ = try await coordinator.temporary.store.database.write { db in
+                try SyncIngest.walk(
+                    db, push: late, verdicts: [nil], device: stale, key: nil, verification: .everySignature, recordedAt: Date())
+            }
+        }
         #expect(reply.lastAppliedSequence == 1, "the device's history stays with it")
         #expect(try await registry.device(id: "lost-tablet")?.curveKey == newKey.publicKey)
         #expect(try await registry.revoke(deviceID: "no-such-device") == false)
+    }
+
+    /// A signing key sent in the clear over plain TCP proves nothing: it cannot bind a CURVE key.
+    @Test func aDeviceEnrolledOverPlainTCPCannotBeClaimedOverCURVEWithoutARevocation() async throws {
+        let coordinator = try await CurveCoordinator()
+        defer { Task { await coordinator.stop() } }
+        let registry = coordinator.services.devices
+        let signing = Forger(id: "plain-tablet")
+        let enroll = EnrollDevice(accessToken: coordinator.token, deviceID: "plain-tablet", publicKey: signing.publicKey)
+        _ = try await registry.enroll(enroll, routingID: "plain-tablet")
+        let squatter = try CurveKeyPair.generate()
+        await expectFleetError(.forbidden) { _ = try await registry.enroll(enroll, credential: .curveKey(squatter.publicKey)) }
+        #expect(try await registry.device(id: "plain-tablet")?.curveKey == nil)
     }
 
     /// One peer floods requests and never reads: only it loses replies; hello, heartbeats and
