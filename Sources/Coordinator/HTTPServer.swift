@@ -31,10 +31,14 @@ public struct CoordinatorHTTPServer: Service {
         /// `0` lets the system pick a free port; ``CoordinatorHTTPServer/init(configuration:registry:instance:status:logger:admin:onListening:)``'s
         /// `onListening` reports the real one.
         public var port: Int
+        /// A connection that sends nothing for this long is closed, unfinished headers included: idle
+        /// connections must not pile up until the process runs out of file descriptors (issue #14).
+        public var idleTimeout: Duration
 
-        public init(host: String = "127.0.0.1", port: Int = 8080) {
+        public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30)) {
             self.host = host
             self.port = port
+            self.idleTimeout = idleTimeout
         }
     }
 
@@ -91,8 +95,10 @@ public struct CoordinatorHTTPServer: Service {
         let logger = self.logger
         let listening = Mutex(false)
         let links = captive?.service.links
+        let idle = configuration.idleTimeout.components
         let application = Application(
             router: makeRouter(),
+            server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
             configuration: ApplicationConfiguration(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in

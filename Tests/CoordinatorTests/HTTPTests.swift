@@ -352,3 +352,49 @@ struct PrometheusText: CustomStringConvertible {
         }
     }
 }
+
+/// Idle HTTP connections, unfinished headers included, are closed (issue #14: 1,100 of them used to
+/// exhaust the file descriptors and stop sync).
+@Suite struct HTTPIdleConnectionTests {
+    @Test func aConnectionThatStopsMidHeadersIsClosedAfterTheIdleTimeout() async throws {
+        var logger = Logger(label: "idle")
+        logger.logLevel = .critical
+        let (addresses, announced) = AsyncStream<String>.makeStream()
+        let server = CoordinatorHTTPServer(
+            configuration: .init(host: "127.0.0.1", port: 0, idleTimeout: .milliseconds(500)), registry: PrometheusCollectorRegistry(),
+            instance: "idle", status: { throw CancellationError() }, logger: logger, onListening: { announced.yield($0) })
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        let address = try await firstElement(of: addresses, "the HTTP listener's address")
+        let port = try #require(address.split(separator: ":").last.flatMap { UInt16($0) })
+        // A raw socket that sends half a request and then nothing; a blocking read returns 0 once
+        // the server closes it (SO_RCVTIMEO bounds the wait if it never does).
+        let closedWithin: Double? = await Task.detached {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            var timeout = timeval(tv_sec: 20, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var peer = sockaddr_in()
+            peer.sin_family = sa_family_t(AF_INET)
+            peer.sin_port = port.bigEndian
+            peer.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &peer) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { return nil }
+            let partial = Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
+            _ = partial.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            let start = ContinuousClock.now
+            var buffer = [UInt8](repeating: 0, count: 256)
+            let read = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard read == 0 else { return nil }  // closed by the server, not timed out
+            let elapsed = start.duration(to: .now).components
+            return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        }.value
+        #expect(closedWithin != nil, "the server never closed the half-open request")
+        #expect((closedWithin ?? 99) < 10)
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
+}
