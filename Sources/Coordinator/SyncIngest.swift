@@ -225,7 +225,7 @@ public struct SyncIngest: Sendable {
     }
 
     static func applyNext(
-        _ db: Database, item: SyncItem, verdict: Result<SyncPayload, Rejection>, device: EnrolledDevice, recordedAt: Date
+        _ db: Database, item: SyncItem, verdict: Verdict, device: EnrolledDevice, recordedAt: Date
     ) throws -> SyncItemResult {
         let payload: SyncPayload
         switch verdict {

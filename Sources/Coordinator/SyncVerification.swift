@@ -18,17 +18,9 @@ public enum IngestVerification: String, Sendable, Hashable, CaseIterable {
 }
 
 extension SyncIngest {
-    struct Rejection: Error {
-        var reason: String
-        /// Whether the device is proven to have signed the item (its payload signature verifies
-        /// against the enrolled key). Only a proven item may be recorded as the device's and
-        /// advance its sequence; an unproven one may come from anybody (docs/sync.md, "Verification").
-        var signedByDevice = true
-
-        static func unproven(_ reason: String) -> Rejection { Rejection(reason: reason, signedByDevice: false) }
-    }
-
-    typealias Verdict = Result<SyncPayload, Rejection>
+    /// The contract's rule decides (``SyncItemRule``); its failure says whether the device is
+    /// proven to have signed the item (docs/sync.md, "Verification").
+    typealias Verdict = Result<SyncPayload, SyncItemRule.Failure>
 
 
     /// An item checked before the write transaction: its verdict, and the SHA-256 of its payload
@@ -80,6 +72,5 @@ extension SyncIngest {
         _ item: SyncItem, device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, verification: IngestVerification
     ) -> Verdict {
         SyncItemRule.check(item, deviceID: device.id, key: key, bindingSignatures: verification == .everySignature)
-            .mapError { Rejection(reason: $0.reason, signedByDevice: $0.signedByDevice) }
     }
 }

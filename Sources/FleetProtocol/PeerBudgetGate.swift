@@ -44,6 +44,6 @@ final class PeerBudgetGate: Sendable {
 
     /// Forgets a lost connection's budget.
     func forget(_ peer: [UInt8]) {
-        state.withLock { _ = $0.budgets.forget(peer) }
+        state.withLock { $0.budgets.forget(peer) }
     }
 }

@@ -24,6 +24,8 @@ final class CurveCoordinator: Sendable {
     let serverKey: [UInt8]
     let token: String
     let registry = PrometheusCollectorRegistry()
+    /// One element each time a counter of the server moves (the newest only): what tests wait on.
+    let counterChanges: AsyncStream<Void>
     private let serving: Task<Void, Never>
 
     init(highWaterMark: Int32 = 10_000, maxConcurrentRequests: Int = 256, peerMessageBurst: Double = 1_000) async throws {
@@ -39,11 +41,14 @@ final class CurveCoordinator: Sendable {
         logger.logLevel = .warning
         let keys = try temporary.store.transportKeyPair()
         serverKey = keys.publicKey
+        let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        counterChanges = changes
         server = FleetServer(
             configuration: FleetServerConfiguration(
                 endpoint: "tcp://127.0.0.1:*", security: .curve(keys), heartbeatInterval: .milliseconds(200),
                 highWaterMark: highWaterMark, maxConcurrentRequests: maxConcurrentRequests, peerMessageBurst: peerMessageBurst),
-            router: router, loop: loop, logger: logger, metricsFactory: PrometheusMetricsFactory(registry: registry))
+            router: router, loop: loop, logger: logger,
+            metricsFactory: SignallingMetricsFactory(PrometheusMetricsFactory(registry: registry)) { changed.yield() })
         endpoint = try await server.bind()
         let server = self.server
         serving = Task { try? await server.run() }
@@ -273,7 +278,7 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         // The flooder never reads. The coordinator answers its whole flood, dropping what does not
         // fit (one that waited for it instead froze here, for everyone); then other devices are
         // served at once. (What the flood costs in CPU is the budget's business: the next test.)
-        try await waitUntil(within: .seconds(150), "the flood is answered") {
+        try await coordinator.waitUntil(within: .seconds(150), "the flood is answered") {
             coordinator.counter("signfleet_requests_total", labelled: "type=\"other\"") >= Double(floodSize)
         }
         #expect(coordinator.counter("signfleet_replies_dropped_total", labelled: "reason=\"peer_not_reading\"") > 0)
@@ -294,7 +299,7 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         let flooder = try await Flooder(to: coordinator)
         let floodSize = 20_000
         let flood = flooder.flood(floodSize)
-        try await waitUntil(within: .seconds(150), "the flood is read (answered or dropped)") {
+        try await coordinator.waitUntil(within: .seconds(150), "the flood is read (answered or dropped)") {
             let answered = coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"")
             let dropped = coordinator.counter("signfleet_requests_dropped_total", labelled: "reason=\"peer_over_budget\"")
             return answered + dropped >= Double(floodSize)
@@ -352,17 +357,57 @@ final class Flooder: Sendable {
     }
 }
 
-/// Checks `condition` (cheap, side-effect free) every 20 ms until it holds, failing after `within`:
-/// for states with no event to wait on (a metric's value). Not a synchronisation sleep: the
-/// condition, not the time, decides.
-func waitUntil(within timeout: Duration, _ what: String, _ condition: @Sendable () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
+extension CurveCoordinator {
+    /// Waits until `condition` (on the server's counters) holds, re-checking it each time a counter
+    /// moves; fails after `timeout`.
+    func waitUntil(within timeout: Duration, _ what: String, _ condition: @escaping @Sendable () -> Bool) async throws {
+        if condition() { return }
+        _ = try await firstElement(of: counterChanges, within: timeout, what) { _ in condition() }
     }
-    Issue.record("timed out after \(timeout) waiting until \(what)")
-    throw CancellationError()
+}
+
+/// Forwards to another metrics factory and calls `changed` whenever a counter is incremented.
+struct SignallingMetricsFactory: MetricsFactory {
+    let base: any MetricsFactory
+    let changed: @Sendable () -> Void
+
+    init(_ base: any MetricsFactory, changed: @escaping @Sendable () -> Void) {
+        self.base = base
+        self.changed = changed
+    }
+
+    final class SignallingCounter: CounterHandler {
+        let base: any CounterHandler
+        let changed: @Sendable () -> Void
+        init(base: any CounterHandler, changed: @escaping @Sendable () -> Void) {
+            self.base = base
+            self.changed = changed
+        }
+        func increment(by amount: Int64) {
+            base.increment(by: amount)
+            changed()
+        }
+        func reset() { base.reset() }
+    }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        SignallingCounter(base: base.makeCounter(label: label, dimensions: dimensions), changed: changed)
+    }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        base.makeRecorder(label: label, dimensions: dimensions, aggregate: aggregate)
+    }
+    func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        base.makeMeter(label: label, dimensions: dimensions)
+    }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        base.makeTimer(label: label, dimensions: dimensions)
+    }
+    func destroyCounter(_ handler: any CounterHandler) {
+        base.destroyCounter((handler as? SignallingCounter)?.base ?? handler)
+    }
+    func destroyRecorder(_ handler: any RecorderHandler) { base.destroyRecorder(handler) }
+    func destroyMeter(_ handler: any MeterHandler) { base.destroyMeter(handler) }
+    func destroyTimer(_ handler: any TimerHandler) { base.destroyTimer(handler) }
 }
 
 /// Device ids are unique per account (migration v8): no account can take an id another
