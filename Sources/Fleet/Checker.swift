@@ -16,11 +16,14 @@ public enum Checker {
         public var historyFile: String?
         /// Paths in witnesses are shown relative to this directory.
         public var root: String?
+        /// `hostile/` of a run with hostile groups: their attempts (``HostileAttempt``).
+        public var hostileDirectory: String?
 
         public init(
             coordinatorStore: String, deviceStores: [String], historyDirectory: String? = nil, historyFile: String? = nil,
-            root: String? = nil
+            root: String? = nil, hostileDirectory: String? = nil
         ) {
+            self.hostileDirectory = hostileDirectory
             self.coordinatorStore = coordinatorStore
             self.deviceStores = deviceStores
             self.historyDirectory = historyDirectory
@@ -49,7 +52,8 @@ public enum Checker {
         let inputs = Inputs(
             coordinatorStore: run.coordinatorStore, deviceStores: stores,
             historyDirectory: manager.fileExists(atPath: run.historyDirectory) ? run.historyDirectory : nil,
-            historyFile: manager.fileExists(atPath: run.historyFile) ? run.historyFile : nil, root: run.path)
+            historyFile: manager.fileExists(atPath: run.historyFile) ? run.historyFile : nil, root: run.path,
+            hostileDirectory: manager.fileExists(atPath: run.hostileDirectory) ? run.hostileDirectory : nil)
         var report = check(inputs)
         report.run = run.path
         return report
@@ -116,6 +120,51 @@ struct CheckerAnalysis {
             }
         }
         loadHistory(inputs)
+        restrictToTheDevicesAccounts()
+        loadHostileAttempts(inputs)
+    }
+
+    /// Checks the accounts the device stores belong to (the server enrolled their keys there): other
+    /// accounts may use the same device ids (a rival account's squatters) and are none of this run's.
+    private mutating func restrictToTheDevicesAccounts() {
+        guard let full = server else { return }
+        var accounts = Set<String>()
+        for device in devices.values { accounts.formUnion(full.accounts(ofDevice: device.deviceID, publicKey: device.publicKey)) }
+        guard !accounts.isEmpty else {
+            server = full.restricted(to: nil)
+            return
+        }
+        let restricted = full.restricted(to: accounts)
+        let others = Set(full.allDevices.keys.map(\.account)).subtracting(accounts)
+        if !others.isEmpty {
+            let otherDevices = full.allDevices.keys.filter { others.contains($0.account) }.count
+            let otherEnvelopes = full.envelopes.filter { others.contains($0.accountID) }.count
+            notes.append(
+                "checked account \(accounts.sorted().joined(separator: ", ")) (the device stores' enrolled keys); not checked: "
+                    + "\(others.sorted().joined(separator: ", ")) with \(otherDevices) devices and \(otherEnvelopes) envelopes")
+        }
+        server = restricted
+    }
+
+    /// Every hostile attempt that got through is a `hostile-breach`.
+    private mutating func loadHostileAttempts(_ inputs: Checker.Inputs) {
+        guard let directory = inputs.hostileDirectory else { return }
+        do {
+            let attempts = try HostileLog.read(directory: directory)
+            let tally = HostileTally(attempts)
+            notes.append("hostile groups made \(tally.attempts) attempts, \(tally.breaches) got through")
+            for attempt in attempts where attempt.breach {
+                anomalies.append(CheckAnomaly(
+                    kind: .hostileBreach, device: attempt.target,
+                    message: "attacker \(attempt.device) (\(attempt.behaviour.rawValue)) tried \(attempt.action) against \(attempt.target ?? "the coordinator") and got \(attempt.result)"
+                        + (attempt.detail.map { ": \($0)" } ?? ""),
+                    witness: CheckWitness(rows: [WitnessRow(
+                        store: display(directory), table: "hostile attempt",
+                        fields: ["device": attempt.device, "action": attempt.action, "result": attempt.result, "time": "\(attempt.time)"])])))
+            }
+        } catch {
+            anomalies.append(CheckAnomaly(kind: .unreadableInput, message: "cannot read the hostile groups' log: \(error)"))
+        }
     }
 
     private mutating func loadHistory(_ inputs: Checker.Inputs) {

@@ -43,6 +43,9 @@ public struct CheckAnomaly: Codable, Sendable, Hashable {
         /// A device reported something done (`ok sign`), or the server holds its item, but the device's
         /// store has no trace of it.
         case deviceDataLoss = "device-data-loss"
+        /// A hostile group's attempt got what the coordinator must refuse an attacker (its log,
+        /// `hostile/<process>.jsonl`, records the answer).
+        case hostileBreach = "hostile-breach"
         /// An input could not be read or is missing (a device store, the coordinator store, a history file).
         case unreadableInput = "unreadable-input"
 

@@ -49,6 +49,7 @@ struct ServerSnapshot: Sendable {
 
     struct SyncResult: Sendable {
         var rowid: Int64
+        var accountID: String
         var deviceID: String
         var sequence: UInt64
         var outcome: String
@@ -65,9 +66,17 @@ struct ServerSnapshot: Sendable {
         var statusChangedAt: Date?
     }
 
+    struct AccountDevice: Hashable, Sendable {
+        var account: String
+        var device: String
+    }
+
     /// The file name shown in witnesses.
     var store: String
+    /// The checked accounts' devices by id (``restricted(to:)``).
     var devices: [String: Device]
+    /// Every account's devices.
+    var allDevices: [AccountDevice: Device]
     /// In ingest order (rowid).
     var envelopes: [Envelope]
     /// In ingest order (rowid).
@@ -78,12 +87,14 @@ struct ServerSnapshot: Sendable {
         let queue = try CheckerDatabase.openReadOnly(path)
         defer { try? queue.close() }
         return try queue.read { db in
-            var devices: [String: Device] = [:]
+            // Device ids are unique per account (several accounts may use one id): rows are read
+            // per account, and each payload is verified with its own account's device key.
+            var allDevices: [AccountDevice: Device] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT id, accountID, publicKey, lastAppliedSequence FROM device") {
                 let key: Data = row["publicKey"]
                 let last: Int64 = row["lastAppliedSequence"]
                 let device = Device(id: row["id"], accountID: row["accountID"], publicKey: Array(key), lastAppliedSequence: UInt64(clamping: last))
-                devices[device.id] = device
+                allDevices[AccountDevice(account: device.accountID, device: device.id)] = device
             }
             var envelopes: [Envelope] = []
             // A cursor: one payload in memory at a time, verified and dropped.
@@ -100,16 +111,18 @@ struct ServerSnapshot: Sendable {
                     rowid: row["rid"], id: row["id"], accountID: row["accountID"], deviceID: row["deviceID"],
                     sequence: UInt64(clamping: sequence), transactionID: row["transactionID"], localEnvelopeID: row["localEnvelopeID"],
                     status: row["status"], createdAt: row["createdAt"], payloadSHA256: CheckerDatabase.sha256(payload), verification: nil)
-                envelope.verification = verify(envelope, payload: payload, signature: signature, device: devices[envelope.deviceID])
+                envelope.verification = verify(
+                    envelope, payload: payload, signature: signature,
+                    device: allDevices[AccountDevice(account: envelope.accountID, device: envelope.deviceID)])
                 envelopes.append(envelope)
             }
             let syncResults = try Row.fetchAll(
-                db, sql: "SELECT rowid AS rid, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY rowid"
+                db, sql: "SELECT rowid AS rid, accountID, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY rowid"
             ).map { row in
                 let sequence: Int64 = row["sequence"]
                 return SyncResult(
-                    rowid: row["rid"], deviceID: row["deviceID"], sequence: UInt64(clamping: sequence), outcome: row["outcome"],
-                    envelopeID: row["envelopeID"], reason: row["reason"])
+                    rowid: row["rid"], accountID: row["accountID"], deviceID: row["deviceID"], sequence: UInt64(clamping: sequence),
+                    outcome: row["outcome"], envelopeID: row["envelopeID"], reason: row["reason"])
             }
             var recipients: [String: [Recipient]] = [:]
             for row in try Row.fetchAll(db, sql: """
@@ -121,8 +134,36 @@ struct ServerSnapshot: Sendable {
                     status: row["status"], statusChangedAt: row["statusChangedAt"])
                 recipients[recipient.envelopeID, default: []].append(recipient)
             }
-            return ServerSnapshot(store: store, devices: devices, envelopes: envelopes, syncResults: syncResults, recipients: recipients)
+            // Every account's rows: the checker narrows them down with `restricted(to:)`.
+            return ServerSnapshot(
+                store: store, devices: [:], allDevices: allDevices, envelopes: envelopes, syncResults: syncResults, recipients: recipients)
         }
+    }
+
+    /// The snapshot as seen by the accounts in `accounts` (nil: every account), with ``devices``
+    /// keyed by id. Two accounts' devices of the same id cannot both be checked by id: when
+    /// `accounts` is nil and an id repeats, the first account (by name) is kept.
+    func restricted(to accounts: Set<String>?) -> ServerSnapshot {
+        var copy = self
+        let kept = { (account: String) in accounts?.contains(account) ?? true }
+        copy.devices = [:]
+        for key in allDevices.keys.sorted(by: { ($0.account, $0.device) < ($1.account, $1.device) }) where kept(key.account) {
+            if copy.devices[key.device] == nil { copy.devices[key.device] = allDevices[key] }
+        }
+        let chosen = Set(copy.devices.values.map { AccountDevice(account: $0.accountID, device: $0.id) })
+        let isChosen = { (account: String, device: String) in
+            chosen.contains(AccountDevice(account: account, device: device)) || (kept(account) && copy.devices[device] == nil)
+        }
+        copy.envelopes = envelopes.filter { isChosen($0.accountID, $0.deviceID) }
+        copy.syncResults = syncResults.filter { isChosen($0.accountID, $0.deviceID) }
+        let envelopeIDs = Set(copy.envelopes.map(\.id))
+        copy.recipients = recipients.filter { envelopeIDs.contains($0.key) }
+        return copy
+    }
+
+    /// The accounts whose device of id `device` has the Ed25519 key `publicKey`.
+    func accounts(ofDevice device: String, publicKey: [UInt8]) -> [String] {
+        allDevices.values.filter { $0.id == device && $0.publicKey == publicKey }.map(\.accountID)
     }
 
     /// The wire contract's rule (``SyncItemRule``, every signature checked), plus the row's local envelope id.
@@ -168,6 +209,8 @@ struct DeviceSnapshot: Sendable {
     /// The file name shown in witnesses (`devices/<file>`).
     let store: String
     let deviceID: String
+    /// The device's Ed25519 public key (empty if the stored private key is unreadable).
+    let publicKey: [UInt8]
     /// By sequence.
     let outbox: [OutboxRow]
     /// Cached envelopes by transaction id: (local id, local state).
@@ -181,11 +224,12 @@ struct DeviceSnapshot: Sendable {
     let outboxTransactions: Set<String>
 
     init(
-        store: String, deviceID: String, outbox: [OutboxRow], envelopes: [String: (envelopeId: String, localState: String)],
-        lastJournal: [String: JournalRow], dropped: [String: JournalRow]
+        store: String, deviceID: String, publicKey: [UInt8] = [], outbox: [OutboxRow],
+        envelopes: [String: (envelopeId: String, localState: String)], lastJournal: [String: JournalRow], dropped: [String: JournalRow]
     ) {
         self.store = store
         self.deviceID = deviceID
+        self.publicKey = publicKey
         self.outbox = outbox
         self.envelopes = envelopes
         self.lastJournal = lastJournal
@@ -203,9 +247,13 @@ struct DeviceSnapshot: Sendable {
         let queue = try CheckerDatabase.openReadOnly(path)
         defer { try? queue.close() }
         return try queue.read { db in
-            guard let deviceID = try String.fetchOne(db, sql: "SELECT deviceId FROM device WHERE id = 1") else {
+            guard let deviceRow = try Row.fetchOne(db, sql: "SELECT deviceId, privateKey FROM device WHERE id = 1") else {
                 throw CheckerError.unreadable(path: path, reason: "the store has no device row (never opened by a device node)")
             }
+            let deviceID: String = deviceRow["deviceId"]
+            let privateKey: Data = deviceRow["privateKey"]
+            // Which server account this device is: the one that enrolled its key.
+            let publicKey = (try? Curve25519.Signing.PrivateKey(rawRepresentation: privateKey)).map { Array($0.publicKey.rawRepresentation) } ?? []
             let outbox = try Row.fetchAll(db, sql: """
                 SELECT sequence, envelopeId, transactionId, status, attempts, outcome, serverEnvelopeId, reason, payloadSHA256
                 FROM outbox ORDER BY sequence
@@ -232,7 +280,8 @@ struct DeviceSnapshot: Sendable {
                 last[entry.transactionId] = entry
                 if entry.kind == "dropped" { dropped[entry.transactionId] = entry }
             }
-            return DeviceSnapshot(store: store, deviceID: deviceID, outbox: outbox, envelopes: envelopes, lastJournal: last, dropped: dropped)
+            return DeviceSnapshot(
+                store: store, deviceID: deviceID, publicKey: publicKey, outbox: outbox, envelopes: envelopes, lastJournal: last, dropped: dropped)
         }
     }
 }

@@ -79,6 +79,7 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
             var spec: Int, occurrence: Int, start: Double, end: Double
         }
         var pending: [Pending] = []
+        let hostileGroups = Set(scenario.groups.filter { $0.hostile != nil }.map(\.name))
         for (index, spec) in scenario.faults.enumerated() {
             for (occurrence, span) in spec.occurrences(runDuration: scenario.duration).enumerated() {
                 pending.append(Pending(spec: index, occurrence: occurrence, start: span.start, end: span.end))
@@ -105,7 +106,10 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
                 targets = isFree(Self.coordinatorProcess) ? [Self.coordinatorProcess] : []
                 if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: the coordinator is already killed or paused then")) }
             default:
-                let candidates = layout.processes.filter { spec.target.group == nil || $0.group == spec.target.group }.map(\.name)
+                // Hostile groups are attackers, not part of the fleet under test: faults never hit them.
+                let candidates = layout.processes.filter {
+                    !hostileGroups.contains($0.group) && (spec.target.group == nil || $0.group == spec.target.group)
+                }.map(\.name)
                 let wanted = spec.target.wanted(of: candidates.count)
                 var random = SeededRandom(mixing: seed, 0xFA17_5C4E_D01E_0001, UInt64(item.spec), UInt64(item.occurrence))
                 var shuffled = candidates

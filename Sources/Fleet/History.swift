@@ -86,9 +86,14 @@ public final class HistoryWriter: Sendable {
     /// Appends one event. Errors are returned to the caller, never swallowed: a
     /// history with holes would make the checker's verdict meaningless.
     public func append(_ event: HistoryEvent) throws {
+        try appendLine(event)
+    }
+
+    /// Appends any value as one JSON line (the hostile log, ``HostileAttempt``, shares the writer).
+    public func appendLine(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        var line = try encoder.encode(event)
+        var line = try encoder.encode(value)
         line.append(UInt8(ascii: "\n"))
         try handle.withLock { handle in
             guard let handle else { throw HistoryError.closed }

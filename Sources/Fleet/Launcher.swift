@@ -72,12 +72,14 @@ public struct LaunchResult: Sendable {
 public enum LauncherError: Error, CustomStringConvertible {
     case childDidNotStart(process: String, waitingFor: String, logFile: String)
     case proxySetup(String)
+    case hostileSetup(String)
 
     public var description: String {
         switch self {
         case .childDidNotStart(let process, let what, let log):
             return "\(process) did not announce `\(what)` in time (see \(log))"
         case .proxySetup(let message): return "fault proxy setup failed: \(message)"
+        case .hostileSetup(let message): return "setting up the hostile groups failed: \(message)"
         }
     }
 }
@@ -117,7 +119,10 @@ public final class Launcher: Sendable {
     public init(configuration: LauncherConfiguration) throws {
         self.configuration = configuration
         run = try RunDirectory.create(root: configuration.runsRoot)
-        let devices = Dictionary(configuration.plan.nodes.map { ($0.process, $0.devices.count) }, uniquingKeysWith: +)
+        // Attackers are not devices of the fleet: the progress line and the summary count the honest ones.
+        let hostile = Set(configuration.scenario.groups.filter { $0.hostile != nil }.map(\.name))
+        let devices = Dictionary(
+            configuration.plan.nodes.map { ($0.process, hostile.contains($0.group) ? 0 : $0.devices.count) }, uniquingKeysWith: +)
         let state = LauncherState(devicesPerProcess: devices)
         self.state = state
         supervisor = Supervisor(executable: configuration.executable, run: run) { state.handle($0) }
@@ -265,10 +270,13 @@ public final class Launcher: Sendable {
     func startNodes() async throws {
         let scenario = configuration.scenario
         let groups = Dictionary(scenario.groups.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let hostile = hostileGroups
+        let rivalSecret = hostile.isEmpty ? nil : try await createRivalAccount()
         let client = mutable.withLock { $0.proxyClient }
         var endpoints: [String: String] = [:]
         for node in configuration.plan.nodes {
-            if let client {
+            // Attackers connect straight to the coordinator: the proxies' faults are the honest fleet's.
+            if let client, hostile[node.group] == nil {
                 do {
                     let proxy = try await client.create(ProxyDefinition(name: node.process, upstream: coordinatorAddress))
                     endpoints[node.process] = "tcp://\(proxy.listen)"
@@ -284,20 +292,31 @@ public final class Launcher: Sendable {
         mutable.withLock { $0.runStart = runStart }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        for node in configuration.plan.nodes {
+        // Attackers start first, so a squatter can try to enroll honest ids before their devices do.
+        let ordered = configuration.plan.nodes.filter { hostile[$0.group] != nil } + configuration.plan.nodes.filter { hostile[$0.group] == nil }
+        for node in ordered {
             guard let group = groups[node.group] else { continue }
-            let plan = NodePlan(
+            var plan = NodePlan(
                 process: node.process, group: node.group, endpoint: endpoints[node.process] ?? "",
                 dataDirectory: run.devicesDirectory, historyFile: run.historyFile(process: node.process), runStart: runStart,
                 duration: scenario.duration, devices: node.devices, behaviour: group.behaviour, connectivity: group.connectivity,
                 pens: group.pens, outages: node.outages, statsInterval: configuration.tick,
                 requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
+            if let settings = hostile[node.group], let rivalSecret {
+                plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)
+            }
             let path = run.nodePlanFile(process: node.process)
             try encoder.encode(plan).write(to: URL(fileURLWithPath: path))
             await supervisor.start(ChildSpec(name: node.process, arguments: ["node", "--plan", path], restartBudget: node.restartBudget))
         }
+        let honest = configuration.plan.nodes.filter { hostile[$0.group] == nil }
+        let attackers = configuration.plan.nodes.filter { hostile[$0.group] != nil }
         record(.ok, .start, details: ["nodes": "\(configuration.plan.nodes.count)", "seed": "\(configuration.seed)"])
-        message("started \(configuration.plan.nodes.count) node processes with \(configuration.plan.nodes.reduce(0) { $0 + $1.devices.count }) devices")
+        var started = "started \(honest.count) node processes with \(honest.reduce(0) { $0 + $1.devices.count }) devices"
+        if !attackers.isEmpty {
+            started += " and \(attackers.count) hostile process\(attackers.count == 1 ? "" : "es") with \(attackers.reduce(0) { $0 + $1.devices.count }) attackers"
+        }
+        message(started)
     }
 
     // MARK: - Running the schedule

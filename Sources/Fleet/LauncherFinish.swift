@@ -54,7 +54,8 @@ extension Launcher {
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
             startedAt: started,
             durations: .init(run: runSeconds, drain: drainSeconds, total: Date().timeIntervalSince1970 - started),
-            devices: configuration.plan.nodes.reduce(0) { $0 + $1.devices.count }, nodeProcesses: configuration.plan.nodes.count,
+            devices: configuration.plan.nodes.filter { hostileGroups[$0.group] == nil }.reduce(0) { $0 + $1.devices.count },
+            nodeProcesses: configuration.plan.nodes.count,
             counts: counts,
             signedPerSecond: runSeconds > 0 ? Double(counts.signed) / runSeconds : 0,
             syncedPerSecond: runSeconds > 0 ? Double(counts.synced) / runSeconds : 0,
@@ -65,6 +66,14 @@ extension Launcher {
             drained: state.drained.intersection(configuration.plan.nodes.map(\.process)).count, interrupted: interrupted,
             verdict: verdict, anomalies: outcome.anomalies.count, notes: notes,
             anomalyKinds: outcome.anomalies.reduce(into: [:]) { $0[$1.kind, default: 0] += 1 })
+        if !hostileGroups.isEmpty {
+            do {
+                summary.hostile = HostileTally(try HostileLog.read(directory: run.hostileDirectory))
+            } catch {
+                notes.append("cannot read the hostile groups' log: \(error)")
+                summary.notes = notes
+            }
+        }
         RunChecks.apply(configuration.scenario.checks, to: &summary)
         do {
             let encoder = JSONEncoder()

@@ -57,30 +57,46 @@ public final class NodeHost: Sendable {
         let limit = Self.raiseOpenFileLimit()
         logger.info("open file limit", metadata: ["limit": "\(limit)"])
         try FileManager.default.createDirectory(atPath: plan.dataDirectory, withIntermediateDirectories: true)
-        let history = try HistoryWriter(path: plan.historyFile)
-        defer { history.close() }
+        // Attackers keep no history: the checker's evidence is the honest devices'.
+        let history = plan.hostile == nil ? try HistoryWriter(path: plan.historyFile) : nil
+        defer { history?.close() }
         let context = try ZMQContext(maxSockets: max(1024, plan.devices.count * 2 + 64))
         let loop = try ZMQIOLoop(context: context, label: "node-io")
         let counters = NodeCounters()
         let plan = self.plan
-        let devices = plan.devices.map { device in
-            SimulatedDevice(
-                configuration: SimulatedDeviceConfiguration(plan: plan, device: device), loop: loop, logger: logger,
-                history: history, process: plan.process, counters: counters)
+        let workers: [Worker]
+        if let hostile = plan.hostile {
+            // Attackers: they sign nothing (their stats stay zero) and stop at the drain.
+            let log = try HistoryWriter(path: hostile.logFile)
+            workers = plan.devices.map { device in
+                let attacker = HostileDevice(
+                    id: device.id, behaviour: hostile.behaviours[device.id] ?? .impersonate, plan: plan, hostile: hostile,
+                    seed: device.seed, loop: loop, log: log, logger: logger)
+                return Worker(id: device.id, run: { try await attacker.run() }, drain: nil)
+            }
+        } else if let history {
+            workers = plan.devices.map { device in
+                let simulated = SimulatedDevice(
+                    configuration: SimulatedDeviceConfiguration(plan: plan, device: device), loop: loop, logger: logger,
+                    history: history, process: plan.process, counters: counters)
+                return Worker(id: device.id, run: { try await simulated.run() }, drain: { await simulated.drain() })
+            }
+        } else {
+            workers = []
         }
         func stats() -> String {
-            let snapshot = counters.snapshot(time: Date().timeIntervalSince1970, devices: plan.devices.count)
+            let snapshot = counters.snapshot(time: Date().timeIntervalSince1970, devices: plan.hostile == nil ? plan.devices.count : 0)
             let json = (try? JSONEncoder().encode(snapshot)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
             return NodeStats.linePrefix + json
         }
         do {
             try await withThrowingTaskGroup(of: Bool.self) { group in
-                for device in devices {
+                for worker in workers {
                     group.addTask {
                         do {
-                            try await device.run()
+                            try await worker.run()
                         } catch let error where !(error is CancellationError) {
-                            self.logger.error("device stopped", metadata: ["device": "\(device.configuration.deviceID)", "error": "\(error)"])
+                            self.logger.error("device stopped", metadata: ["device": "\(worker.id)", "error": "\(error)"])
                             throw error
                         }
                         return false
@@ -97,9 +113,11 @@ public final class NodeHost: Sendable {
                 group.addTask {
                     await self.waitForDrainRequest()
                     try Task.checkCancellation()
-                    self.logger.info("draining", metadata: ["devices": "\(devices.count)"])
+                    self.logger.info("draining", metadata: ["devices": "\(workers.count)"])
                     await withTaskGroup(of: Void.self) { drains in
-                        for device in devices { drains.addTask { await device.drain() } }
+                        for worker in workers {
+                            if let drain = worker.drain { drains.addTask { await drain() } }
+                        }
                     }
                     try Task.checkCancellation()
                     return true
@@ -122,6 +140,14 @@ public final class NodeHost: Sendable {
         }
         await loop.shutdown()
         context.shutdown()
+    }
+
+    /// One device's work in this process: a simulated device, or an attacker (which has nothing to
+    /// drain: it stops when the host does).
+    private struct Worker: Sendable {
+        var id: String
+        var run: @Sendable () async throws -> Void
+        var drain: (@Sendable () async -> Void)?
     }
 
     /// Raises the soft limit of open files to the hard limit (each device holds a socket, its

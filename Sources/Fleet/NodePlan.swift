@@ -36,13 +36,16 @@ public struct NodePlan: Codable, Sendable, Hashable {
     /// The coordinator's CURVE public key in Z85 (``RunDirectory/coordinatorPublicKeyFile``),
     /// which every device pins; absent: the coordinator serves plain TCP.
     public var serverKey: String?
+    /// Set for a process of a hostile group: its devices attack (``HostileHost``) instead of signing.
+    public var hostile: HostilePlan?
 
     public init(
         process: String, group: String, endpoint: String, dataDirectory: String, historyFile: String, runStart: Double,
         duration: Double, email: String = "user1@demo.example", secret: String = "demo-secret", devices: [DevicePlan],
         behaviour: Behaviour, connectivity: Connectivity, pens: [String: Double], outages: [Outage] = [],
-        statsInterval: Double = 1, requestTimeout: Double = 1, serverKey: String? = nil
+        statsInterval: Double = 1, requestTimeout: Double = 1, serverKey: String? = nil, hostile: HostilePlan? = nil
     ) {
+        self.hostile = hostile
         self.serverKey = serverKey
         self.process = process
         self.group = group

@@ -106,6 +106,7 @@ public struct RunReport: Sendable {
 
             """
         body += checksSection()
+        body += hostileSection()
         body += "<h2>Anomalies</h2>\n"
         if anomalies.isEmpty {
             body += "<p>None found.</p>\n"
@@ -158,6 +159,22 @@ public struct RunReport: Sendable {
             let observed = metric?.format(result.actual) ?? result.actual.map { "\($0)" } ?? "no data"
             html += "<tr class=\"\(result.passed ? "pass" : "fail")\"><td><code>\(e(result.threshold))</code></td>"
             html += "<td>\(e(observed))</td><td>\(result.passed ? "pass" : "FAIL")</td></tr>\n"
+        }
+        return html + "</table>\n"
+    }
+
+    /// What the hostile groups tried, and what the coordinator answered; the verdict above covers
+    /// the honest devices.
+    func hostileSection() -> String {
+        guard let tally = summary.hostile else { return "" }
+        let e = ReportChart.escape
+        var html = "<h2>Hostile groups</h2>\n<p>\(tally.attempts) attempts; "
+        html += tally.breaches == 0 ? "none got through.</p>\n" : "<strong>\(tally.breaches) got through</strong> (hostile-breach anomalies).</p>\n"
+        html += "<table class=\"hostile\"><tr><th>behaviour</th><th>attempt</th><th>tries</th><th>answers</th><th>got through</th></tr>\n"
+        for line in tally.lines {
+            let answers = line.results.sorted { ($1.value, $0.key) < ($0.value, $1.key) }.map { "\($0.key) \($0.value)" }.joined(separator: " · ")
+            html += "<tr class=\"\(line.breaches > 0 ? "fail" : "pass")\"><td>\(e(line.behaviour.rawValue))</td><td><code>\(e(line.action))</code></td>"
+            html += "<td>\(line.attempts)</td><td>\(e(answers))</td><td>\(line.breaches)</td></tr>\n"
         }
         return html + "</table>\n"
     }

@@ -18,6 +18,7 @@ import Foundation
 ///                        account's rate limits from the scenario)
 ///   coordinator.sqlite   the coordinator's store
 ///   devices/<device>.sqlite
+///   hostile/<process>.jsonl  what hostile groups tried and got (only with hostile groups)
 ///   report.html          self-contained report
 /// ```
 public struct RunDirectory: Sendable, Hashable {
@@ -43,6 +44,12 @@ public struct RunDirectory: Sendable, Hashable {
     public var coordinatorPublicKeyFile: String { file("coordinator.pub") }
     public var devicesDirectory: String { file("devices") }
     public var reportFile: String { file("report.html") }
+    /// Hostile groups' attempts, `<process>.jsonl` each (``HostileAttempt`` per line); absent
+    /// without hostile groups.
+    public var hostileDirectory: String { file("hostile") }
+    public func hostileLogFile(process: String) -> String {
+        URL(fileURLWithPath: hostileDirectory).appendingPathComponent("\(process).jsonl").path
+    }
 
     public func historyFile(process: String) -> String {
         URL(fileURLWithPath: historyDirectory).appendingPathComponent("\(process).jsonl").path

@@ -70,11 +70,16 @@ public struct DeviceGroup: Codable, Sendable, Hashable {
     public var pens: [String: Double]
     /// Unexpected exits of one of this group's processes the supervisor restarts.
     public var restartBudget: Int
+    /// Set for a group of attackers (``HostileSettings``): its devices sign nothing and are
+    /// outside the verdict, which covers the honest groups; the report shows what they tried.
+    public var hostile: HostileSettings?
 
     public init(
         name: String, count: Int, processes: Int = 1, behaviour: Behaviour = Behaviour(),
-        connectivity: Connectivity = Connectivity(), pens: [String: Double] = ["applePencil": 1], restartBudget: Int = 5
+        connectivity: Connectivity = Connectivity(), pens: [String: Double] = ["applePencil": 1], restartBudget: Int = 5,
+        hostile: HostileSettings? = nil
     ) {
+        self.hostile = hostile
         self.name = name
         self.count = count
         self.processes = processes

@@ -135,7 +135,10 @@ struct FaultReader {
         }
         if let group = map.optional("group") {
             let name = try group.text(expected: "a group name")
-            let names = scenario.groups.map(\.name)
+            let names = scenario.groups.filter { $0.hostile == nil }.map(\.name)
+            if scenario.groups.contains(where: { $0.name == name && $0.hostile != nil }) {
+                throw group.error("`\(name)` is a hostile group; faults hit honest groups (\(names.joined(separator: ", ")))")
+            }
             guard names.contains(name) else {
                 throw group.error("unknown group `\(name)`; groups are \(names.joined(separator: ", "))\(Suggestion.hint(for: name, in: names))")
             }
@@ -162,7 +165,8 @@ struct FaultReader {
             if target.fraction != nil && target.count != nil {
                 throw map.error(at: map.has("count") ? "count" : action, "give fraction or count, not both")
             }
-            let processes = scenario.groups.filter { target.group == nil || $0.name == target.group }.reduce(0) { $0 + $1.processes }
+            let processes = scenario.groups.filter { $0.hostile == nil && (target.group == nil || $0.name == target.group) }
+                .reduce(0) { $0 + $1.processes }
             if let count = target.count, count > processes {
                 let key = map.has("count") ? "count" : action
                 throw map.error(at: key, "is \(count) but \(target.group.map { "group \($0)" } ?? "the scenario") has \(processes) node process\(processes == 1 ? "" : "es")")

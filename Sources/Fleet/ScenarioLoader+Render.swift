@@ -50,6 +50,11 @@ struct ScenarioYAMLWriter {
         line("    count: \(group.count)")
         line("    processes: \(group.processes)")
         line("    restart_budget: \(group.restartBudget)")
+        if let hostile = group.hostile {
+            let behaviours = hostile.behaviours.map(\.rawValue).joined(separator: ", ")
+            line("    hostile: {target: \(Self.quote(hostile.target)), behaviours: [\(behaviours)], every: \(DurationText.render(hostile.every)), slow_reader_messages: \(hostile.slowReaderMessages)}")
+            return
+        }
         let pens = group.pens.sorted { $0.key < $1.key }.map { "\(Self.quote($0.key)): \(Self.number($0.value))" }
         line("    pens: {\(pens.joined(separator: ", "))}")
         let b = group.behaviour

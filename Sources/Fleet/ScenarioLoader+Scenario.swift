@@ -8,7 +8,8 @@ import Yams
 enum ScenarioReader {
     static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "groups", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget"]
-    static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity"]
+    static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
+    static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
     static let behaviourKeys = [
         "envelopes_per_minute", "template_fraction", "in_person_signers", "remote_signers", "embedded_fraction",
         "signing_duration", "cancel_rate", "decline_rate", "sync", "max_envelopes",
@@ -80,7 +81,49 @@ enum ScenarioReader {
             }
             groups.append(group)
         }
+        try checkHostileTargets(groups, entries: entries)
         return groups
+    }
+
+    /// A hostile group attacks an honest group of the same scenario.
+    static func checkHostileTargets(_ groups: [DeviceGroup], entries: [YAMLValue]) throws {
+        let honest = groups.filter { $0.hostile == nil }.map(\.name)
+        guard !honest.isEmpty else {
+            throw entries[0].error("every group is hostile; a scenario needs at least one honest group for them to attack")
+        }
+        for (group, entry) in zip(groups, entries) {
+            guard let hostile = group.hostile else { continue }
+            guard honest.contains(hostile.target) else {
+                let map = try entry.mapping(keys: groupKeys)
+                let target = try map.required("hostile", "").mapping(keys: hostileKeys).required("target", "")
+                throw target.error(
+                    "`\(hostile.target)` is not an honest group of this scenario; honest groups are \(honest.joined(separator: ", "))"
+                        + Suggestion.hint(for: hostile.target, in: honest))
+            }
+        }
+    }
+
+    /// `hostile: {target: office, behaviours: [impersonate, junk_push], every: 1s, slow_reader_messages: 20000}`.
+    static func hostileSettings(_ value: YAMLValue, count: Int) throws -> HostileSettings {
+        let map = try value.mapping(keys: hostileKeys, expected: "a mapping (target, behaviours, every, slow_reader_messages)")
+        let target = try map.required("target", "name the honest group this group attacks").text(expected: "a group name")
+        var settings = HostileSettings(target: target)
+        if let list = map.optional("behaviours") {
+            let names = HostileBehaviour.allCases.map(\.rawValue)
+            let entries = try list.sequence(maximumCount: names.count, expected: "a list of behaviours (\(names.joined(separator: ", ")))")
+            guard !entries.isEmpty else { throw list.error("needs at least one of \(names.joined(separator: ", "))") }
+            settings.behaviours = try entries.map { entry in
+                let name = try entry.choice(names)
+                return HostileBehaviour(rawValue: name) ?? .impersonate
+            }
+            if Set(settings.behaviours).count != settings.behaviours.count { throw list.error("names a behaviour twice") }
+        }
+        if count < settings.behaviours.count {
+            throw value.error("has \(settings.behaviours.count) behaviours but the group has \(count) devices; each behaviour needs a device")
+        }
+        if let every = map.optional("every") { settings.every = try every.duration(0.05...3600, positive: true) }
+        if let messages = map.optional("slow_reader_messages") { settings.slowReaderMessages = try messages.int(1...10_000_000) }
+        return settings
     }
 
     static func deviceGroup(_ value: YAMLValue) throws -> DeviceGroup {
@@ -99,6 +142,12 @@ enum ScenarioReader {
         if let pens = map.optional("pens") { group.pens = try self.pens(pens) }
         if let behaviour = map.optional("behaviour") { group.behaviour = try self.behaviour(behaviour) }
         if let connectivity = map.optional("connectivity") { group.connectivity = try self.connectivity(connectivity) }
+        if let hostile = map.optional("hostile") {
+            for key in ["behaviour", "connectivity", "pens"] where map.has(key) {
+                throw map.error(at: key, "a hostile group signs nothing; it takes no \(key)")
+            }
+            group.hostile = try hostileSettings(hostile, count: count)
+        }
         return group
     }
 

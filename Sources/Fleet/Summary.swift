@@ -85,6 +85,8 @@ public struct RunSummary: Codable, Sendable, Hashable {
     public var thresholds: [ThresholdResult] = []
     /// The verdict is the expected one and every threshold held.
     public var checksPassed = true
+    /// Hostile groups' attempts per behaviour and action, and what they got (absent without hostile groups).
+    public var hostile: HostileTally?
 }
 
 public enum SyncLatency {

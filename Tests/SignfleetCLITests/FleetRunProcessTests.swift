@@ -340,3 +340,53 @@ import Glibc
         #expect(FileManager.default.fileExists(atPath: directory + "/runs/latest/report.html"))
     }
 }
+
+/// The shipped hostile-peers scenario, run as a user runs it: every attack of issue #13 against a
+/// live fleet on real sockets, across a coordinator crash. (In the serialized suite: one fleet at a time.)
+extension FleetRunProcessTests {
+    @Test(.timeLimit(.minutes(3))) func theHostilePeersScenarioEndsValidAndEveryAttackIsRefused() async throws {
+        let binary = try signfleetBinary()
+        let directory = try FleetRunProcessTests.temporaryDirectory("hostile-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/hostile-peers.yaml").path
+        let launcher = try ChildProcess.launch(
+            binary, ["fleet", "run", scenario, "--seed", "1313", "--duration", "20", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(150))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+        #expect(launcher.output.contains("started 2 node processes with 10 devices and 1 hostile process with 5 attackers"), "\(launcher.output)")
+
+        let run = directory + "/runs/latest"
+        let summary = try FleetRunProcessTests.json(run + "/summary.json")
+        #expect(summary["devices"] as? Int == 10, "attackers are not devices of the fleet")
+        let counts = try #require(summary["counts"] as? [String: Any])
+        #expect((counts["synced"] as? Int ?? 0) > 0 && counts["pending"] as? Int == 0, "\(counts)")
+        let hostile = try #require(summary["hostile"] as? [String: Any])
+        let lines = try #require(hostile["lines"] as? [[String: Any]])
+        var attempts: [String: Int] = [:]
+        for line in lines {
+            let behaviour = line["behaviour"] as? String ?? "?"
+            let action = line["action"] as? String ?? "?"
+            let results = line["results"] as? [String: Int] ?? [:]
+            attempts[behaviour, default: 0] += line["attempts"] as? Int ?? 0
+            #expect(line["breaches"] as? Int == 0, "\(line)")
+            switch behaviour {
+            case "squat": #expect(Set(results.keys) == ["ok"], "enrolled in its own account: \(line)")
+            case "slow_reader": #expect(Set(results.keys) == ["sent"], "\(line)")
+            default:
+                // Refused every time; `no_reply` only while the coordinator was down.
+                #expect(results["ok"] == nil, "\(action) must never succeed: \(line)")
+                #expect(results.keys.allSatisfy { ["forbidden", "unauthenticated", "invalid_request", "no_reply"].contains($0) }, "\(line)")
+            }
+        }
+        for behaviour in ["impersonate", "junk_push", "slow_reader", "replay", "squat"] {
+            #expect((attempts[behaviour] ?? 0) > 0, "\(behaviour) tried something: \(attempts)")
+        }
+        let check = try FleetRunProcessTests.json(run + "/check.json")
+        let notes = check["notes"] as? [String] ?? []
+        #expect(notes.contains { $0.hasPrefix("checked account demo") && $0.contains("not checked: rival") }, "\(notes)")
+        #expect(FileManager.default.fileExists(atPath: run + "/hostile/node-mallory-1.jsonl"))
+        #expect(try String(contentsOfFile: run + "/report.html", encoding: .utf8).contains("<h2>Hostile groups</h2>"))
+    }
+}

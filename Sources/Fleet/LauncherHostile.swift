@@ -1,0 +1,59 @@
+import Coordinator
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Hostile groups at launch (docs/scenarios.md, "Hostile groups"): the rival account the attackers
+/// enroll in, created through the coordinator's admin API, and each hostile process's plan.
+extension Launcher {
+    /// The scenario's hostile groups by name.
+    var hostileGroups: [String: HostileSettings] {
+        Dictionary(configuration.scenario.groups.compactMap { group in group.hostile.map { (group.name, $0) } }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// Creates the rival account and its user (`POST /admin/accounts`, `POST /admin/accounts/rival/users`)
+    /// and returns the user's secret, fresh for this run.
+    func createRivalAccount() async throws -> String {
+        guard let address = state.announced("http", by: "coordinator") else {
+            throw LauncherError.childDidNotStart(process: "coordinator", waitingFor: "http", logFile: run.logFile(process: "coordinator"))
+        }
+        let secret = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
+        try await adminPost(
+            address: address, path: "admin/accounts",
+            body: CoordinatorAdminRoutes.AccountRequest(id: RivalAccount.id, name: RivalAccount.name), acceptingConflict: true)
+        try await adminPost(
+            address: address, path: "admin/accounts/\(RivalAccount.id)/users",
+            body: CoordinatorAdminRoutes.UserRequest(name: "Mallory", email: RivalAccount.email, secret: secret), acceptingConflict: false)
+        return secret
+    }
+
+    private func adminPost(address: String, path: String, body: some Encodable, acceptingConflict: Bool) async throws {
+        guard let url = URL(string: "http://\(address)/\(path)") else { throw LauncherError.hostileSetup("bad admin address \(address)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(adminToken)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = try JSONEncoder().encode(body)
+        request.timeoutInterval = 10
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        if (200..<300).contains(status) || (acceptingConflict && status == 409) { return }
+        throw LauncherError.hostileSetup("POST /\(path) answered \(status): \(String(decoding: data.prefix(500), as: UTF8.self))")
+    }
+
+    /// The plan of a hostile group's process: each attacker's behaviour, and the honest target devices.
+    func hostilePlan(for node: LaunchPlan.NodeProcess, settings: HostileSettings, rivalSecret: String) -> HostilePlan {
+        var behaviours: [String: HostileBehaviour] = [:]
+        for device in node.devices {
+            let number = Int(device.id.split(separator: "-").last ?? "1") ?? 1
+            behaviours[device.id] = settings.behaviour(ofDeviceNumber: number)
+        }
+        let targets = configuration.plan.nodes.filter { $0.group == settings.target }.flatMap(\.devices).map(\.id)
+        return HostilePlan(
+            behaviours: behaviours, targets: targets, targetStores: run.devicesDirectory,
+            capturedItemsStore: run.coordinatorStore, logFile: run.hostileLogFile(process: node.process),
+            every: settings.every, slowReaderMessages: settings.slowReaderMessages, rivalEmail: RivalAccount.email, rivalSecret: rivalSecret)
+    }
+}
