@@ -38,10 +38,17 @@ struct HostileDevice: Sendable {
             defer { own?.stop() }
             while !Task.isCancelled {
                 guard let target = hostile.targets.randomElement(using: &random) else { return }
-                switch behaviour {
-                case .impersonate: try await impersonate(target, variant: round % 3)
-                case .junkPush: try await pushJunk(at: target, from: round % 2 == 0 ? nil : own)
-                default: try await replay(to: target, from: round % 2 == 0 ? nil : own)
+                do {
+                    switch behaviour {
+                    case .impersonate: try await impersonate(target, variant: round % 3)
+                    case .junkPush: try await pushJunk(at: target, from: round % 2 == 0 ? nil : own)
+                    default: try await replay(to: target, from: round % 2 == 0 ? nil : own)
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    // A local failure (a store being written, a socket) costs this attempt, not the attacker.
+                    logger.warning("hostile attempt failed locally", metadata: ["device": "\(id)", "error": "\(error)"])
                 }
                 round += 1
                 try await Task.sleep(for: .milliseconds(Int64(hostile.every * 1000)))
