@@ -14,7 +14,19 @@ extension DeviceStore {
             let rows = try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence")
             let items = rows.map(Self.outboxItem)
             let sequences = items.map(\.sequence)
-            let isGapless = sequences.enumerated().allSatisfy { UInt64($0.offset + 1) == $0.element }
+            // Items and recorded gaps (numbers the server took that this store has no item for) cover 1…last.
+            var covered = sequences.map { $0...$0 }
+            for gap in try Row.fetchAll(db, sql: "SELECT fromSequence, toSequence FROM outboxGap") {
+                let from: Int64 = gap["fromSequence"], to: Int64 = gap["toSequence"]
+                if from >= 1 && to >= from { covered.append(UInt64(from)...UInt64(to)) }
+            }
+            covered.sort { $0.lowerBound < $1.lowerBound }
+            var nextExpected: UInt64 = 1
+            var isGapless = true
+            for range in covered {
+                if range.lowerBound != nextExpected { isGapless = false; break }
+                nextExpected = range.upperBound + 1
+            }
 
             var invalidSignatures: [UInt64] = []
             var outboxWithoutEnvelope: [UInt64] = []

@@ -55,6 +55,10 @@ public struct DeviceConfiguration: Sendable {
 
     /// How hard each commit pushes to disk.
     public var durability: Durability = .powerLoss
+    /// How long a synced item keeps its signed payload (nil: dropped at the acknowledgement, as the
+    /// SDK does). While kept, a server that lost the item (restored from a backup) gets it again,
+    /// with its original signature, at the next session (docs/sync.md, "When a store goes back in time").
+    public var retainSynced: Duration?
     /// The clock (injectable for tests; template cached times and journal times come from it).
     public var clock: @Sendable () -> Date
 

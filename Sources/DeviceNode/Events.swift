@@ -60,6 +60,14 @@ public enum DeviceEvent: Hashable, Sendable {
     case saveError(EnvelopeFailure)
     /// Signing failed (`DSMSigningErrorNotification`-like).
     case signingError(EnvelopeFailure)
+    /// The server has applied fewer of this device's items than the device holds receipts for (its
+    /// store lost them): what the device sends again and what is lost (docs/sync.md).
+    case serverBehind(ServerRegression)
+    /// This store is behind the server (it lost its last commits): the server applied numbers it has
+    /// no item for; new items are numbered after them.
+    case storeBehindServer(StoreBehindServer)
+    /// Pending items got new numbers, signed again, because the server holds other payloads under the old ones.
+    case outboxRenumbered(OutboxRenumbering)
 
     /// The envelope ids the event concerns, if any.
     public var envelope: EnvelopeIDs? {
@@ -72,7 +80,7 @@ public enum DeviceEvent: Hashable, Sendable {
         case .envelopeCacheFailed(let e), .saveError(let e), .signingError(let e): return e.envelope
         case .envelopeQueuedForSync(let e): return e.envelope
         case .syncStarted(let e), .syncSucceeded(let e), .syncFailed(let e): return e.envelope
-        case .templateCached, .syncEnded: return nil
+        case .templateCached, .syncEnded, .serverBehind, .storeBehindServer, .outboxRenumbered: return nil
         }
     }
 }

@@ -24,6 +24,9 @@ public struct JournalEntry: Hashable, Sendable {
         case syncCancelled
         /// Removed from the cache by the integrator.
         case removed
+        /// Given a new sequence number (and signed again for it): the server had applied another
+        /// payload under the old one (``JournalEntry/detail`` names it).
+        case renumbered
         /// Dropped by a forced logout.
         case dropped
         /// A state left by a crash was repaired on open.

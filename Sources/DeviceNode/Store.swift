@@ -39,9 +39,12 @@ final class DeviceStore: Sendable {
     let transportKeys: CurveKeyPair
     let clock: @Sendable () -> Date
     let logger: Logger
+    /// Synced items keep their payload (``DeviceConfiguration/retainSynced``) until the window passes.
+    let retainsSynced: Bool
 
     private init(pool: DatabasePool, deviceId: String, privateKey: Curve25519.Signing.PrivateKey, transportKeys: CurveKeyPair,
-                 clock: @escaping @Sendable () -> Date, logger: Logger) {
+                 clock: @escaping @Sendable () -> Date, logger: Logger, retainsSynced: Bool) {
+        self.retainsSynced = retainsSynced
         self.pool = pool
         self.deviceId = deviceId
         self.privateKey = privateKey
@@ -54,7 +57,7 @@ final class DeviceStore: Sendable {
 
     static func open(
         path: String, deviceId requested: String?, durability: DeviceConfiguration.Durability,
-        clock: @escaping @Sendable () -> Date, logger: Logger
+        clock: @escaping @Sendable () -> Date, logger: Logger, retainsSynced: Bool = false
     ) throws -> DeviceStore {
         var configuration = Configuration()
         let synchronous = durability == .powerLoss ? "FULL" : "NORMAL"
@@ -94,7 +97,7 @@ final class DeviceStore: Sendable {
         }
         let store = DeviceStore(
             pool: pool, deviceId: deviceId, privateKey: key, transportKeys: try CurveKeyPair(secretKey: Array(transportSecret)),
-            clock: clock, logger: logger)
+            clock: clock, logger: logger, retainsSynced: retainsSynced)
         try store.recoverAfterRestart()
         return store
     }
@@ -197,6 +200,8 @@ final class DeviceStore: Sendable {
         migrator.registerMigration("v3-transport-key") { db in
             try db.execute(sql: "ALTER TABLE device ADD COLUMN transportSecretKey BLOB")
         }
+        // Numbers the server took that the store has no item for (docs/sync.md, "When a store goes back in time").
+        migrator.registerMigration(regressionMigration) { db in try createOutboxGaps(db) }
         return migrator
     }
 
@@ -326,9 +331,8 @@ final class DeviceStore: Sendable {
     func enqueue(_ db: Database, _ envelope: inout Envelope, mode: SigningMode, now: Double) throws -> UInt64 {
         try envelope.apply(.queueForSync, at: Date(timeIntervalSince1970: now))
         // Outbox rows are never deleted except never-pushed ones at the tail (forced logout), so
-        // MAX + 1 is gapless and never reuses a number the server has seen.
-        let last = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(sequence) FROM outbox")) ?? 0
-        let sequence = UInt64(last + 1)
+        // after the last item or recorded gap is gapless and never reuses a number the server has seen.
+        let sequence = UInt64(try Self.lastAssigned(db) + 1)
         let signatures = try Self.loadSignatures(db, envelopeId: envelope.envelopeId)
         let payload = try SyncPayload(envelope: envelope, documents: envelope.documents, signatures: signatures,
                                       deviceId: deviceId, sequence: sequence, signingMode: mode).canonicalBytes()
@@ -654,7 +658,7 @@ final class DeviceStore: Sendable {
                     payload = CASE WHEN ? THEN NULL ELSE payload END
                 WHERE sequence = ?
                 """, arguments: [status.rawValue, receipt.outcome.rawValue, receipt.serverEnvelopeId, receipt.reason,
-                                 receipt.recordedAt.timeIntervalSince1970, status == .synced, Int64(clamping: sequence)])
+                                 receipt.recordedAt.timeIntervalSince1970, status == .synced && !retainsSynced, Int64(clamping: sequence)])
             item.envelope.serverId = receipt.serverEnvelopeId
             try db.execute(sql: "DELETE FROM envelopes WHERE envelopeId = ?", arguments: [item.envelope.localId])
             try Self.journal(db, at: now, envelopeId: item.envelope.localId, transactionId: item.envelope.transactionId,

@@ -38,6 +38,11 @@ public actor SyncEngine {
     private let accessToken: String
     private let logger: Logger
     private var enrolled = false
+    /// Items the server lost that this device could not send again (found at the session's start):
+    /// its next push meets a gap that only the server's operator can close.
+    private var unrepairable: [ClosedRange<UInt64>] = []
+    /// Renumberings one pass may do (each follows a `conflict`; more means something else is wrong).
+    static let maxRenumberingsPerPass = 3
     /// Set when a pass gave up on a `rate_limited` error: no push is sent before then.
     private var rateLimitedUntil: ContinuousClock.Instant?
     private var running: Task<SyncSummary, any Error>?
@@ -110,6 +115,8 @@ public actor SyncEngine {
         try await enrollIfNeeded()
         var backoff = configuration.retryBackoff
         var failures = 0
+        var renumberings = 0
+        var reenrolled = false
         while true {
             let items = try await node.pendingOutboxItems(limit: configuration.batchSize)
                 .filter { item in limit.map { item.sequence <= $0 } ?? true }
@@ -122,6 +129,14 @@ public actor SyncEngine {
             do {
                 try Task.checkCancellation()
                 ack = try await client.request(SyncPush(deviceID: node.deviceId, items: batch))
+            } catch let error as FleetError where error.code == .unauthenticated && !reenrolled {
+                // The server no longer knows this device (its store lost the enrollment): enroll again.
+                try await node.cancelSync(sequences: sequences)
+                logger.warning("the server does not know this device; enrolling again", metadata: ["error": "\(error)"])
+                reenrolled = true
+                enrolled = false
+                try await enrollIfNeeded()
+                continue
             } catch let error as FleetError where error.retryable {
                 try await node.recordSyncFailure(sequences: sequences, error: error.description)
                 failures += 1
@@ -147,6 +162,19 @@ public actor SyncEngine {
             for result in ack.results {
                 if result.outcome == .rejected || !result.outcome.isSettled { summary.failed += 1 } else { summary.succeeded += 1 }
             }
+            if ack.status == .refused, let refusal = ack.results.last, refusal.outcome == .conflict,
+               renumberings < Self.maxRenumberingsPerPass {
+                // Another payload holds this number on the server: this store lost its last commits
+                // and signed new items under numbers it had already used. They move after the server's.
+                renumberings += 1
+                let moved = try await node.renumberPending(from: refusal.sequence, serverLastApplied: ack.lastApplied)
+                logger.warning(
+                    "the server holds other items under this device's numbers (its store went back in time); renumbered",
+                    metadata: [
+                        "from": "\(refusal.sequence)", "serverLastApplied": "\(ack.lastApplied)", "items": "\(moved.moves.count)",
+                    ])
+                continue
+            }
             if ack.status == .refused, let refusal = ack.results.last, !refusal.outcome.isSettled {
                 // The server will not take this item as it is (another payload holds its number, or
                 // its signature is not this device's enrolled key): pushing it again cannot help.
@@ -157,10 +185,19 @@ public actor SyncEngine {
                 throw error
             }
             if ack.status == .gap && settled.isEmpty {
+                if unrepairable.isEmpty && !reenrolled {
+                    // The server went back in time since this session began: reconcile again (sends
+                    // what this device retained), then push again.
+                    try await node.cancelSync(sequences: sequences)
+                    reenrolled = true
+                    enrolled = false
+                    try await enrollIfNeeded()
+                    continue
+                }
                 // The server expects an item this device no longer has: nothing can be resent.
                 let error = FleetError(
-                    .invalidRequest,
-                    "the server expects item \(ack.expectedSequence ?? 0) but this device's next item is \(sequences[0]); its items before that were acknowledged earlier")
+                    .storeRegression,
+                    "the server expects item \(ack.expectedSequence ?? 0) but this device's next item is \(sequences[0]): the server's store lost items this device holds receipts for (\(Self.describe(unrepairable))) and this device no longer holds them")
                 try await node.recordSyncFailure(sequences: sequences, error: error.message)
                 throw error
             }
@@ -169,10 +206,61 @@ public actor SyncEngine {
         }
     }
 
-    /// Enrolls the device's key once per engine (the server answers a repeat the same way).
+    /// Enrolls the device's key once per engine, that is once per session (the server answers a
+    /// repeat the same way), and reconciles the outbox with what the server says it applied.
     private func enrollIfNeeded() async throws {
         guard !enrolled else { return }
-        _ = try await client.request(EnrollDevice(accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey))
+        let reply = try await client.request(EnrollDevice(accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey))
         enrolled = true
+        try await node.dropExpiredRetainedPayloads()
+        try await reconcile(serverLastApplied: reply.lastAppliedSequence)
+    }
+
+    /// Compares the server's last applied item with this store (docs/sync.md, "When a store goes back
+    /// in time"): a server behind the device's receipts gets the retained items again; a store behind
+    /// the server numbers its next items after the server's.
+    private func reconcile(serverLastApplied: UInt64) async throws {
+        let position = try await node.outboxPosition()
+        unrepairable = []
+        if serverLastApplied < position.lastSettled {
+            try await resendRetained(after: serverLastApplied, upTo: position.lastSettled)
+        } else if let behind = try await node.recordServerAhead(of: serverLastApplied) {
+            logger.warning(
+                "this device's store is behind the server (it lost its last commits); new items are numbered after the server's",
+                metadata: ["serverLastApplied": "\(behind.serverLastApplied)", "deviceLastSequence": "\(behind.deviceLastSequence)"])
+        }
+    }
+
+    /// The items after `serverLastApplied` up to `lastSettled` that this store retained, sent again in
+    /// order with their original signatures; the rest is recorded as unrepairable.
+    private func resendRetained(after serverLastApplied: UInt64, upTo lastSettled: UInt64) async throws {
+        let retained = try await node.retainedSyncItems(in: (serverLastApplied + 1)...lastSettled)
+        // Only a run without holes from the server's next number can apply.
+        var run: [SyncItem] = []
+        for item in retained where item.sequence == serverLastApplied + 1 + UInt64(run.count) { run.append(item) }
+        let firstMissing = serverLastApplied + 1 + UInt64(run.count)
+        if firstMissing <= lastSettled { unrepairable = [firstMissing...lastSettled] }
+        await node.announce(ServerRegression(
+            serverLastApplied: serverLastApplied, deviceLastSettled: lastSettled, resent: run.map(\.sequence), lost: unrepairable))
+        logger.error(
+            "the server has lost items this device holds receipts for (its store went back in time)",
+            metadata: [
+                "serverLastApplied": "\(serverLastApplied)", "deviceLastSettled": "\(lastSettled)", "resending": "\(run.count)",
+                "lost": "\(Self.describe(unrepairable))",
+            ])
+        var start = 0
+        while start < run.count {
+            let batch = Array(run[start..<min(run.count, start + configuration.batchSize)])
+            let ack = try await client.request(SyncPush(deviceID: node.deviceId, items: batch))
+            guard ack.status == .ok else {
+                throw FleetError(
+                    .storeRegression, "the server refused retained item \(batch[0].sequence) sent again (\(ack.status.rawValue), last applied \(ack.lastApplied))")
+            }
+            start += batch.count
+        }
+    }
+
+    static func describe(_ ranges: [ClosedRange<UInt64>]) -> String {
+        ranges.isEmpty ? "none" : ranges.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)…\($0.upperBound)" }.joined(separator: ", ")
     }
 }

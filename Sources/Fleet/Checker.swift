@@ -124,13 +124,26 @@ struct CheckerAnalysis {
         loadHostileAttempts(inputs)
     }
 
-    /// Checks the accounts the device stores belong to (the server enrolled their keys there): other
-    /// accounts may use the same device ids (a rival account's squatters) and are none of this run's.
+    /// Checks the accounts the device stores belong to (the account each logged in to, or else the
+    /// one that enrolled its key): other accounts may use the same device ids (a rival account's
+    /// squatters) and are none of this run's.
     private mutating func restrictToTheDevicesAccounts() {
         guard let full = server else { return }
         var accounts = Set<String>()
-        for device in devices.values { accounts.formUnion(full.accounts(ofDevice: device.deviceID, publicKey: device.publicKey)) }
+        for device in devices.values {
+            if let account = device.accountID {
+                accounts.insert(account)
+            } else {
+                accounts.formUnion(full.accounts(ofDevice: device.deviceID, publicKey: device.publicKey))
+            }
+        }
         guard !accounts.isEmpty else {
+            let all = Set(full.allDevices.keys.map(\.account))
+            if all.count > 1 {
+                notes.append(
+                    "no device store names its account, so every account was checked (\(all.sorted().joined(separator: ", "))); "
+                        + "where two accounts use one device id, only the first account's is checked")
+            }
             server = full.restricted(to: nil)
             return
         }
@@ -140,7 +153,7 @@ struct CheckerAnalysis {
             let otherDevices = full.allDevices.keys.filter { others.contains($0.account) }.count
             let otherEnvelopes = full.envelopes.filter { others.contains($0.accountID) }.count
             notes.append(
-                "checked account \(accounts.sorted().joined(separator: ", ")) (the device stores' enrolled keys); not checked: "
+                "checked account \(accounts.sorted().joined(separator: ", ")) (the device stores' accounts); not checked: "
                     + "\(others.sorted().joined(separator: ", ")) with \(otherDevices) devices and \(otherEnvelopes) envelopes")
         }
         server = restricted
@@ -150,7 +163,10 @@ struct CheckerAnalysis {
     private mutating func loadHostileAttempts(_ inputs: Checker.Inputs) {
         guard let directory = inputs.hostileDirectory else { return }
         do {
-            let attempts = try HostileLog.read(directory: directory)
+            let (attempts, truncated) = try HostileLog.read(directory: directory)
+            for file in truncated {
+                notes.append("hostile/\(file) ends in a partial line (its writer was killed mid-write); that attempt is skipped")
+            }
             let tally = HostileTally(attempts)
             notes.append("hostile groups made \(tally.attempts) attempts, \(tally.breaches) got through")
             for attempt in attempts where attempt.breach {
@@ -159,7 +175,7 @@ struct CheckerAnalysis {
                     message: "attacker \(attempt.device) (\(attempt.behaviour.rawValue)) tried \(attempt.action) against \(attempt.target ?? "the coordinator") and got \(attempt.result)"
                         + (attempt.detail.map { ": \($0)" } ?? ""),
                     witness: CheckWitness(rows: [WitnessRow(
-                        store: display(directory), table: "hostile attempt",
+                        store: display(directory) + "/node-*.jsonl", table: "hostile attempt",
                         fields: ["device": attempt.device, "action": attempt.action, "result": attempt.result, "time": "\(attempt.time)"])])))
             }
         } catch {

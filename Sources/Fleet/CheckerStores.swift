@@ -1,4 +1,6 @@
 import Coordinator
+import DeviceNode
+import MessagePack
 import Crypto
 import Foundation
 import FleetProtocol
@@ -211,6 +213,8 @@ struct DeviceSnapshot: Sendable {
     let deviceID: String
     /// The device's Ed25519 public key (empty if the stored private key is unreadable).
     let publicKey: [UInt8]
+    /// The account the device logged in to (nil before its first login).
+    let accountID: String?
     /// By sequence.
     let outbox: [OutboxRow]
     /// Cached envelopes by transaction id: (local id, local state).
@@ -224,12 +228,13 @@ struct DeviceSnapshot: Sendable {
     let outboxTransactions: Set<String>
 
     init(
-        store: String, deviceID: String, publicKey: [UInt8] = [], outbox: [OutboxRow],
+        store: String, deviceID: String, publicKey: [UInt8] = [], accountID: String? = nil, outbox: [OutboxRow],
         envelopes: [String: (envelopeId: String, localState: String)], lastJournal: [String: JournalRow], dropped: [String: JournalRow]
     ) {
         self.store = store
         self.deviceID = deviceID
         self.publicKey = publicKey
+        self.accountID = accountID
         self.outbox = outbox
         self.envelopes = envelopes
         self.lastJournal = lastJournal
@@ -252,8 +257,10 @@ struct DeviceSnapshot: Sendable {
             }
             let deviceID: String = deviceRow["deviceId"]
             let privateKey: Data = deviceRow["privateKey"]
-            // Which server account this device is: the one that enrolled its key.
             let publicKey = (try? Curve25519.Signing.PrivateKey(rawRepresentation: privateKey)).map { Array($0.publicKey.rawRepresentation) } ?? []
+            // Which server account this device is: the one it logged in to.
+            let accountID = try Data.fetchOne(db, sql: "SELECT userInfo FROM account WHERE id = 1")
+                .flatMap { try? MessagePackDecoder().decode(UserInfo.self, from: $0) }?.accountId
             let outbox = try Row.fetchAll(db, sql: """
                 SELECT sequence, envelopeId, transactionId, status, attempts, outcome, serverEnvelopeId, reason, payloadSHA256
                 FROM outbox ORDER BY sequence
@@ -281,7 +288,8 @@ struct DeviceSnapshot: Sendable {
                 if entry.kind == "dropped" { dropped[entry.transactionId] = entry }
             }
             return DeviceSnapshot(
-                store: store, deviceID: deviceID, publicKey: publicKey, outbox: outbox, envelopes: envelopes, lastJournal: last, dropped: dropped)
+                store: store, deviceID: deviceID, publicKey: publicKey, accountID: accountID, outbox: outbox, envelopes: envelopes,
+                lastJournal: last, dropped: dropped)
         }
     }
 }

@@ -148,8 +148,15 @@ public enum HistoryReader {
     }
 
     static func parse(_ data: Data, path: String) throws -> Contents {
+        let (events, truncated) = try parseLines(data, path: path, as: HistoryEvent.self)
+        return Contents(events: events, truncatedTail: truncated)
+    }
+
+    /// One JSON value of `Line` per line, bounded as a history is (the hostile log shares it); a
+    /// truncated final line is skipped and reported.
+    static func parseLines<Line: Decodable>(_ data: Data, path: String, as type: Line.Type) throws -> (lines: [Line], truncatedTail: Bool) {
         let decoder = JSONDecoder()
-        var events: [HistoryEvent] = []
+        var lines: [Line] = []
         var truncated = false
         var lineNumber = 0
         var start = data.startIndex
@@ -163,7 +170,7 @@ public enum HistoryReader {
             let line = data[start..<end]
             if !line.isEmpty {
                 do {
-                    events.append(try decoder.decode(HistoryEvent.self, from: line))
+                    lines.append(try decoder.decode(Line.self, from: line))
                 } catch {
                     if newline == nil {
                         truncated = true
@@ -171,11 +178,11 @@ public enum HistoryReader {
                         throw HistoryError.invalidLine(path: path, line: lineNumber, reason: "\(error)")
                     }
                 }
-                guard events.count <= maxEvents else { throw HistoryError.tooManyEvents(path: path, limit: maxEvents) }
+                guard lines.count <= maxEvents else { throw HistoryError.tooManyEvents(path: path, limit: maxEvents) }
             }
             start = newline.map { data.index(after: $0) } ?? data.endIndex
         }
-        return Contents(events: events, truncatedTail: truncated)
+        return (lines, truncated)
     }
 
     /// Reads every `*.jsonl` file in `directory` and returns their events merged by time

@@ -50,8 +50,10 @@ public struct HostileSettings: Codable, Sendable, Hashable {
 /// What a hostile node process needs beyond ``NodePlan``'s common fields (its `devices` are the
 /// attackers; `email`/`secret` are the honest account's, which an insider knows).
 public struct HostilePlan: Codable, Sendable, Hashable {
-    /// Each attacker's behaviour, by device id.
+    /// Each attacker's behaviour, by device id (this process's attackers).
     public var behaviours: [String: HostileBehaviour]
+    /// Every `squat` attacker of the group, in every process, in order: they share the targets.
+    public var squatters: [String]
     /// The honest devices under attack.
     public var targets: [String]
     /// Where the honest devices' stores are (read-only: their next sequence numbers, whether they
@@ -69,9 +71,10 @@ public struct HostilePlan: Codable, Sendable, Hashable {
     public var rivalSecret: String
 
     public init(
-        behaviours: [String: HostileBehaviour], targets: [String], targetStores: String, capturedItemsStore: String, logFile: String,
-        every: Double, slowReaderMessages: Int, rivalEmail: String, rivalSecret: String
+        behaviours: [String: HostileBehaviour], squatters: [String] = [], targets: [String], targetStores: String,
+        capturedItemsStore: String, logFile: String, every: Double, slowReaderMessages: Int, rivalEmail: String, rivalSecret: String
     ) {
+        self.squatters = squatters
         self.capturedItemsStore = capturedItemsStore
         self.behaviours = behaviours
         self.targets = targets
@@ -98,7 +101,7 @@ public struct HostileAttempt: Codable, Sendable, Hashable {
     /// The attacker's device id.
     public var device: String
     public var behaviour: HostileBehaviour
-    /// What exactly was tried, e.g. `results_as_target`, `enroll_target_id`, `push_junk_unknown_key`.
+    /// What exactly was tried, e.g. `results_as_target`, `enroll_target_id_with_new_keys`, `push_junk_unknown_key`.
     public var action: String
     /// The honest device id attacked (nil for a flood).
     public var target: String?
@@ -154,35 +157,22 @@ public struct HostileTally: Codable, Sendable, Hashable {
     }
 }
 
-/// Reads and appends `hostile/<process>.jsonl` files.
+/// Reads `hostile/<process>.jsonl` files (bounded as histories are, ``HistoryReader``).
 public enum HostileLog {
-    /// Every attempt in the `*.jsonl` files of `directory` (none when it does not exist). A partial
-    /// last line (a writer killed mid-write) is skipped; any other unreadable line is an error.
-    public static func read(directory: String) throws -> [HostileAttempt] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+    /// Every attempt in the `*.jsonl` files of `directory` (none when it does not exist), by time,
+    /// and the files whose partial last line (a writer killed mid-write) was skipped. Any other
+    /// unreadable line is an error.
+    public static func read(directory: String) throws -> (attempts: [HostileAttempt], truncatedFiles: [String]) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return ([], []) }
         var attempts: [HostileAttempt] = []
-        let decoder = JSONDecoder()
+        var truncated: [String] = []
         for name in names.sorted() where name.hasSuffix(".jsonl") {
             let path = URL(fileURLWithPath: directory).appendingPathComponent(name).path
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            let complete = data.last == UInt8(ascii: "\n")
-            let lines = data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true)
-            for (index, line) in lines.enumerated() {
-                do {
-                    attempts.append(try decoder.decode(HostileAttempt.self, from: Data(line)))
-                } catch {
-                    if index == lines.count - 1 && !complete { break }
-                    throw HostileLogError(file: name, line: index + 1, reason: "\(error)")
-                }
-            }
+            guard let data = FileManager.default.contents(atPath: path) else { throw HistoryError.cannotOpen(path: path) }
+            let contents = try HistoryReader.parseLines(data, path: path, as: HostileAttempt.self)
+            attempts += contents.lines
+            if contents.truncatedTail { truncated.append(name) }
         }
-        return attempts.sorted { $0.time < $1.time }
+        return (attempts.sorted { $0.time < $1.time }, truncated)
     }
-}
-
-public struct HostileLogError: Error, CustomStringConvertible {
-    public var file: String
-    public var line: Int
-    public var reason: String
-    public var description: String { "\(file):\(line) is not a hostile attempt: \(reason)" }
 }

@@ -28,9 +28,10 @@ struct HostileDevice: Sendable {
         var random = SeededRandom(mixing: seed, 0xBAD_5EED)
         switch behaviour {
         case .slowReader:
-            try await floodWithoutReading()
+            await survive { try await floodWithoutReading() }
+            try await holdUntilCancelled()  // after a local failure of the flood
         case .squat:
-            try await squat(random: &random)
+            try await squat()
         case .impersonate, .junkPush, .replay:
             var round = 0
             // Its own identity, enrolled in the rival account: a legitimate device of someone else.
@@ -38,17 +39,12 @@ struct HostileDevice: Sendable {
             defer { own?.stop() }
             while !Task.isCancelled {
                 guard let target = hostile.targets.randomElement(using: &random) else { return }
-                do {
+                await survive {
                     switch behaviour {
                     case .impersonate: try await impersonate(target, variant: round % 3)
                     case .junkPush: try await pushJunk(at: target, from: round % 2 == 0 ? nil : own)
                     default: try await replay(to: target, from: round % 2 == 0 ? nil : own)
                     }
-                } catch is CancellationError {
-                    return
-                } catch {
-                    // A local failure (a store being written, a socket) costs this attempt, not the attacker.
-                    logger.warning("hostile attempt failed locally", metadata: ["device": "\(id)", "error": "\(error)"])
                 }
                 round += 1
                 try await Task.sleep(for: .milliseconds(Int64(hostile.every * 1000)))
@@ -75,11 +71,7 @@ struct HostileDevice: Sendable {
             guard try TargetStore(hostile, target)?.hasSynced() == true else { return }
             let client = try Connection(self, deviceID: target, keys: nil)
             defer { client.stop() }
-            let result = await Self.outcome {
-                let token = try await client.client.request(AccessTokenRequest(email: plan.email, secret: plan.secret)).accessToken
-                let key = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
-                return try await client.client.request(EnrollDevice(accessToken: token, deviceID: target, publicKey: Array(key)))
-            }
+            let result = await enroll(target, on: client, asRival: false)
             try record(.impersonate, "enroll_target_id_with_new_keys", target: target, result, mustBeRefused: true)
         }
     }
@@ -109,26 +101,31 @@ struct HostileDevice: Sendable {
 
     /// Enrolls each of its share of the targets in the rival account, from the start (the original
     /// attack: first come, the honest device refused for ever). Allowed: ids are per account; the
-    /// verdict on the honest devices shows it harmed nobody.
-    private func squat(random: inout SeededRandom) async throws {
-        let squatters = hostile.behaviours.filter { $0.value == .squat }.keys.sorted()
-        let index = squatters.firstIndex(of: id) ?? 0
-        let share = hostile.targets.enumerated().filter { $0.offset % max(1, squatters.count) == index }.map(\.element)
-        for target in share where !Task.isCancelled {
-            let client = try Connection(self, deviceID: target, keys: nil)
-            let result = await Self.outcome {
-                let token = try await client.client.request(AccessTokenRequest(email: hostile.rivalEmail, secret: hostile.rivalSecret)).accessToken
-                let key = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
-                return try await client.client.request(EnrollDevice(accessToken: token, deviceID: target, publicKey: Array(key)))
+    /// verdict on the honest devices shows it harmed nobody. The squatters of the whole group share
+    /// the targets; an attempt without an answer is tried again (its keys come from the seed, so a
+    /// second enrollment, or one after a restart of this process, is the same one).
+    private func squat() async throws {
+        let index = hostile.squatters.firstIndex(of: id) ?? 0
+        let share = hostile.targets.enumerated().filter { $0.offset % max(1, hostile.squatters.count) == index }.map(\.element)
+        for target in share {
+            for _ in 0..<5 {
+                try Task.checkCancellation()
+                var result: (result: String, detail: String?) = ("error", nil)
+                await survive {
+                    let client = try Connection(self, deviceID: target, keys: try keys(for: target).transport)
+                    defer { client.stop() }
+                    result = await enroll(target, on: client, asRival: true)
+                    try record(.squat, "enroll_target_id_in_rival_account", target: target, result, mustBeRefused: false)
+                }
+                if result.result != "no_reply" && result.result != "error" { break }
+                try await Task.sleep(for: .milliseconds(Int64(hostile.every * 1000)))
             }
-            client.stop()
-            try record(.squat, "enroll_target_id_in_rival_account", target: target, result, mustBeRefused: false)
         }
-        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        try await holdUntilCancelled()
     }
 
     /// Sends ``HostilePlan/slowReaderMessages`` heartbeats as fast as the socket takes them and
-    /// never reads a reply; then holds the connection, still not reading, until stopped.
+    /// never reads a reply; the socket stays open, unread, until the attacker stops.
     private func floodWithoutReading() async throws {
         var options = SocketOptions()
         if let serverKey { options.curve = .client(serverKey: serverKey, keys: try CurveKeyPair.generate()) }
@@ -149,7 +146,7 @@ struct HostileDevice: Sendable {
         try record(
             .slowReader, "flood_never_read", target: nil, ("sent", "\(sent) heartbeats in \(String(format: "%.1f", seconds)) s; no reply read"),
             mustBeRefused: false)
-        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        try await holdUntilCancelled()
     }
 
     // MARK: - Helpers
@@ -181,21 +178,58 @@ struct HostileDevice: Sendable {
         }
     }
 
-    /// Logs in to the rival account and enrolls this attacker's own id with its own keys; nil (and
-    /// an attempt recorded) when that fails.
+    /// Logs in to the rival account and enrolls this attacker's own id with its own keys (from its
+    /// seed, so a restarted process is the same device); nil (and an attempt recorded) when that fails.
     private func enrollOwnIdentity() async throws -> Connection? {
-        let connection = try Connection(self, deviceID: id, keys: nil)
-        let result = await Self.outcome {
-            let token = try await connection.client.request(AccessTokenRequest(email: hostile.rivalEmail, secret: hostile.rivalSecret)).accessToken
-            let key = Curve25519.Signing.PrivateKey().publicKey.rawRepresentation
-            return try await connection.client.request(EnrollDevice(accessToken: token, deviceID: id, publicKey: Array(key)))
-        }
-        guard result.result == "ok" else {
-            try record(behaviour, "enroll_own_id", target: nil, result, mustBeRefused: false)
-            connection.stop()
-            return nil
+        var connection: Connection?
+        await survive {
+            let candidate = try Connection(self, deviceID: id, keys: try keys(for: id).transport)
+            let result = await enroll(id, on: candidate, asRival: true)
+            guard result.result == "ok" else {
+                candidate.stop()
+                try record(behaviour, "enroll_own_id", target: nil, result, mustBeRefused: false)
+                return
+            }
+            connection = candidate
         }
         return connection
+    }
+
+    /// Logs in (to the rival account, or to the honest one an insider knows) and enrolls `deviceID`
+    /// with this attacker's signing key for it.
+    private func enroll(_ deviceID: String, on connection: Connection, asRival: Bool) async -> (result: String, detail: String?) {
+        await Self.outcome {
+            let login = asRival
+                ? AccessTokenRequest(email: hostile.rivalEmail, secret: hostile.rivalSecret)
+                : AccessTokenRequest(email: plan.email, secret: plan.secret)
+            let token = try await connection.client.request(login).accessToken
+            let key = try keys(for: deviceID).signing.publicKey.rawRepresentation
+            return try await connection.client.request(EnrollDevice(accessToken: token, deviceID: deviceID, publicKey: Array(key)))
+        }
+    }
+
+    /// This attacker's keys for `deviceID`, derived from its seed: the same after a restart.
+    func keys(for deviceID: String) throws -> (signing: Curve25519.Signing.PrivateKey, transport: CurveKeyPair) {
+        var random = SeededRandom(mixing: seed, FleetLayout.stableHash(deviceID), 0x4B_E75)
+        let signing = try Curve25519.Signing.PrivateKey(rawRepresentation: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } })
+        let transport = try CurveKeyPair(secretKey: (0..<4).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } })
+        return (signing, transport)
+    }
+
+    /// Runs `body`; a local failure (a socket, a store being written) is logged and costs this
+    /// attempt, not the attacker's process.
+    private func survive(_ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch is CancellationError {
+        } catch {
+            logger.warning("hostile attempt failed locally", metadata: ["device": "\(id)", "error": "\(error)"])
+        }
+    }
+
+    private func holdUntilCancelled() async throws {
+        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        throw CancellationError()
     }
 
     /// A push for `target` from a fresh unknown key (`own` nil) or from the attacker's own identity.

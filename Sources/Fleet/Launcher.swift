@@ -120,15 +120,20 @@ public final class Launcher: Sendable {
         self.configuration = configuration
         run = try RunDirectory.create(root: configuration.runsRoot)
         // Attackers are not devices of the fleet: the progress line and the summary count the honest ones.
-        let hostile = Set(configuration.scenario.groups.filter { $0.hostile != nil }.map(\.name))
+        let hostile = configuration.scenario.hostileGroupNames
         let devices = Dictionary(
             configuration.plan.nodes.map { ($0.process, hostile.contains($0.group) ? 0 : $0.devices.count) }, uniquingKeysWith: +)
         let state = LauncherState(devicesPerProcess: devices)
         self.state = state
         supervisor = Supervisor(executable: configuration.executable, run: run) { state.handle($0) }
         history = try HistoryWriter(path: run.historyFile(process: "launcher"))
-        adminToken = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
+        adminToken = Self.randomSecret()
         mutable = Mutex(Mutable(progress: ProgressLine(interval: configuration.progressInterval)))
+    }
+
+    /// 128 random bits in hex: the admin token, the rival user's secret.
+    static func randomSecret() -> String {
+        (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
     }
 
     /// Ends the run early (SIGINT/SIGTERM): no drain, everything stopped, verdict unknown.

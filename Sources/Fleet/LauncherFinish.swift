@@ -31,6 +31,7 @@ extension Launcher {
         var verdict = outcome.verdict
         if verdict == "valid" && (!exhausted.isEmpty || !drainedAll || interrupted) { verdict = "unknown" }
 
+        let hostileNames = configuration.scenario.hostileGroupNames
         let timeline = RunReport.readTimeline(path: run.timelineFile)
         let last = timeline.last
         var counts = RunSummary.Counts()
@@ -54,7 +55,7 @@ extension Launcher {
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
             startedAt: started,
             durations: .init(run: runSeconds, drain: drainSeconds, total: Date().timeIntervalSince1970 - started),
-            devices: configuration.plan.nodes.filter { hostileGroups[$0.group] == nil }.reduce(0) { $0 + $1.devices.count },
+            devices: configuration.plan.nodes.filter { !hostileNames.contains($0.group) }.reduce(0) { $0 + $1.devices.count },
             nodeProcesses: configuration.plan.nodes.count,
             counts: counts,
             signedPerSecond: runSeconds > 0 ? Double(counts.signed) / runSeconds : 0,
@@ -66,9 +67,9 @@ extension Launcher {
             drained: state.drained.intersection(configuration.plan.nodes.map(\.process)).count, interrupted: interrupted,
             verdict: verdict, anomalies: outcome.anomalies.count, notes: notes,
             anomalyKinds: outcome.anomalies.reduce(into: [:]) { $0[$1.kind, default: 0] += 1 })
-        if !hostileGroups.isEmpty {
+        if !hostileNames.isEmpty {
             do {
-                summary.hostile = HostileTally(try HostileLog.read(directory: run.hostileDirectory))
+                summary.hostile = HostileTally(try HostileLog.read(directory: run.hostileDirectory).attempts)
             } catch {
                 notes.append("cannot read the hostile groups' log: \(error)")
                 summary.notes = notes

@@ -19,7 +19,7 @@ extension Launcher {
         guard let address = state.announced("http", by: "coordinator") else {
             throw LauncherError.childDidNotStart(process: "coordinator", waitingFor: "http", logFile: run.logFile(process: "coordinator"))
         }
-        let secret = (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max)) }.joined()
+        let secret = Self.randomSecret()
         try await adminPost(
             address: address, path: "admin/accounts",
             body: CoordinatorAdminRoutes.AccountRequest(id: RivalAccount.id, name: RivalAccount.name), acceptingConflict: true)
@@ -43,16 +43,18 @@ extension Launcher {
         throw LauncherError.hostileSetup("POST /\(path) answered \(status): \(String(decoding: data.prefix(500), as: UTF8.self))")
     }
 
+    /// n of a device id `<group>-<n>` (``FleetLayout/deviceID(group:number:)``).
+    static func deviceNumber(_ id: String) -> Int { Int(id.split(separator: "-").last ?? "1") ?? 1 }
+
     /// The plan of a hostile group's process: each attacker's behaviour, and the honest target devices.
     func hostilePlan(for node: LaunchPlan.NodeProcess, settings: HostileSettings, rivalSecret: String) -> HostilePlan {
         var behaviours: [String: HostileBehaviour] = [:]
-        for device in node.devices {
-            let number = Int(device.id.split(separator: "-").last ?? "1") ?? 1
-            behaviours[device.id] = settings.behaviour(ofDeviceNumber: number)
-        }
+        for device in node.devices { behaviours[device.id] = settings.behaviour(ofDeviceNumber: Self.deviceNumber(device.id)) }
         let targets = configuration.plan.nodes.filter { $0.group == settings.target }.flatMap(\.devices).map(\.id)
+        let squatters = configuration.plan.nodes.filter { $0.group == node.group }.flatMap(\.devices).map(\.id)
+            .filter { settings.behaviour(ofDeviceNumber: Self.deviceNumber($0)) == .squat }
         return HostilePlan(
-            behaviours: behaviours, targets: targets, targetStores: run.devicesDirectory,
+            behaviours: behaviours, squatters: squatters, targets: targets, targetStores: run.devicesDirectory,
             capturedItemsStore: run.coordinatorStore, logFile: run.hostileLogFile(process: node.process),
             every: settings.every, slowReaderMessages: settings.slowReaderMessages, rivalEmail: RivalAccount.email, rivalSecret: rivalSecret)
     }

@@ -65,24 +65,25 @@ public final class NodeHost: Sendable {
         let counters = NodeCounters()
         let plan = self.plan
         let workers: [Worker]
-        if let hostile = plan.hostile {
+        // Attackers keep a log of their attempts instead.
+        let hostileLog = try plan.hostile.map { try HistoryWriter(path: $0.logFile) }
+        defer { hostileLog?.close() }
+        if let hostile = plan.hostile, let log = hostileLog {
             // Attackers: they sign nothing (their stats stay zero) and stop at the drain.
-            let log = try HistoryWriter(path: hostile.logFile)
             workers = plan.devices.map { device in
                 let attacker = HostileDevice(
                     id: device.id, behaviour: hostile.behaviours[device.id] ?? .impersonate, plan: plan, hostile: hostile,
                     seed: device.seed, loop: loop, log: log, logger: logger)
                 return Worker(id: device.id, run: { try await attacker.run() }, drain: nil)
             }
-        } else if let history {
+        } else {
+            guard let history else { return }
             workers = plan.devices.map { device in
                 let simulated = SimulatedDevice(
                     configuration: SimulatedDeviceConfiguration(plan: plan, device: device), loop: loop, logger: logger,
                     history: history, process: plan.process, counters: counters)
                 return Worker(id: device.id, run: { try await simulated.run() }, drain: { await simulated.drain() })
             }
-        } else {
-            workers = []
         }
         func stats() -> String {
             let snapshot = counters.snapshot(time: Date().timeIntervalSince1970, devices: plan.hostile == nil ? plan.devices.count : 0)

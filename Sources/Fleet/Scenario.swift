@@ -8,6 +8,8 @@ import Foundation
 /// A whole run: its seed, length, the coordinator, the device groups, the fault
 /// schedule, and what must hold at the end.
 public struct Scenario: Codable, Sendable, Hashable {
+    /// The groups that attack (``DeviceGroup/hostile``), by name.
+    public var hostileGroupNames: Set<String> { Set(groups.filter(\.isHostile).map(\.name)) }
     public var name: String
     /// Every random choice of the run (device behaviour, connectivity, fault targets,
     /// toxics) derives from it. `nil` in a file: the launcher picks one and prints it.
@@ -73,6 +75,7 @@ public struct DeviceGroup: Codable, Sendable, Hashable {
     /// Set for a group of attackers (``HostileSettings``): its devices sign nothing and are
     /// outside the verdict, which covers the honest groups; the report shows what they tried.
     public var hostile: HostileSettings?
+    public var isHostile: Bool { hostile != nil }
 
     public init(
         name: String, count: Int, processes: Int = 1, behaviour: Behaviour = Behaviour(),

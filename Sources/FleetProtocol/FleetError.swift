@@ -52,6 +52,9 @@ public struct FleetErrorCode: Sendable, Hashable, Codable, CustomStringConvertib
     public static let conflict = FleetErrorCode("conflict")
     /// A signature does not verify with the enrolled key.
     public static let badSignature = FleetErrorCode("bad_signature")
+    /// The server has applied fewer of a device's items than the device holds receipts for: its
+    /// store lost them (raised locally by a device, never sent; docs/sync.md).
+    public static let storeRegression = FleetErrorCode("store_regression")
     /// A bug or failure inside the server.
     public static let `internal` = FleetErrorCode("internal")
 }

@@ -372,12 +372,13 @@ extension FleetRunProcessTests {
             attempts[behaviour, default: 0] += line["attempts"] as? Int ?? 0
             #expect(line["breaches"] as? Int == 0, "\(line)")
             switch behaviour {
-            case "squat": #expect(Set(results.keys) == ["ok"], "enrolled in its own account: \(line)")
+            case "squat": #expect((results["ok"] ?? 0) > 0, "enrolled in its own account: \(line)")
             case "slow_reader": #expect(Set(results.keys) == ["sent"], "\(line)")
             default:
-                // Refused every time; `no_reply` only while the coordinator was down.
+                // Refused every time (what the refusal says may vary: forbidden, unauthenticated, invalid_request, no_reply
+                // while the coordinator was down); an `ok` would be a breach.
                 #expect(results["ok"] == nil, "\(action) must never succeed: \(line)")
-                #expect(results.keys.allSatisfy { ["forbidden", "unauthenticated", "invalid_request", "no_reply"].contains($0) }, "\(line)")
+                #expect((results["forbidden"] ?? 0) + (results["unauthenticated"] ?? 0) + (results["invalid_request"] ?? 0) > 0, "\(line)")
             }
         }
         for behaviour in ["impersonate", "junk_push", "slow_reader", "replay", "squat"] {
