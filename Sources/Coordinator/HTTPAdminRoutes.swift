@@ -175,6 +175,10 @@ public struct CoordinatorAdminRoutes: Sendable {
                 default: .internalServerError
                 }
             return try Self.json(Failure(code: error.code.rawValue, message: error.message), status: status)
+        } catch {
+            // A full or failing disk: retryable, and said so (anything else stays a 500).
+            guard let refusal = StoreFaultKind.of(error)?.refusal else { throw error }
+            return try Self.json(Failure(code: refusal.code.rawValue, message: refusal.message), status: .serviceUnavailable)
         }
     }
 

@@ -125,7 +125,10 @@ public struct CaptiveSigningRoutes: Sendable {
         do {
             result = try await body()
         } catch {
-            logger.error("captive signing failed", metadata: ["error": "\(error)"])
+            // A full or failing disk is logged once per episode by the store's monitor, not per page.
+            if StoreFaultKind.of(error) == nil {
+                logger.error("captive signing failed", metadata: ["error": "\(error)"])
+            }
             if let returnURL = try? await service.returnURL(token: token) {
                 service.metrics.redirected(.exception)
                 return redirect(CaptiveSigningService.redirect(returnURL, .exception))
