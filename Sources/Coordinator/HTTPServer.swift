@@ -62,6 +62,8 @@ public struct CoordinatorHTTPServer: Service {
     let admin: CoordinatorAdminRoutes?
     let captive: CaptiveSigningRoutes?
     let storeFaults: StoreFaultMonitor?
+    /// Refused admin and signing requests, logged rate-limited.
+    let refusals: HTTPRefusals
     let started = ContinuousClock.now
 
     /// - Parameters:
@@ -74,6 +76,7 @@ public struct CoordinatorHTTPServer: Service {
     ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
     ///   - captive: the captive-signing pages; once bound, their service learns the listener's URL.
     ///   - storeFaults: the store's disk-fault monitor; while it has an episode, `GET /health` is `degraded`.
+    ///   - refusals: where refused admin and signing requests are logged (rate-limited); by default on `logger`.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
         configuration: Configuration, registry: PrometheusCollectorRegistry, instance: String,
@@ -81,9 +84,11 @@ public struct CoordinatorHTTPServer: Service {
         admin: CoordinatorAdminRoutes? = nil,
         captive: CaptiveSigningRoutes? = nil,
         storeFaults: StoreFaultMonitor? = nil,
+        refusals: HTTPRefusals? = nil,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {
         self.storeFaults = storeFaults
+        self.refusals = refusals ?? HTTPRefusals(logger: logger)
         self.admin = admin
         self.captive = captive
         self.configuration = configuration
@@ -139,6 +144,7 @@ public struct CoordinatorHTTPServer: Service {
         let status = self.status
         let logger = self.logger
         let storeFaults = self.storeFaults
+        let refusals = self.refusals
         router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
             let reasons = storeFaults?.healthReasons ?? []
@@ -166,8 +172,8 @@ public struct CoordinatorHTTPServer: Service {
             }
             return try Self.json(snapshot)
         }
-        admin?.register(on: router)
-        captive?.register(on: router, admin: admin)
+        admin?.register(on: router, refusals: refusals)
+        captive?.register(on: router, admin: admin, refusals: refusals)
         return router
     }
 
