@@ -31,7 +31,7 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
     public var refusal: FleetError {
         let what = self == .diskFull ? "its disk is full" : "its disk fails I/O"
         return FleetError(
-            .unavailable, "the server's storage is failing (\(what)); retry later: a resent push is applied at most once",
+            .unavailable, "the server's storage is failing (\(what)); retry later (resending is safe: a push is applied at most once)",
             retryable: true, retryAfterMs: 5_000)
     }
 }
@@ -45,6 +45,41 @@ public struct StoreFaultEpisode: Sendable, Hashable, Codable {
     public var failedWrites: Int
     /// SQLite's message of the latest failure, with its extended result code.
     public var lastError: String
+
+    public init(kind: StoreFaultKind, since: Date, failedWrites: Int, lastError: String) {
+        self.kind = kind
+        self.since = since
+        self.failedWrites = failedWrites
+        self.lastError = lastError
+    }
+
+    // `since` travels as ISO 8601 (`/status` is read by people and scripts, not only by Swift).
+    private enum CodingKeys: String, CodingKey { case kind, since, failedWrites, lastError }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let text = try container.decode(String.self, forKey: .since)
+        guard let since = try Self.iso8601.withLock({ $0.date(from: text) }) else {
+            throw DecodingError.dataCorruptedError(forKey: .since, in: container, debugDescription: "not an ISO 8601 date: \(text)")
+        }
+        self.init(
+            kind: try container.decode(StoreFaultKind.self, forKey: .kind), since: since,
+            failedWrites: try container.decode(Int.self, forKey: .failedWrites), lastError: try container.decode(String.self, forKey: .lastError))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(Self.iso8601.withLock { $0.string(from: since) }, forKey: .since)
+        try container.encode(failedWrites, forKey: .failedWrites)
+        try container.encode(lastError, forKey: .lastError)
+    }
+
+    private static let iso8601: Mutex<ISO8601DateFormatter> = {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return Mutex(formatter)
+    }()
 }
 
 /// Watches the coordinator store's writes for disk faults (disk full, I/O errors) and turns

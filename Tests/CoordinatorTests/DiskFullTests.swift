@@ -239,4 +239,39 @@ final class DiskRig: Sendable {
         try await other.close()
         try await rig.stop()
     }
+
+    /// Captive signing writes through the same store: a signing page opened on a full disk sends the
+    /// browser back with `event=exception`, counts the failed write in the same episode, and logs no
+    /// line per page; once space returns, the same URL opens (the failed open changed nothing).
+    @Test(
+        .enabled(if: TmpfsMount.permitted, "needs to mount a tmpfs (root or CAP_SYS_ADMIN); the reason is printed above"))
+    func aSigningPageOnAFullDiskSendsTheBrowserBackAndTheSameURLWorksAfterwards() async throws {
+        let disk = try TmpfsMount(size: "4m")
+        defer { disk.unmount() }
+        let logs = CapturedLogs()
+        let rig = try await CaptiveRig(storeDirectory: disk.directory, logger: logs.logger(label: "coordinator", level: .info))
+        let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@example.com", clientUserId: "cu-bea", order: 1)
+        let id = try await rig.sync(try CaptiveRig.envelope([signer]))
+        let urls = [try await rig.url(id, .clientUserID("cu-bea")).url, try await rig.url(id, .clientUserID("cu-bea")).url]
+        _ = try disk.fill("filler")
+
+        for url in urls {
+            let page = try await rig.request("GET", url)
+            #expect(page.status == 303, "\(page.status) \(page.body)")
+            #expect(page.headers["location"]?.contains("event=exception") == true, "\(page.headers)")
+        }
+        #expect(try await rig.metrics().value(StoreFaultMonitor.failuresLabel, ["reason": "disk_full"]) == 2)
+        let health = try JSONDecoder().decode(CoordinatorHTTPServer.Health.self, from: Data(try await rig.request("GET", "/health").body.utf8))
+        #expect(health.status == "degraded" && health.reasons == ["store_disk_full"], "\(health)")
+        #expect(logs.matching("the store's disk is full").count == 1, "\(logs.all)")
+        #expect(logs.matching("captive signing failed").isEmpty, "\(logs.all)")
+
+        try FileManager.default.removeItem(at: disk.directory.appendingPathComponent("filler"))
+        let opened = try await rig.request("GET", urls[1])
+        #expect(opened.status == 200, "\(opened.status)")
+        #expect(logs.matching("the store writes again").count == 1, "\(logs.all)")
+        let healed = try JSONDecoder().decode(CoordinatorHTTPServer.Health.self, from: Data(try await rig.request("GET", "/health").body.utf8))
+        #expect(healed.status == "ok", "\(healed)")
+        await rig.tearDown()
+    }
 }
