@@ -124,9 +124,10 @@ public final class StoreFaultMonitor: Sendable {
         counters[kind]?.increment()
         let message = Self.describe(error)
         let started: Bool = state.withLock { episode in
-            if episode != nil {
-                episode!.failedWrites += 1
-                episode!.lastError = message
+            if var ongoing = episode {
+                ongoing.failedWrites += 1
+                ongoing.lastError = message
+                episode = ongoing
                 return false
             }
             episode = StoreFaultEpisode(kind: kind, since: now(), failedWrites: 1, lastError: message)
