@@ -63,7 +63,7 @@ public struct AccountDirectory: Sendable {
         let record = AccountRecord(
             id: id, name: name, offlineSigning: offlineSigning, hourlyLimit: rateLimits.hourly,
             burstLimit: rateLimits.burst, burstWindowSeconds: rateLimits.burstWindowSeconds, createdAt: now())
-        try await store.database.write { db in
+        try await store.write { db in
             guard try AccountRecord.fetchOne(db, key: id) == nil else {
                 throw FleetError(.alreadyExists, "an account with id \"\(id)\" already exists")
             }
@@ -86,7 +86,7 @@ public struct AccountDirectory: Sendable {
         let record = UserRecord(
             id: id, accountID: accountID, name: name, email: email, secretSalt: salt,
             secretHash: SecretHash.hash(secret, salt: salt), createdAt: now())
-        try await store.database.write { db in
+        try await store.write { db in
             guard try AccountRecord.fetchOne(db, key: accountID) != nil else {
                 throw FleetError(.notFound, "no account \"\(accountID)\"")
             }

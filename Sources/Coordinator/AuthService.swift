@@ -38,7 +38,7 @@ public struct AuthService: Sendable {
         let token = Self.makeToken()
         let issuedAt = now()
         let expiresAt = issuedAt.addingTimeInterval(Double(tokenLifetime.components.seconds))
-        try await store.database.write { db in
+        try await store.write { db in
             guard let user = try UserRecord.filter(Column("email") == email).fetchOne(db),
                 SecretHash.matches(secret, salt: user.secretSalt, hash: user.secretHash)
             else {

@@ -145,7 +145,7 @@ public struct CaptiveSigningService: Sendable {
         let token = Self.randomToken()
         let at = now()
         let expiresAt = at.addingTimeInterval(configuration.urlLifetime)
-        let recipientID = try await store.database.write { db in
+        let recipientID = try await store.write { db in
             let (record, recipients) = try EnvelopeService.load(db, id: envelopeID, accountID: accountID)
             let payload = try Self.payload(of: record)
             let recipient = try Self.select(selection, in: payload, envelopeID: envelopeID)

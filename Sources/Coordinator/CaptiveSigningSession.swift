@@ -64,7 +64,7 @@ extension CaptiveSigningService {
         guard let tokenHash = Self.hashIfWellFormed(token) else { return .notFound }
         let at = now()
         let inactivity = configuration.inactivityTimeout
-        return try await store.database.write { db in
+        return try await store.write { db in
             guard var session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return .notFound }
             if let outcome = session.outcome {
                 // Single use: a finished URL only ever says so.
@@ -110,7 +110,7 @@ extension CaptiveSigningService {
         guard let tokenHash = Self.hashIfWellFormed(token) else { return .notFound }
         let at = now()
         let inactivity = configuration.inactivityTimeout
-        return try await store.database.write { db in
+        return try await store.write { db in
             guard var session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return .notFound }
             guard session.openedAt != nil, let presented, Self.hash(presented) == session.sessionHash,
                 let csrf = form.fields["csrf"], Self.constantTimeEqual(csrf, Self.csrf(sessionID: presented, tokenHash: tokenHash))

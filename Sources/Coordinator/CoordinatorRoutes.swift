@@ -91,7 +91,8 @@ public struct CoordinatorServices: Sendable {
         }
     }
 
-    /// Passes typed errors through and turns anything else (a database failure)
+    /// Passes typed errors through, turns a disk fault of the store (full, I/O errors) into a
+    /// retryable `unavailable` (``StoreFaultKind/refusal``) and anything else (a database failure)
     /// into a retryable `internal` error, so the sender always gets a typed reply.
     static func typed<T>(_ body: () async throws -> T) async throws(FleetError) -> T {
         do {
@@ -99,6 +100,7 @@ public struct CoordinatorServices: Sendable {
         } catch let error as FleetError {
             throw error
         } catch {
+            if let kind = StoreFaultKind.of(error) { throw kind.refusal }
             throw FleetError(.internal, "store failure: \(error)", retryable: true)
         }
     }

@@ -24,11 +24,15 @@ public struct CoordinatorStatus: Sendable, Hashable, Codable {
     public var transport: String
     /// The coordinator's CURVE public key in Z85, which devices pin; absent under plain TCP.
     public var curvePublicKey: String?
+    /// The store's disk-fault episode going on now (disk full, I/O errors); absent while writes succeed.
+    public var storeFault: StoreFaultEpisode?
 
     public init(
         version: String, instance: String, storePath: String, devicesEnrolled: Int, devicesAlive: Int, envelopes: Int,
-        syncOutcomes: [String: Int], transport: String = "plaintext", curvePublicKey: String? = nil
+        syncOutcomes: [String: Int], transport: String = "plaintext", curvePublicKey: String? = nil,
+        storeFault: StoreFaultEpisode? = nil
     ) {
+        self.storeFault = storeFault
         self.transport = transport
         self.curvePublicKey = curvePublicKey
         self.version = version
@@ -79,6 +83,7 @@ extension CoordinatorStatus {
         return CoordinatorStatus(
             version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.path,
             devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
-            envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey)
+            envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey,
+            storeFault: store.faults.episode)
     }
 }

@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import Logging
+import Metrics
 
 /// The coordinator's SQLite store (WAL), opened through GRDB with versioned
 /// migrations. One file holds accounts, users, access tokens and enrolled
@@ -24,10 +26,18 @@ public final class CoordinatorStore: Sendable {
     }
 
     public let durability: Durability
+    /// Disk faults of the store's writes (disk full, I/O errors): ``write(_:)`` reports to it.
+    public let faults: StoreFaultMonitor
 
     /// Opens (creating if needed) the store at `path` and migrates it.
+    /// - Parameters:
+    ///   - logger: where ``faults`` logs a disk-fault episode.
+    ///   - metricsFactory: where ``faults`` counts failed writes; the process-wide `MetricsSystem.factory` unless given.
     /// - Throws: GRDB's `DatabaseError` when the file cannot be opened or migrated.
-    public init(path: String, durability: Durability = .processCrash) throws {
+    public init(
+        path: String, durability: Durability = .processCrash, logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         // 16 KB pages for new stores: an envelope row (~11 KB with its PDF) fits one page
@@ -44,6 +54,7 @@ public final class CoordinatorStore: Sendable {
         }
         self.path = path
         self.durability = durability
+        faults = StoreFaultMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
         try Self.migrator.migrate(database)
     }
 

@@ -78,7 +78,7 @@ public struct DeviceRegistry: Sendable {
             throw FleetError(.invalidRequest, "publicKey is refused: \(problem) (docs/protocol.md, \"Strict Ed25519\")")
         }
         let now = now()
-        let record = try await store.database.write { db -> DeviceRecord in
+        let record = try await store.write { db -> DeviceRecord in
             if let curveKey,
                 let holder = try DeviceRecord.fetchOne(db, sql: "SELECT * FROM device WHERE curveKey = ?", arguments: [curveKey]),
                 holder.id != request.deviceID || holder.accountID != account.id
@@ -220,7 +220,7 @@ public struct DeviceRegistry: Sendable {
     /// - Throws: ``FleetError`` `invalid_request` when the id is ambiguous and no account is given.
     public func revoke(deviceID: String, accountID: String? = nil) async throws -> Bool {
         let now = now()
-        return try await store.database.write { db in
+        return try await store.write { db in
             let accounts = try String.fetchAll(
                 db, sql: "SELECT accountID FROM device WHERE id = ? AND (? IS NULL OR accountID = ?) ORDER BY accountID",
                 arguments: [deviceID, accountID, accountID])

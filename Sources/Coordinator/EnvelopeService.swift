@@ -91,7 +91,7 @@ public struct EnvelopeService: Sendable {
 
     private func change(envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event) async throws -> EnvelopeQueryReply {
         let at = now()
-        return try await store.database.write { db in
+        return try await store.write { db in
             try Self.apply(db, envelopeID: envelopeID, accountID: accountID, event: event, at: at)
         }
     }

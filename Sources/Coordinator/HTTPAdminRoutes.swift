@@ -99,11 +99,11 @@ public struct CoordinatorAdminRoutes: Sendable {
     }
 
     /// Adds the admin routes to `router`.
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: Router<BasicRequestContext>, refusals: HTTPRefusals? = nil) {
         let directory = self.directory
         let group = router.group("admin")
         group.post("accounts") { request, _ -> Response in
-            try await self.handle(request) {
+            try await self.handle(request, refusals: refusals) {
                 let body = try await Self.decode(AccountRequest.self, from: request)
                 let defaults = RateLimits()
                 let limits = RateLimits(
@@ -116,7 +116,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             }
         }
         group.get("accounts") { request, _ -> Response in
-            try await self.handle(request) {
+            try await self.handle(request, refusals: refusals) {
                 var listed: [AccountWithUsers] = []
                 for account in try await directory.accounts() {
                     listed.append(
@@ -128,7 +128,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             }
         }
         group.post("accounts/:id/users") { request, context -> Response in
-            try await self.handle(request) {
+            try await self.handle(request, refusals: refusals) {
                 let accountID = try context.parameters.require("id")
                 let body = try await Self.decode(UserRequest.self, from: request)
                 let user = try await directory.createUser(
@@ -137,7 +137,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             }
         }
         group.post("devices/:id/revoke") { request, context -> Response in
-            try await self.handle(request) {
+            try await self.handle(request, refusals: refusals) {
                 let deviceID = try context.parameters.require("id")
                 let devices = DeviceRegistry(store: directory.store, auth: AuthService(store: directory.store))
                 let account = request.uri.queryParameters.get("account")
@@ -148,7 +148,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             }
         }
         group.post("seed-demo") { request, _ -> Response in
-            try await self.handle(request) {
+            try await self.handle(request, refusals: refusals) {
                 let (account, users) = try await directory.seedDemo()
                 return try Self.json(SeededDemo(account: account, users: users), status: .ok)
             }
@@ -156,8 +156,9 @@ public struct CoordinatorAdminRoutes: Sendable {
     }
 
     /// Checks the bearer token, runs `body`, and turns ``FleetError``s into JSON refusals.
-    func handle(_ request: Request, _ body: () async throws -> Response) async throws -> Response {
+    func handle(_ request: Request, refusals: HTTPRefusals? = nil, _ body: () async throws -> Response) async throws -> Response {
         guard authorized(request.headers[.authorization]) else {
+            refusals?.note(.adminToken)
             var response = try Self.json(
                 Failure(code: FleetErrorCode.unauthenticated.rawValue, message: "admin requests need Authorization: Bearer <admin token>"),
                 status: .unauthorized)
@@ -167,6 +168,7 @@ public struct CoordinatorAdminRoutes: Sendable {
         do {
             return try await body()
         } catch let error as FleetError {
+            if error.code == .invalidRequest || error.code == .invalidBody { refusals?.note(.adminBody) }
             let status: HTTPResponse.Status =
                 switch error.code {
                 case .notFound: .notFound
@@ -175,6 +177,10 @@ public struct CoordinatorAdminRoutes: Sendable {
                 default: .internalServerError
                 }
             return try Self.json(Failure(code: error.code.rawValue, message: error.message), status: status)
+        } catch {
+            // A full or failing disk: retryable, and said so (anything else stays a 500).
+            guard let refusal = StoreFaultKind.of(error)?.refusal else { throw error }
+            return try Self.json(Failure(code: refusal.code.rawValue, message: refusal.message), status: .serviceUnavailable)
         }
     }
 

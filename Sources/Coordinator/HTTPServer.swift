@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// | route | answer |
 /// |---|---|
-/// | `GET /health` | `200` and `{"status": "ok", "instance": …, "uptime": seconds}` |
+/// | `GET /health` | `200` and `{"status": "ok", "reasons": [], "instance": …, "uptime": seconds}`; `"degraded"` with reasons such as `store_disk_full` (still `200`: docs/coordinator.md) |
 /// | `GET /metrics` | the Prometheus text exposition of `registry` |
 /// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
 /// | `/admin/…` | with an `admin` token: ``CoordinatorAdminRoutes``; without: `404` |
@@ -44,7 +44,10 @@ public struct CoordinatorHTTPServer: Service {
 
     /// The `GET /health` body.
     public struct Health: Sendable, Hashable, Codable {
+        /// `ok`, or `degraded` while something in `reasons` is wrong (the process still serves).
         public var status: String
+        /// Why it is degraded: `store_disk_full`, `store_io_error` (``StoreFaultKind/healthReason``); empty when ok.
+        public var reasons: [String]
         public var instance: String
         /// Seconds since the server was created.
         public var uptime: Double
@@ -58,6 +61,9 @@ public struct CoordinatorHTTPServer: Service {
     let onListening: @Sendable (String) async -> Void
     let admin: CoordinatorAdminRoutes?
     let captive: CaptiveSigningRoutes?
+    let storeFaults: StoreFaultMonitor?
+    /// Refused admin and signing requests, logged rate-limited.
+    let refusals: HTTPRefusals
     let started = ContinuousClock.now
 
     /// - Parameters:
@@ -69,14 +75,20 @@ public struct CoordinatorHTTPServer: Service {
     ///   - logger: for the HTTP server's own logs.
     ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
     ///   - captive: the captive-signing pages; once bound, their service learns the listener's URL.
+    ///   - storeFaults: the store's disk-fault monitor; while it has an episode, `GET /health` is `degraded`.
+    ///   - refusals: where refused admin and signing requests are logged (rate-limited); by default on `logger`.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
         configuration: Configuration, registry: PrometheusCollectorRegistry, instance: String,
         status: @escaping @Sendable () async throws -> CoordinatorStatus, logger: Logger,
         admin: CoordinatorAdminRoutes? = nil,
         captive: CaptiveSigningRoutes? = nil,
+        storeFaults: StoreFaultMonitor? = nil,
+        refusals: HTTPRefusals? = nil,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {
+        self.storeFaults = storeFaults
+        self.refusals = refusals ?? HTTPRefusals(logger: logger)
         self.admin = admin
         self.captive = captive
         self.configuration = configuration
@@ -131,11 +143,16 @@ public struct CoordinatorHTTPServer: Service {
         let registry = self.registry
         let status = self.status
         let logger = self.logger
+        let storeFaults = self.storeFaults
+        let refusals = self.refusals
         router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
+            let reasons = storeFaults?.healthReasons ?? []
+            // Degraded stays 200: a restart frees no disk, and reads and signing pages still work
+            // (docs/coordinator.md, "Health"); monitors read `status`, probes only the code.
             return try Self.json(
                 Health(
-                    status: "ok", instance: instance,
+                    status: reasons.isEmpty ? "ok" : "degraded", reasons: reasons, instance: instance,
                     uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18))
         }
         router.get("metrics") { _, _ -> Response in
@@ -155,8 +172,8 @@ public struct CoordinatorHTTPServer: Service {
             }
             return try Self.json(snapshot)
         }
-        admin?.register(on: router)
-        captive?.register(on: router, admin: admin)
+        admin?.register(on: router, refusals: refusals)
+        captive?.register(on: router, admin: admin, refusals: refusals)
         return router
     }
 

@@ -57,7 +57,7 @@ public struct CaptiveSigningRoutes: Sendable {
         self.logger = logger
     }
 
-    func register(on router: Router<BasicRequestContext>, admin: CoordinatorAdminRoutes?) {
+    func register(on router: Router<BasicRequestContext>, admin: CoordinatorAdminRoutes?, refusals: HTTPRefusals? = nil) {
         let service = self.service
         let logger = self.logger
         router.get("signing-return") { request, _ -> Response in
@@ -66,7 +66,7 @@ public struct CaptiveSigningRoutes: Sendable {
         }
         router.get("signing/:token") { request, context -> Response in
             let token = context.parameters.get("token") ?? ""
-            return await Self.answer(token: token, service: service, logger: logger) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
                 try await service.open(token: token, session: Self.sessionCookie(request))
             }
         }
@@ -77,22 +77,23 @@ public struct CaptiveSigningRoutes: Sendable {
             do {
                 form = try SigningForm(urlEncoded: String(decoding: buffer.readableBytesView, as: UTF8.self))
             } catch {
+                refusals?.note(.signingForm)
                 return Self.html(Self.notice(title: "Bad request", text: "The form could not be read."), status: .badRequest)
             }
-            return await Self.answer(token: token, service: service, logger: logger) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
                 try await service.submit(token: token, session: Self.sessionCookie(request), form: form)
             }
         }
         router.get("signing/:token/documents/:document") { request, context -> Response in
             let token = context.parameters.get("token") ?? ""
             let document = context.parameters.get("document") ?? ""
-            return await Self.answer(token: token, service: service, logger: logger) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
                 try await service.document(token: token, session: Self.sessionCookie(request), documentID: document)
             }
         }
         if let admin {
             router.group("admin").post("signing-urls") { request, _ -> Response in
-                try await admin.handle(request) {
+                try await admin.handle(request, refusals: refusals) {
                     let body = try await CoordinatorAdminRoutes.decode(AdminSigningURLRequest.self, from: request)
                     let selection: CaptiveSigningService.RecipientSelection
                     if let recipientID = body.recipientID {
@@ -119,13 +120,17 @@ public struct CaptiveSigningRoutes: Sendable {
     /// Runs `body` and turns its ``CaptiveResponse`` into HTTP; a failure inside the server
     /// sends the browser to the return URL with `event=exception` when the URL is known.
     static func answer(
-        token: String, service: CaptiveSigningService, logger: Logger, _ body: () async throws -> CaptiveResponse
+        token: String, service: CaptiveSigningService, logger: Logger, refusals: HTTPRefusals? = nil,
+        _ body: () async throws -> CaptiveResponse
     ) async -> Response {
         let result: CaptiveResponse
         do {
             result = try await body()
         } catch {
-            logger.error("captive signing failed", metadata: ["error": "\(error)"])
+            // A full or failing disk is logged once per episode by the store's monitor, not per page.
+            if StoreFaultKind.of(error) == nil {
+                logger.error("captive signing failed", metadata: ["error": "\(error)"])
+            }
             if let returnURL = try? await service.returnURL(token: token) {
                 service.metrics.redirected(.exception)
                 return redirect(CaptiveSigningService.redirect(returnURL, .exception))
@@ -149,12 +154,14 @@ public struct CaptiveSigningRoutes: Sendable {
             service.metrics.redirected(event)
             return redirect(url)
         case .notFound:
+            refusals?.note(.signingLink)
             return html(notice(title: "Not found", text: "This signing link is not valid."), status: .notFound)
         case .gone:
             return html(
                 notice(title: "Link already used", text: "This signing link was already opened. Ask for a new signing link."),
                 status: .gone)
         case .forbidden:
+            refusals?.note(.signingSession)
             return html(notice(title: "Not allowed", text: "This request does not belong to an open signing session."), status: .forbidden)
         case .document(let bytes):
             var buffer = ByteBuffer()

@@ -17,15 +17,15 @@ actor IngestCommitQueue {
         let continuation: CheckedContinuation<SyncAck, any Error>
     }
 
-    private let database: DatabasePool
+    private let store: CoordinatorStore
     private var waiting: [Job] = []
     private var draining = false
     /// Transactions committed and pushes they carried (for tests and the profile notes).
     private(set) var transactions = 0
     private(set) var pushes = 0
 
-    init(database: DatabasePool) {
-        self.database = database
+    init(store: CoordinatorStore) {
+        self.store = store
     }
 
     /// Runs `work` in the next write transaction; returns its ack once that transaction committed.
@@ -46,7 +46,8 @@ actor IngestCommitQueue {
             let works = group.map(\.work)
             let results: [Result<SyncAck, any Error>]
             do {
-                results = try await database.write { db in
+                // Through the store's fault monitor: a full disk fails the commit, and is reported there.
+                results = try await store.write { db in
                     works.map { work in
                         Result {
                             var ack: SyncAck?
@@ -61,6 +62,10 @@ actor IngestCommitQueue {
                 }
                 transactions += 1
                 pushes += group.count
+                // A push's own savepoint can hit the full disk (a page-cache spill) while the rest commit.
+                for case .failure(let error) in results {
+                    if let kind = StoreFaultKind.of(error) { store.faults.recordFailure(kind, error: error) }
+                }
             } catch {
                 // The transaction did not commit: none of these pushes was applied.
                 results = group.map { _ in .failure(error) }

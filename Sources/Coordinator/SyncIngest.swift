@@ -50,13 +50,15 @@ public struct SyncIngest: Sendable {
         self.devices = devices
         self.maxItemsPerPush = maxItemsPerPush
         self.now = now
-        self.commitQueue = IngestCommitQueue(database: store.database)
+        self.commitQueue = IngestCommitQueue(store: store)
     }
 
     /// Applies a push from the sender with `credential` (``DeviceRegistry/authenticate(deviceID:credential:)``).
     /// - Throws: ``FleetError``: `forbidden` / `unauthenticated` when the sender is not the
     ///   enrolled device it names; `feature_disabled` when its account has no offline signing;
-    ///   `invalid_request` for an over-long push; `internal` (retryable) for a store failure.
+    ///   `invalid_request` for an over-long push. A store failure is thrown as it is (GRDB's
+    ///   `DatabaseError`); the request router answers `unavailable` (retryable) for a full or failing disk
+    ///   and `internal` (retryable) for anything else.
     public func apply(_ push: SyncPush, credential: PeerCredential) async throws -> SyncAck {
         try await apply(push, credential: credential, meter: { _ in })
     }

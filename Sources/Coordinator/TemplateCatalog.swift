@@ -217,7 +217,7 @@ public struct TemplateCatalog: Sendable {
             id: template.templateId, accountID: accountID, name: template.name, folder: template.folder,
             lastModified: Self.milliseconds(stamp), definition: definition)
         let templateID = template.templateId
-        try await store.database.write { db in
+        try await store.write { db in
             guard try AccountRecord.exists(db, key: accountID) else {
                 throw FleetError(.notFound, "no account '\(accountID)'; create it first (signfleet admin create-account)")
             }
@@ -360,7 +360,7 @@ public struct TemplateCatalog: Sendable {
         _ change: @escaping @Sendable (inout EnvelopeTemplate) throws -> (moved: [Int], removed: [Int])
     ) async throws -> TemplateEditResult {
         let stamp = Self.milliseconds(now())
-        return try await store.database.write { db in
+        return try await store.write { db in
             guard let record = try TemplateRecord.filter(Column("accountID") == accountID && Column("id") == templateID).fetchOne(db) else {
                 throw Self.notFound(templateID)
             }

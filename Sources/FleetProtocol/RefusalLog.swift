@@ -3,13 +3,21 @@ import Logging
 /// Rate-limited logging of refused input: the first occurrence of each kind is logged at once,
 /// later ones are counted and summarised at most once per `interval` (one line with the count),
 /// so a peer sending 100,000 bad messages costs a few log lines, not 100,000.
-struct RefusalLog {
-    var interval: Duration = .seconds(10)
+/// Shared by the ZeroMQ server and the coordinator's HTTP listener; kinds must be fixed strings
+/// (never peer input), so the table stays small.
+public struct RefusalLog: Sendable {
+    public var interval: Duration
     private var counts: [String: Int] = [:]
-    private var lastSummary = ContinuousClock.now
+    private var lastSummary: ContinuousClock.Instant
+
+    /// - Parameter now: when the first summary period starts (tests pass their own clock's time).
+    public init(interval: Duration = .seconds(10), now: ContinuousClock.Instant = .now) {
+        self.interval = interval
+        lastSummary = now
+    }
 
     /// Records one refusal of `kind`; logs it when it is the first, or writes the summary when due.
-    mutating func note(_ kind: String, logger: Logger, now: ContinuousClock.Instant = .now) {
+    public mutating func note(_ kind: String, logger: Logger, now: ContinuousClock.Instant = .now) {
         if counts[kind] == nil {
             counts[kind] = 0
             logger.notice("\(kind) (further ones are counted and summarised every \(interval))")

@@ -115,7 +115,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         let coordinatorStore: CoordinatorStore
         let security: WireSecurity
         do {
-            coordinatorStore = try CoordinatorStore(path: settings.store)
+            coordinatorStore = try CoordinatorStore(path: settings.store, logger: logger)
             security = settings.plaintext ? .plaintext : .curve(try coordinatorStore.transportKeyPair())
         } catch {
             throw ValidationError("cannot open the store at \(settings.store): \(error)")
@@ -170,6 +170,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         logger: logger,
                         admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
                         captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+                        storeFaults: coordinatorStore.faults,
                         onListening: { address in announce("http \(address)") }))
             }
             let group = ServiceGroup(

@@ -1,6 +1,8 @@
 import Crypto
 import FleetProtocol
 import Foundation
+import Metrics
+import Logging
 import Synchronization
 import Testing
 
@@ -11,10 +13,13 @@ struct TemporaryStore {
     let directory: URL
     let store: CoordinatorStore
 
-    init() throws {
+    /// - Parameter storeDirectory: where the store file goes (another disk, say); `directory` otherwise.
+    init(storeDirectory: URL? = nil, logger: Logger? = nil, metricsFactory: (any MetricsFactory)? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        store = try CoordinatorStore(path: directory.appendingPathComponent("store.sqlite").path)
+        let path = (storeDirectory ?? directory).appendingPathComponent("store.sqlite").path
+        store = try CoordinatorStore(
+            path: path, logger: logger ?? Logger(label: "signfleet.coordinator.store"), metricsFactory: metricsFactory ?? MetricsSystem.factory)
     }
 
     func remove() { try? FileManager.default.removeItem(at: directory) }

@@ -48,13 +48,17 @@ final class CaptiveRig: Sendable {
     let connection: Task<Void, Never>
     let views: RemoteRecipientViewService
 
-    init() async throws {
+    /// - Parameters:
+    ///   - storeDirectory: where the coordinator's store goes (a small disk); the devices' stay in `temporary.directory`.
+    ///   - logger: the coordinator's logger (store and HTTP listener); silent unless given.
+    init(storeDirectory: URL? = nil, logger given: Logger? = nil) async throws {
         var logger = Logger(label: "captive-rig")
         logger.logLevel = .critical
-        temporary = try TemporaryStore()
+        logger = given ?? logger
+        let factory = PrometheusMetricsFactory(registry: registry)
+        temporary = try TemporaryStore(storeDirectory: storeDirectory, logger: logger, metricsFactory: factory)
         let clock = self.clock
-        let services = CoordinatorServices(
-            store: temporary.store, metricsFactory: PrometheusMetricsFactory(registry: registry), now: { clock.now() })
+        let services = CoordinatorServices(store: temporary.store, metricsFactory: factory, now: { clock.now() })
         self.services = services
         _ = try await services.accounts.createAccount(id: "acme", name: "Acme", offlineSigning: true)
         _ = try await services.accounts.createUser(accountID: "acme", name: "Ann Sender", email: "ann@acme.example", secret: "secret-123")
@@ -74,6 +78,7 @@ final class CaptiveRig: Sendable {
             status: { throw CancellationError() }, logger: logger,
             admin: CoordinatorAdminRoutes(directory: services.accounts, token: Self.adminToken),
             captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+            storeFaults: temporary.store.faults,
             onListening: { announced.yield($0) })
         group = ServiceGroup(services: [httpServer], logger: logger)
         let group = self.group

@@ -79,7 +79,7 @@ func curvePublicKey(of coordinator: ChildProcess) async throws -> String {
         #expect(endpoint.hasPrefix("tcp://127.0.0.1:") && !endpoint.hasSuffix(":*"))
 
         let node = try ChildProcess.launch(
-            binary, ["node", "--connect", endpoint, "--server-key", key, "--devices", "3", "--device-prefix", "t"], name: "node")
+            binary, ["node", "--connect", endpoint, "--server-key=\(key)", "--devices", "3", "--device-prefix", "t"], name: "node")
         defer { Task { await node.terminate() } }
         let devices = ["t-1", "t-2", "t-3"]
         for device in devices {
@@ -109,7 +109,7 @@ func curvePublicKey(of coordinator: ChildProcess) async throws -> String {
         defer { Task { await first.terminate() } }
         let node = try ChildProcess.launch(
             binary,
-            ["node", "--connect", endpoint, "--server-key", key, "--devices", "2", "--device-prefix", "r", "--request-timeout-ms", "300"],
+            ["node", "--connect", endpoint, "--server-key=\(key)", "--devices", "2", "--device-prefix", "r", "--request-timeout-ms", "300"],
             name: "node")
         defer { Task { await node.terminate() } }
         for device in ["r-1", "r-2"] {

@@ -27,7 +27,7 @@ import Testing
         let node = try ChildProcess.launch(
             binary,
             [
-                "node", "--connect", endpoint, "--server-key", key, "--devices", "3", "--envelopes", "6", "--interval-ms", "400",
+                "node", "--connect", endpoint, "--server-key=\(key)", "--devices", "3", "--envelopes", "6", "--interval-ms", "400",
                 "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", seed,
             ], name: "node")
         defer { Task { await node.terminate() } }
@@ -73,7 +73,7 @@ import Testing
         let node = try ChildProcess.launch(
             binary,
             [
-                "node", "--connect", endpoint, "--server-key", key, "--devices", "1", "--envelopes", "3", "--interval-ms", "50",
+                "node", "--connect", endpoint, "--server-key=\(key)", "--devices", "1", "--envelopes", "3", "--interval-ms", "50",
                 "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "11",
             ], name: "node")
         defer { Task { await node.terminate() } }
@@ -116,7 +116,7 @@ import Testing
         let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("node-kill seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let arguments = [
-            "node", "--connect", endpoint, "--server-key", key, "--devices", "2", "--envelopes", "8", "--interval-ms", "40",
+            "node", "--connect", endpoint, "--server-key=\(key)", "--devices", "2", "--envelopes", "8", "--interval-ms", "40",
             "--request-timeout-ms", "300", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "\(seed)",
         ]
         let first = try ChildProcess.launch(binary, arguments, name: "node-1")
@@ -159,7 +159,7 @@ import Testing
         let key = try await curvePublicKey(of: coordinator)
         let data = directory.appendingPathComponent("devices").path
         let common = [
-            "--connect", endpoint, "--server-key", key, "--envelopes", "4", "--interval-ms", "300", "--request-timeout-ms", "300",
+            "--connect", endpoint, "--server-key=\(key)", "--envelopes", "4", "--interval-ms", "300", "--request-timeout-ms", "300",
             "--data-dir", data,
         ]
         let first = try ChildProcess.launch(binary, ["node", "--devices", "2"] + common, name: "node-2")

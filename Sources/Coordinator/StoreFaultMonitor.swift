@@ -1,0 +1,201 @@
+import FleetProtocol
+import Foundation
+import GRDB
+import Logging
+import Metrics
+import Synchronization
+
+/// A store write that failed because of the disk under the store, not because of the request.
+public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// `SQLITE_FULL`: no space left (or a quota).
+    case diskFull = "disk_full"
+    /// `SQLITE_IOERR` and its extended codes, or `SQLITE_CANTOPEN` while running (a journal or
+    /// temporary file could not be created: no space, no inodes or no descriptors left).
+    case ioError = "io_error"
+
+    /// The kind of `error`, or `nil` when it is not a disk failure (a constraint, a bug, a busy store…).
+    public static func of(_ error: any Error) -> StoreFaultKind? {
+        guard let error = error as? DatabaseError else { return nil }
+        switch error.resultCode {
+        case .SQLITE_FULL: return .diskFull
+        case .SQLITE_IOERR, .SQLITE_CANTOPEN: return .ioError
+        default: return nil
+        }
+    }
+
+    /// The name in `GET /health`'s `reasons`.
+    public var healthReason: String { "store_\(rawValue)" }
+
+    /// What a device or an admin client is told: `unavailable`, retryable, and about the storage,
+    /// not an `internal` error (a disk does not fill up in milliseconds, hence the wait).
+    public var refusal: FleetError {
+        let what = self == .diskFull ? "its disk is full" : "its disk fails I/O"
+        return FleetError(
+            .unavailable, "the server's storage is failing (\(what)); retry later (resending is safe: a push is applied at most once)",
+            retryable: true, retryAfterMs: 5_000)
+    }
+}
+
+/// One disk-fault episode of the store: from the first failed write to the next write that succeeds.
+public struct StoreFaultEpisode: Sendable, Hashable, Codable {
+    /// The kind of the write failure that started the episode.
+    public var kind: StoreFaultKind
+    public var since: Date
+    /// Writes that failed with a disk fault during the episode.
+    public var failedWrites: Int
+    /// SQLite's message of the latest failure, with its extended result code.
+    public var lastError: String
+
+    public init(kind: StoreFaultKind, since: Date, failedWrites: Int, lastError: String) {
+        self.kind = kind
+        self.since = since
+        self.failedWrites = failedWrites
+        self.lastError = lastError
+    }
+
+    // `since` travels as ISO 8601 (`/status` is read by people and scripts, not only by Swift).
+    private enum CodingKeys: String, CodingKey { case kind, since, failedWrites, lastError }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let text = try container.decode(String.self, forKey: .since)
+        guard let since = try Self.iso8601.withLock({ $0.date(from: text) }) else {
+            throw DecodingError.dataCorruptedError(forKey: .since, in: container, debugDescription: "not an ISO 8601 date: \(text)")
+        }
+        self.init(
+            kind: try container.decode(StoreFaultKind.self, forKey: .kind), since: since,
+            failedWrites: try container.decode(Int.self, forKey: .failedWrites), lastError: try container.decode(String.self, forKey: .lastError))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(kind, forKey: .kind)
+        try container.encode(Self.iso8601.withLock { $0.string(from: since) }, forKey: .since)
+        try container.encode(failedWrites, forKey: .failedWrites)
+        try container.encode(lastError, forKey: .lastError)
+    }
+
+    private static let iso8601: Mutex<ISO8601DateFormatter> = {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return Mutex(formatter)
+    }()
+}
+
+/// Watches the coordinator store's writes for disk faults (disk full, I/O errors) and turns
+/// them into one episode: one error line when it starts, one line when a write succeeds again,
+/// a counter for every failed write, and what `GET /health` and `GET /status` report meanwhile.
+/// The episode ends by itself on the next write that changes the store; no restart is needed.
+public final class StoreFaultMonitor: Sendable {
+    /// Label of the failed-writes counter (dimension `reason`: `disk_full` or `io_error`).
+    public static let failuresLabel = "signfleet_store_write_failures_total"
+
+    /// The store file, for the log lines.
+    public let path: String
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+    private let counters: [StoreFaultKind: Counter]
+    private let state = Mutex<StoreFaultEpisode?>(nil)
+    /// Mirrors `state != nil`, so the success path of every write costs one atomic load.
+    private let faulted = Atomic<Bool>(false)
+
+    public init(
+        path: String, logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.path = path
+        self.logger = logger
+        self.now = now
+        var counters: [StoreFaultKind: Counter] = [:]
+        for kind in StoreFaultKind.allCases {
+            counters[kind] = Counter(label: Self.failuresLabel, dimensions: [("reason", kind.rawValue)], factory: metricsFactory)
+        }
+        self.counters = counters
+    }
+
+    /// The episode going on now, if any.
+    public var episode: StoreFaultEpisode? { state.withLock { $0 } }
+
+    /// `GET /health`'s reasons: empty while the store writes fine.
+    public var healthReasons: [String] { episode.map { [$0.kind.healthReason] } ?? [] }
+
+    /// Counts a failed write; the first one of an episode is logged, with what to do.
+    public func recordFailure(_ kind: StoreFaultKind, error: any Error) {
+        counters[kind]?.increment()
+        let message = Self.describe(error)
+        let started: Bool = state.withLock { episode in
+            if var ongoing = episode {
+                ongoing.failedWrites += 1
+                ongoing.lastError = message
+                episode = ongoing
+                return false
+            }
+            episode = StoreFaultEpisode(kind: kind, since: now(), failedWrites: 1, lastError: message)
+            faulted.store(true, ordering: .releasing)
+            return true
+        }
+        guard started else { return }
+        // Logged outside the lock: a slow log handler must not hold up every writer.
+        switch kind {
+        case .diskFull:
+            logger.error(
+                "the store's disk is full (SQLITE_FULL) writing \(path): free space; sync pushes are refused as retryable until a write succeeds",
+                metadata: ["error": "\(message)"])
+        case .ioError:
+            logger.error(
+                "the store's disk failed a write (\(message)) writing \(path): check the disk and the kernel log; sync pushes are refused as retryable until a write succeeds")
+        }
+    }
+
+    /// A write changed the store: ends the episode, if there is one, with a line saying how long it lasted.
+    public func recordSuccess() {
+        guard faulted.load(ordering: .acquiring) else { return }
+        let ended: StoreFaultEpisode? = state.withLock { episode in
+            defer { episode = nil }
+            faulted.store(false, ordering: .releasing)
+            return episode
+        }
+        guard let ended else { return }
+        let seconds = max(0, now().timeIntervalSince(ended.since))
+        logger.notice(
+            "the store writes again (\(path)): the \(ended.kind == .diskFull ? "disk-full" : "I/O-error") episode lasted \(String(format: "%.1f", seconds)) s and \(ended.failedWrites) writes failed")
+    }
+
+    /// Runs a write transaction's outcome through the monitor: a disk fault is recorded (and
+    /// rethrown); success is recorded only when `changed`, because a transaction that wrote
+    /// nothing commits without touching the disk and proves nothing about it.
+    func observe<T>(changed: (T) -> Bool, _ write: () async throws -> T) async throws -> T {
+        let value: T
+        do {
+            value = try await write()
+        } catch {
+            if let kind = StoreFaultKind.of(error) { recordFailure(kind, error: error) }
+            throw error
+        }
+        if changed(value) { recordSuccess() }
+        return value
+    }
+
+    /// SQLite's message and result code, without the statement (which may carry data).
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DatabaseError else { return "\(error)" }
+        let code = error.extendedResultCode.rawValue
+        let name = error.resultCode == .SQLITE_FULL ? "SQLITE_FULL" : error.resultCode == .SQLITE_CANTOPEN ? "SQLITE_CANTOPEN" : "SQLITE_IOERR"
+        return "\(name), extended code \(code): \(error.message ?? "no message")"
+    }
+}
+
+extension CoordinatorStore {
+    /// A write transaction reported to ``faults``: every service writes through here, so a disk
+    /// fault anywhere starts (and any later write that changes the store ends) the same episode.
+    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let (value, changed) = try await faults.observe(changed: { $0.1 }) {
+            try await database.write { db -> (T, Bool) in
+                let before = db.totalChangesCount
+                let value = try updates(db)
+                return (value, db.totalChangesCount != before)
+            }
+        }
+        return value
+    }
+}
