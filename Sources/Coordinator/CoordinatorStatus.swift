@@ -26,13 +26,17 @@ public struct CoordinatorStatus: Sendable, Hashable, Codable {
     public var curvePublicKey: String?
     /// The store's disk-fault episode going on now (disk full, I/O errors); absent while writes succeed.
     public var storeFault: StoreFaultEpisode?
+    /// Devices whose receipts reach further than the store (it lost items it acknowledged), until
+    /// they send them again; absent when there are none.
+    public var storeRegressions: [DeviceStoreRegression]?
 
     public init(
         version: String, instance: String, storePath: String, devicesEnrolled: Int, devicesAlive: Int, envelopes: Int,
         syncOutcomes: [String: Int], transport: String = "plaintext", curvePublicKey: String? = nil,
-        storeFault: StoreFaultEpisode? = nil
+        storeFault: StoreFaultEpisode? = nil, storeRegressions: [DeviceStoreRegression]? = nil
     ) {
         self.storeFault = storeFault
+        self.storeRegressions = storeRegressions
         self.transport = transport
         self.curvePublicKey = curvePublicKey
         self.version = version
@@ -84,6 +88,6 @@ extension CoordinatorStatus {
             version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.path,
             devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
             envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey,
-            storeFault: store.faults.episode)
+            storeFault: store.faults.episode, storeRegressions: store.regressions.current.isEmpty ? nil : store.regressions.current)
     }
 }

@@ -28,6 +28,9 @@ public final class CoordinatorStore: Sendable {
     public let durability: Durability
     /// Disk faults of the store's writes (disk full, I/O errors): ``write(_:)`` reports to it.
     public let faults: StoreFaultMonitor
+    /// Devices whose receipts reach further than this store (it went back in time): enrollment and
+    /// ingest report to it.
+    public let regressions: StoreRegressionMonitor
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     /// - Parameters:
@@ -55,6 +58,7 @@ public final class CoordinatorStore: Sendable {
         self.path = path
         self.durability = durability
         faults = StoreFaultMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
+        regressions = StoreRegressionMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
         try Self.migrator.migrate(database)
     }
 

@@ -144,6 +144,9 @@ public struct DeviceRegistry: Sendable {
             }
             return stored
         }
+        store.regressions.observe(
+            accountID: record.accountID, deviceID: record.id, lastApplied: UInt64(clamping: record.lastAppliedSequence),
+            acknowledgedThrough: request.acknowledgedThrough)
         return EnrollDeviceReply(
             deviceID: record.id, accountID: record.accountID, enrolledAt: record.enrolledAt,
             lastAppliedSequence: UInt64(record.lastAppliedSequence))

@@ -62,6 +62,7 @@ public struct CoordinatorHTTPServer: Service {
     let admin: CoordinatorAdminRoutes?
     let captive: CaptiveSigningRoutes?
     let storeFaults: StoreFaultMonitor?
+    let storeRegressions: StoreRegressionMonitor?
     /// Refused admin and signing requests, logged rate-limited.
     let refusals: HTTPRefusals
     let started = ContinuousClock.now
@@ -76,6 +77,7 @@ public struct CoordinatorHTTPServer: Service {
     ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
     ///   - captive: the captive-signing pages; once bound, their service learns the listener's URL.
     ///   - storeFaults: the store's disk-fault monitor; while it has an episode, `GET /health` is `degraded`.
+    ///   - storeRegressions: devices ahead of the store; while there is one, `GET /health` is `degraded`.
     ///   - refusals: where refused admin and signing requests are logged (rate-limited); by default on `logger`.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
@@ -84,10 +86,12 @@ public struct CoordinatorHTTPServer: Service {
         admin: CoordinatorAdminRoutes? = nil,
         captive: CaptiveSigningRoutes? = nil,
         storeFaults: StoreFaultMonitor? = nil,
+        storeRegressions: StoreRegressionMonitor? = nil,
         refusals: HTTPRefusals? = nil,
         onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {
         self.storeFaults = storeFaults
+        self.storeRegressions = storeRegressions
         self.refusals = refusals ?? HTTPRefusals(logger: logger)
         self.admin = admin
         self.captive = captive
@@ -144,10 +148,11 @@ public struct CoordinatorHTTPServer: Service {
         let status = self.status
         let logger = self.logger
         let storeFaults = self.storeFaults
+        let storeRegressions = self.storeRegressions
         let refusals = self.refusals
         router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
-            let reasons = storeFaults?.healthReasons ?? []
+            let reasons = (storeFaults?.healthReasons ?? []) + (storeRegressions?.healthReasons ?? [])
             // Degraded stays 200: a restart frees no disk, and reads and signing pages still work
             // (docs/coordinator.md, "Health"); monitors read `status`, probes only the code.
             return try Self.json(

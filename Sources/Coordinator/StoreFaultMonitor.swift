@@ -75,7 +75,7 @@ public struct StoreFaultEpisode: Sendable, Hashable, Codable {
         try container.encode(lastError, forKey: .lastError)
     }
 
-    private static let iso8601: Mutex<ISO8601DateFormatter> = {
+    static let iso8601: Mutex<ISO8601DateFormatter> = {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return Mutex(formatter)

@@ -106,6 +106,11 @@ public struct SyncIngest: Sendable {
             try Self.walk(db, push: push, verdicts: verdicts, device: device, key: key, verification: verification, recordedAt: recordedAt)
         }
         failpoints.hit(Failpoints.syncAfterCommit)
+        // A gap means the device holds receipts for the items before its first pushed one: a
+        // device pushes from just after its last receipt, so this store lost them.
+        let gapShows = ack.status == .gap ? push.items.first.map { $0.sequence - 1 } : nil
+        store.regressions.observe(
+            accountID: device.accountID, deviceID: device.id, lastApplied: ack.lastApplied, acknowledgedThrough: gapShows)
         return ack
     }
 

@@ -210,17 +210,20 @@ public actor SyncEngine {
     /// repeat the same way), and reconciles the outbox with what the server says it applied.
     private func enrollIfNeeded() async throws {
         guard !enrolled else { return }
-        let reply = try await client.request(EnrollDevice(accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey))
+        let position = try await node.outboxPosition()
+        // How far this device's receipts reach: a server that applied less says so too.
+        let reply = try await client.request(EnrollDevice(
+            accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey,
+            acknowledgedThrough: position.lastSettled > 0 ? position.lastSettled : nil))
         enrolled = true
         try await node.dropExpiredRetainedPayloads()
-        try await reconcile(serverLastApplied: reply.lastAppliedSequence)
+        try await reconcile(serverLastApplied: reply.lastAppliedSequence, position: position)
     }
 
     /// Compares the server's last applied item with this store (docs/sync.md, "When a store goes back
     /// in time"): a server behind the device's receipts gets the retained items again; a store behind
     /// the server numbers its next items after the server's.
-    private func reconcile(serverLastApplied: UInt64) async throws {
-        let position = try await node.outboxPosition()
+    private func reconcile(serverLastApplied: UInt64, position: OutboxPosition) async throws {
         unrepairable = []
         if serverLastApplied < position.lastSettled {
             try await resendRetained(after: serverLastApplied, upTo: position.lastSettled)

@@ -120,6 +120,9 @@ public actor SimulatedDevice {
         // The fleet simulates killed processes, not power loss; many devices share one disk,
         // so an fsync per commit per device would measure the disk, not the fleet.
         storeConfiguration.durability = .processCrash
+        // A coordinator restored from an older copy of its store gets the fleet's items back from
+        // the devices (docs/sync.md, "When a store goes back in time").
+        storeConfiguration.retainSynced = SimulatedDeviceConfiguration.retainSynced
         let node = try await DeviceNode.open(
             configuration: storeConfiguration, accountService: services, templateService: services, logger: logger)
         self.node = node
@@ -736,6 +739,19 @@ public actor SimulatedDevice {
                     .fail, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
                     sequence: progress.sequence, error: progress.error)
             }
+        case .serverBehind(let regression):
+            logger.error(
+                "the coordinator lost items this device holds receipts for",
+                metadata: [
+                    "serverLastApplied": "\(regression.serverLastApplied)", "deviceLastSettled": "\(regression.deviceLastSettled)",
+                    "resent": "\(regression.resent.count)", "lost": "\(regression.lost)",
+                ])
+        case .storeBehindServer(let behind):
+            logger.warning(
+                "this device's store is behind the coordinator",
+                metadata: ["serverLastApplied": "\(behind.serverLastApplied)", "deviceLastSequence": "\(behind.deviceLastSequence)"])
+        case .outboxRenumbered(let renumbering):
+            logger.warning("pending items renumbered after the coordinator's", metadata: ["moves": "\(renumbering.moves.count)"])
         case .syncEnded:
             passesSeen += 1
             let ready = passWaiters.filter { $0.0 <= passesSeen }

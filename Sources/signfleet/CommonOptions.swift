@@ -43,7 +43,7 @@ func announce(_ line: String) {
 /// How a device-side command secures its connection to the coordinator (docs/protocol.md,
 /// "Security model"): CURVE with the coordinator's pinned public key, or plain TCP when asked.
 struct TransportOptions: ParsableArguments {
-    @Option(help: "The coordinator's CURVE public key (Z85, 40 characters): printed by the coordinator as `curve-public-key`, shown on GET /status.")
+    @Option(help: "The coordinator's CURVE public key (Z85, 40 characters): printed by the coordinator as `curve-public-key`, shown on GET /status. Write --server-key=KEY: a Z85 key may start with '-'.")
     var serverKey: String?
 
     @Option(help: "A file holding that key (the coordinator's --public-key-file; a fleet run's coordinator.pub).")

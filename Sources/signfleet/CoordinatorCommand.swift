@@ -170,7 +170,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         logger: logger,
                         admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
                         captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
-                        storeFaults: coordinatorStore.faults,
+                        storeFaults: coordinatorStore.faults, storeRegressions: coordinatorStore.regressions,
                         onListening: { address in announce("http \(address)") }))
             }
             let group = ServiceGroup(

@@ -193,6 +193,10 @@ import ZeroMQ
             try Data.fetchAll(db, sql: "SELECT payloadSHA256 FROM syncResult WHERE sequence <= 3 ORDER BY sequence")
         }
         #expect(healed == digests, "the same signed payloads, not new ones")
+        // The coordinator said so too (the device told it at enrollment), and it is healed now.
+        let regressions = coordinator.temporary.store.regressions
+        #expect(regressions.regressionsFound == 1)
+        #expect(regressions.current.isEmpty && regressions.healthReasons.isEmpty)
     }
 
     /// Without retained payloads the device cannot repair the server: it says so (a `serverBehind`
@@ -219,6 +223,10 @@ import ZeroMQ
         }
         #expect(event == .serverBehind(ServerRegression(serverLastApplied: 1, deviceLastSettled: 3, resent: [], lost: [2...3])))
         #expect(try await node.pendingOutboxItems().map(\.envelope.transactionId) == ["d"])
+        // The coordinator knows which items it lost, and its health says so until they come back.
+        let regressions = coordinator.temporary.store.regressions
+        #expect(regressions.current.map { "\($0.deviceID) \($0.lastApplied) \($0.acknowledgedThrough)" } == ["tablet-lost 1 3"])
+        #expect(regressions.healthReasons == [StoreRegressionMonitor.healthReason])
     }
 
     /// The coordinator lost the device's enrollment (and with it the device's items) while the

@@ -73,11 +73,15 @@ public struct EnrollDevice: FleetRequest, Hashable {
     public var deviceID: String
     /// Raw 32-byte Ed25519 public key.
     public var publicKey: [UInt8]
+    /// The highest sequence the device holds a receipt for (absent from older devices): a server
+    /// that has applied less lost items it acknowledged, and says so (docs/sync.md).
+    public var acknowledgedThrough: UInt64?
 
-    public init(accessToken: String, deviceID: String, publicKey: [UInt8]) {
+    public init(accessToken: String, deviceID: String, publicKey: [UInt8], acknowledgedThrough: UInt64? = nil) {
         self.accessToken = accessToken
         self.deviceID = deviceID
         self.publicKey = publicKey
+        self.acknowledgedThrough = acknowledgedThrough
     }
 }
 
