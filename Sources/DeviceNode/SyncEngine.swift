@@ -38,6 +38,9 @@ public actor SyncEngine {
     private let accessToken: String
     private let logger: Logger
     private var enrolled = false
+    /// The server instance the session's enrollment was answered by: a restarted coordinator (its
+    /// store possibly restored from an older copy) is a new session, reconciled again.
+    private var enrolledWith: String?
     /// Items the server lost that this device could not send again (found at the session's start):
     /// its next push meets a gap that only the server's operator can close.
     private var unrepairable: [ClosedRange<UInt64>] = []
@@ -72,6 +75,16 @@ public actor SyncEngine {
     /// Pushes the items up to and including `sequence` (earlier items go first: order is kept).
     public func syncOne(sequence: UInt64) async throws -> SyncSummary {
         try await run(upTo: sequence)
+    }
+
+    /// Whether the next pass starts by enrolling and reconciling (a new session, or a server
+    /// instance other than the one it reconciled with): a device with nothing pending still runs a
+    /// pass then, so a restored coordinator gets its retained items back.
+    public var needsReconcile: Bool {
+        get async {
+            let instance = await client.serverInstance
+            return !enrolled || instance != enrolledWith
+        }
     }
 
     /// Stops the pass in flight; its items go back to waiting for the next pass.
@@ -209,6 +222,7 @@ public actor SyncEngine {
     /// Enrolls the device's key once per engine, that is once per session (the server answers a
     /// repeat the same way), and reconciles the outbox with what the server says it applied.
     private func enrollIfNeeded() async throws {
+        if enrolled, await client.serverInstance != enrolledWith { enrolled = false }
         guard !enrolled else { return }
         let position = try await node.outboxPosition()
         // How far this device's receipts reach: a server that applied less says so too.
@@ -216,6 +230,7 @@ public actor SyncEngine {
             accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey,
             acknowledgedThrough: position.lastSettled > 0 ? position.lastSettled : nil))
         enrolled = true
+        enrolledWith = await client.serverInstance
         try await node.dropExpiredRetainedPayloads()
         try await reconcile(serverLastApplied: reply.lastAppliedSequence, position: position)
     }

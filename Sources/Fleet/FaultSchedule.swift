@@ -102,7 +102,7 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
             switch spec.fault {
             case .templateEdit:
                 targets = []
-            case .killCoordinator, .pauseCoordinator:
+            case .killCoordinator, .pauseCoordinator, .restoreCoordinator:
                 targets = isFree(Self.coordinatorProcess) ? [Self.coordinatorProcess] : []
                 if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: the coordinator is already killed or paused then")) }
             default:
@@ -223,7 +223,7 @@ extension Fault {
     /// Faults of one class may not hit the same process in overlapping windows.
     var exclusionClass: String? {
         switch self {
-        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator: return "kill or pause"
+        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator: return "kill or pause"
         case .partition: return "partition"
         default: return nil
         }
@@ -240,6 +240,15 @@ extension Fault {
         case .toxic(let toxic): return "toxic \(toxic.type)"
         case .partition: return "partition"
         case .templateEdit(let template): return "template edit \(template)"
+        case .restoreCoordinator: return "restore coordinator"
+        }
+    }
+
+    /// A fault of the coordinator process (they may not overlap one another).
+    var isCoordinatorFault: Bool {
+        switch self {
+        case .killCoordinator, .pauseCoordinator, .restoreCoordinator: return true
+        default: return false
         }
     }
 
@@ -253,6 +262,7 @@ extension Fault {
         case .toxic(let toxic): return "toxic \(toxic.type) on \(list)"
         case .partition: return "partition \(list)"
         case .templateEdit(let template): return "template edit \(template)"
+        case .restoreCoordinator(let snapshot): return "restore coordinator from its copy at \(DurationText.render(snapshot))"
         }
     }
 }

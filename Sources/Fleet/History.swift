@@ -20,6 +20,8 @@ public struct HistoryEvent: Codable, Sendable, Hashable {
         case online, offline, drain
         // Launcher operations (faults and their end).
         case start, stop, kill, restart, pause, resume, toxic, partition, heal, templateEdit = "template-edit"
+        /// The coordinator's store copied (`snapshot`) and put back in place of the live one (`restore`).
+        case snapshot, restore
     }
 
     /// Seconds since the Unix epoch (every process of a run shares this time base).

@@ -333,9 +333,14 @@ public final class Launcher: Sendable {
         let duration = configuration.scenario.duration
         var nextFault = 0
         var nextSample = 0.0
+        var snapshots = plannedSnapshots[...]
         while !interrupted {
             let now = Date().timeIntervalSince1970 - runStart
             if now >= duration { break }
+            while let next = snapshots.first, next.time <= now {
+                takeSnapshot(for: next.id)
+                snapshots = snapshots.dropFirst()
+            }
             let events = configuration.plan.faults
             while nextFault < events.count, events[nextFault].time <= now {
                 if events[nextFault].time < duration { await apply(events[nextFault]) }

@@ -45,6 +45,7 @@ extension Launcher {
         case .toxic: return isStart ? .toxic : .heal
         case .partition: return isStart ? .partition : .heal
         case .templateEdit: return .templateEdit
+        case .restoreCoordinator: return isStart ? .restore : .restart
         }
     }
 
@@ -54,11 +55,12 @@ extension Launcher {
         let isStart = event.phase != .stop
         let client = mutable.withLock { $0.proxyClient }
         switch event.fault {
-        case .killNode, .killCoordinator:
+        case .killNode, .killCoordinator, .restoreCoordinator:
             for target in event.targets {
                 if isStart {
                     await supervisor.kill(target)
                     state.setUnavailable(target, true)
+                    if case .restoreCoordinator = event.fault { failures += restoreStore(from: event.id) }
                 } else {
                     // Wait for the new process, so a fault right after this one finds it.
                     await supervisor.restart(target)

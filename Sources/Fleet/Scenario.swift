@@ -224,6 +224,10 @@ public enum Fault: Codable, Sendable, Hashable {
     case partition
     /// Edit a template on the coordinator (devices must re-cache it).
     case templateEdit(template: String)
+    /// Stop the coordinator (SIGKILL), replace its store with the copy the launcher took `snapshot`
+    /// seconds into the run (an online backup), and start it again after the duration: a store
+    /// restored from an older backup, which the devices heal (docs/sync.md).
+    case restoreCoordinator(snapshot: Double)
 }
 
 /// Which processes or devices a fault hits: a group (or all groups), and a fraction

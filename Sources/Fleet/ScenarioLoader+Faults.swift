@@ -2,13 +2,13 @@ import Foundation
 import Yams
 
 /// Reads the `faults:` list. Each entry has one action key (`kill`, `pause`,
-/// `offline`, `toxic`, `partition`, `template_edit`), its timing (`at` once, or
+/// `offline`, `toxic`, `partition`, `template_edit`, `restore_coordinator`), its timing (`at` once, or
 /// `every` from `from` until `until`; `for` how long it lasts) and its target
 /// (`group`, `fraction` or `count` of the group's node processes).
 struct FaultReader {
     let scenario: Scenario
 
-    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit"]
+    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit", "restore_coordinator"]
     static let timingKeys = ["at", "from", "every", "until", "for"]
     static let targetKeys = ["group", "fraction", "count"]
     static let entryKeys = actions + timingKeys + targetKeys
@@ -73,6 +73,15 @@ struct FaultReader {
             fault = action == "offline" ? .offline : .partition
         case "toxic":
             fault = .toxic(try toxic(actionValue))
+        case "restore_coordinator":
+            let inner = try actionValue.mapping(keys: ["snapshot"], expected: "a mapping like {snapshot: 10s} (when the copy of the store is taken)")
+            let snapshot = try inner.required("snapshot", "when, in the run, the launcher copies the store it later restores, e.g. snapshot: 10s")
+                .duration(0...scenario.duration)
+            if map.has("every") { throw map.error(at: "every", "a restore happens once; give `at`") }
+            if let at = try map.optional("at")?.duration(0...scenario.duration), snapshot >= at {
+                throw inner.error(at: "snapshot", "must be before the restore (at: \(DurationText.render(at))): the copy is taken first")
+            }
+            fault = .restoreCoordinator(snapshot: snapshot)
         default:
             fault = .templateEdit(template: try templateEdit(actionValue))
         }
@@ -156,7 +165,7 @@ struct FaultReader {
     func checkTarget(_ fault: Fault, _ target: FaultTarget, map: MappingReader, action: String) throws {
         let targeted = target.group != nil || target.fraction != nil || target.count != nil
         switch fault {
-        case .killCoordinator, .pauseCoordinator, .templateEdit:
+        case .killCoordinator, .pauseCoordinator, .templateEdit, .restoreCoordinator:
             if targeted {
                 let key = Self.targetKeys.first { map.has($0) } ?? action
                 throw map.error(at: key, "\(action == "template_edit" ? "a template edit" : "the coordinator") takes no group, fraction or count")
@@ -210,7 +219,7 @@ struct FaultReader {
     /// The coordinator is one process: a kill and a pause (or two kills) of it may not overlap.
     func checkCoordinatorOverlaps(_ specs: [FaultSpec], entries: [YAMLValue]) throws {
         var windows: [(spec: Int, start: Double, end: Double)] = []
-        for (index, spec) in specs.enumerated() where spec.fault == .killCoordinator || spec.fault == .pauseCoordinator {
+        for (index, spec) in specs.enumerated() where spec.fault.isCoordinatorFault {
             for occurrence in spec.occurrences(runDuration: scenario.duration) {
                 if let other = windows.first(where: { $0.spec != index && $0.start < occurrence.end && occurrence.start < $0.end }) {
                     throw entries[index].error(

@@ -111,6 +111,8 @@ struct ScenarioYAMLWriter {
             parts.append("toxic: {\(toxicParts.joined(separator: ", "))}")
         case .templateEdit(let template):
             parts.append("template_edit: {template: \(quote(template))}")
+        case .restoreCoordinator(let snapshot):
+            parts.append("restore_coordinator: {snapshot: \(DurationText.render(snapshot))}")
         }
         parts += targetParts
         return "{\(parts.joined(separator: ", "))}"

@@ -176,6 +176,16 @@ public actor SimulatedDevice {
                 continue
             }
             if draining {
+                if online == true, let engine, await engine.needsReconcile {
+                    // Nothing may be pending here, yet a coordinator restored from an older copy of
+                    // its store needs this device's retained items: a drained device has reconciled.
+                    if (retrySyncAt ?? 0) <= now {
+                        try await syncPass()
+                        continue
+                    }
+                    try await sleep(until: nextWake())
+                    continue
+                }
                 if try await node.pendingOutboxItems(limit: 1).isEmpty {
                     if canPresentCaptive, !captiveQueue.isEmpty {
                         // Drained only once the ceremonies ran (or were given up).
@@ -677,6 +687,12 @@ public actor SimulatedDevice {
             }
         } catch is CancellationError {
             throw CancellationError()
+        } catch let error as FleetError where error.code == .unauthenticated || error.code == .tokenExpired {
+            // The coordinator no longer knows this token (it expired, or the coordinator's store was
+            // restored from a copy older than the login): log in again, which makes a new engine.
+            logger.notice("sync deferred: logging in again", metadata: ["error": "\(error)"])
+            loggedInOnline = false
+            nextLoginAttempt = now
         } catch {
             logger.notice("sync deferred", metadata: ["error": "\(error)"])
         }

@@ -93,6 +93,9 @@ public actor FleetClient {
     /// The account rate-limit status from the latest reply that carried one
     /// (header `rl`), so a device can slow down before it is refused.
     public private(set) var lastRateLimit: RateLimitStatus?
+    /// The instance of the server that answered the latest `hello` (a restarted coordinator has a
+    /// new one); nil before the first.
+    public private(set) var serverInstance: String?
 
     private enum ReplySlot {
         case waiting(CheckedContinuation<InboundMessage, any Error>?)
@@ -225,6 +228,7 @@ public actor FleetClient {
             liveness.liveness = max(1, Int(reply.heartbeatLiveness))
             backoff.reset()
             logger.info("connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)"])
+            serverInstance = reply.serverInstance
             eventsContinuation.yield(.connected(serverInstance: reply.serverInstance))
             await resendUnanswered(on: socket)
         } catch {

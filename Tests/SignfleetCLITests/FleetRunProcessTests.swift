@@ -391,3 +391,35 @@ extension FleetRunProcessTests {
         #expect(try String(contentsOfFile: run + "/report.html", encoding: .utf8).contains("<h2>Hostile groups</h2>"))
     }
 }
+
+/// The shipped coordinator-restore scenario: the coordinator's store is replaced by a copy taken
+/// earlier in the run, and the devices heal it (issue #14 parts 4 and 5).
+extension FleetRunProcessTests {
+    @Test(.timeLimit(.minutes(3))) func aCoordinatorRestoredFromAnEarlierCopyIsHealedByItsDevices() async throws {
+        let binary = try signfleetBinary()
+        let directory = try FleetRunProcessTests.temporaryDirectory("restore-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/coordinator-restore.yaml").path
+        let launcher = try ChildProcess.launch(
+            binary, ["fleet", "run", scenario, "--seed", "2024", "--duration", "30", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(170))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+
+        let run = directory + "/runs/latest"
+        #expect(FileManager.default.fileExists(atPath: run + "/snapshots/f1.1.sqlite"))
+        let history = try FleetRunProcessTests.lines(run + "/history/launcher.jsonl")
+        #expect(history.contains { $0["op"] as? String == "snapshot" && $0["type"] as? String == "ok" }, "the copy was taken")
+        #expect(history.contains { $0["op"] as? String == "restore" && $0["type"] as? String == "ok" }, "the copy was put back")
+        // The store really went back: devices found it behind and sent their items again.
+        let log = try String(contentsOfFile: run + "/logs/coordinator.log", encoding: .utf8)
+        let lost = log.components(separatedBy: "this store lost items it had acknowledged").count - 1
+        let healed = log.components(separatedBy: "sent its lost items again").count - 1
+        #expect(lost > 0, "the restore lost acknowledged items (else the test proves nothing)")
+        #expect(healed == lost, "every device that found the store behind healed it: \(lost) found, \(healed) healed")
+        let summary = try FleetRunProcessTests.json(run + "/summary.json")
+        let counts = try #require(summary["counts"] as? [String: Any])
+        #expect(counts["pending"] as? Int == 0 && (counts["synced"] as? Int ?? 0) > 0, "\(counts)")
+    }
+}
