@@ -79,6 +79,7 @@ extension CheckerAnalysis {
                 }
             }
             checkReportedSignings(device: device, deviceHistory, byDeviceTransaction: byDeviceTransaction, server: server)
+            checkJournalEvidence(device: device, byDeviceTransaction: byDeviceTransaction, server: server)
             for envelope in byDevice[d] ?? [] where !device.knows(transaction: envelope.transactionID) {
                 let key = DeviceTransaction(device: d, transaction: envelope.transactionID)
                 guard reportedMissing.insert(key).inserted else { continue }
@@ -93,6 +94,41 @@ extension CheckerAnalysis {
         }
         checkHistoryReceipts(server, serverIDs: serverIDs, alreadyReported: receiptsReported)
         checkServerReceipts(server, serverIDs: serverIDs, alreadyReported: receiptsReported)
+    }
+
+    /// Journal kinds written only for an item in the outbox (with its sequence).
+    static let outboxJournalKinds: Set<String> = ["queued", "syncStarted", "syncFailed", "syncCancelled", "renumbered", "synced", "rejected"]
+
+    /// The device's own journal as evidence (what a run without a history still has): a transaction
+    /// it journalled as queued for sync, or synced, that neither its outbox nor the server holds.
+    private mutating func checkJournalEvidence(
+        device: DeviceSnapshot, byDeviceTransaction: [DeviceTransaction: [ServerSnapshot.Envelope]], server: ServerSnapshot
+    ) {
+        let d = device.deviceID
+        for (transaction, entry) in device.lastJournal.sorted(by: { $0.value.id < $1.value.id }) {
+            guard Self.outboxJournalKinds.contains(entry.kind), !device.outboxTransactions.contains(transaction),
+                device.dropped[transaction] == nil
+            else { continue }
+            let key = DeviceTransaction(device: d, transaction: transaction)
+            guard (byDeviceTransaction[key] ?? []).isEmpty, reportedMissing.insert(key).inserted else { continue }
+            let witness = CheckWitness(rows: [
+                witnessRow(entry, device),
+                absentRow(store: device.store, table: "outbox", ["transactionId": transaction]),
+                absentRow(store: server.store, table: "envelope", ["deviceID": d, "transactionID": transaction]),
+            ])
+            let item = entry.sequence.map { "item \($0)" } ?? "an item"
+            if entry.kind == "synced" {
+                anomalies.append(CheckAnomaly(
+                    kind: .lost, device: d, transaction: transaction, sequence: entry.sequence, serverEnvelope: entry.detail,
+                    message: "device \(d)'s journal records \(item) (transaction \(transaction)) as synced (server envelope \(entry.detail ?? "?")), but neither its outbox nor the server holds it",
+                    witness: witness))
+            } else {
+                anomalies.append(CheckAnomaly(
+                    kind: .deviceDataLoss, device: d, transaction: transaction, sequence: entry.sequence,
+                    message: "device \(d)'s journal records \(item) (transaction \(transaction)) as \(entry.kind), but its outbox has no such item and the server does not hold it",
+                    witness: witness))
+            }
+        }
     }
 
     private mutating func reportLost(device: String, item: DeviceSnapshot.OutboxRow, _ witness: CheckWitness, _ message: String) {

@@ -54,6 +54,40 @@ import Testing
         #expect(report.verdict.exitCode == 1)
     }
 
+    /// A hand-started run has no history. An item erased from the coordinator and from the device's
+    /// outbox (its last item: nothing later shows the hole) is still in the device's journal, which is
+    /// then the evidence: lost. An item erased from the device only, never pushed, is device-data-loss.
+    @Test func withoutAHistoryTheDeviceJournalIsTheEvidence() async throws {
+        let fixture = try await CheckerRun.make(unsynced: ["b-1": 1])
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        try FileManager.default.removeItem(atPath: broken.historyDirectory)
+        try? FileManager.default.removeItem(atPath: broken.historyFile)
+        let synced = try #require(fixture.transactions["a-1"]?.last)
+        let pending = try #require(fixture.transactions["b-1"]?.last)
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try db.execute(sql: "DELETE FROM envelopeRecipient WHERE envelopeID IN (SELECT id FROM envelope WHERE transactionID = ?)", arguments: [synced])
+            try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [synced])
+            try db.execute(sql: "DELETE FROM syncResult WHERE deviceID = 'a-1' AND sequence = 3")
+            try db.execute(sql: "UPDATE device SET lastAppliedSequence = 2 WHERE id = 'a-1'")
+        }
+        try CheckerRun.edit(broken.deviceStore(device: "a-1")) { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE transactionId = ?", arguments: [synced])
+        }
+        try CheckerRun.edit(broken.deviceStore(device: "b-1")) { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE transactionId = ?", arguments: [pending])
+            try db.execute(sql: "DELETE FROM envelopes WHERE transactionId = ?", arguments: [pending])
+        }
+        let report = try Checker.check(run: broken)
+        #expect(report.verdict == .invalid, "\(report.summary())")
+        let lost = try #require(report.anomalies(.lost).first)
+        #expect(lost.device == "a-1" && lost.transaction == synced && lost.sequence == 3)
+        #expect(Self.witnessText(lost).contains("kind=synced"), "the journal entry: \(Self.witnessText(lost))")
+        let gone = try #require(report.anomalies(.deviceDataLoss).first { $0.transaction == pending })
+        #expect(gone.device == "b-1" && gone.message.contains("as queued"), "\(gone.message)")
+        #expect(report.anomalies.count == 2, "\(report.summary())")
+    }
+
     @Test func aDuplicatedServerRowIsADuplicate() async throws {
         let fixture = try await CheckerRun.make()
         defer { fixture.remove() }
