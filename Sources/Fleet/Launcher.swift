@@ -13,8 +13,11 @@ public struct CheckOutcome: Sendable {
     public var anomalies: [ReportAnomaly]
     /// Why the checker could not decide, if it could not.
     public var notes: [String]
+    /// What the checker counted in the stores (nil when it could not run).
+    public var counts: CheckCounts?
 
-    public init(verdict: String, anomalies: [ReportAnomaly] = [], notes: [String] = []) {
+    public init(verdict: String, anomalies: [ReportAnomaly] = [], notes: [String] = [], counts: CheckCounts? = nil) {
+        self.counts = counts
         self.verdict = verdict
         self.anomalies = anomalies
         self.notes = notes

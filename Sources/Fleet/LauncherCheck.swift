@@ -25,6 +25,6 @@ public enum FleetCheck {
             }
             return ReportAnomaly(kind: anomaly.kind.rawValue, message: anomaly.message, witness: lines.joined(separator: "\n"))
         }
-        return CheckOutcome(verdict: report.verdict.rawValue, anomalies: anomalies, notes: notes)
+        return CheckOutcome(verdict: report.verdict.rawValue, anomalies: anomalies, notes: notes, counts: report.counts)
     }
 }

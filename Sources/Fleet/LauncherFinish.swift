@@ -34,14 +34,7 @@ extension Launcher {
         let hostileNames = configuration.scenario.hostileGroupNames
         let timeline = RunReport.readTimeline(path: run.timelineFile)
         let last = timeline.last
-        var counts = RunSummary.Counts()
-        counts.composed = last?.composed ?? 0
-        counts.signed = last?.signed ?? 0
-        counts.cancelled = last?.cancelled ?? 0
-        counts.declined = last?.declined ?? 0
-        counts.synced = last?.synced ?? 0
-        counts.pending = last?.pending ?? 0
-        counts.syncFailures = last?.syncFailures ?? 0
+        let counts = Self.counts(stores: outcome.counts, history: events, lastSample: last)
         let latencies = SyncLatency.latencies(in: events)
         var restarts: [String: Int] = [:]
         for name in await supervisor.names {
@@ -86,6 +79,34 @@ extension Launcher {
             message("error: cannot write the summary or the report: \(error)")
         }
         return LaunchResult(run: run, summary: summary, exitCode: RunChecks.exitCode(summary))
+    }
+
+    /// The run's counts from what lasts: the device stores (what is queued, acknowledged, pending:
+    /// a node killed right after a commit has not reported it yet) and the histories (composed,
+    /// cancelled, declined). Only push failures come from the nodes' stats lines; without the
+    /// checker's counts (it could not run) everything does.
+    static func counts(stores: CheckCounts?, history events: [HistoryEvent], lastSample: TimelineSample?) -> RunSummary.Counts {
+        var counts = RunSummary.Counts()
+        counts.syncFailures = lastSample?.syncFailures ?? 0
+        guard let stores else {
+            counts.composed = lastSample?.composed ?? 0
+            counts.signed = lastSample?.signed ?? 0
+            counts.cancelled = lastSample?.cancelled ?? 0
+            counts.declined = lastSample?.declined ?? 0
+            counts.synced = lastSample?.synced ?? 0
+            counts.pending = lastSample?.pending ?? 0
+            return counts
+        }
+        let outcomes = events.filter { $0.type == .ok && $0.op == .sign }.compactMap { $0.details?["outcome"] }
+        counts.declined = outcomes.filter { $0 == "declined" }.count
+        counts.cancelled = outcomes.filter { $0 == "cancelled" }.count
+        // Every outbox item is a signed or a declined envelope.
+        counts.signed = max(0, stores.signed - counts.declined)
+        counts.synced = stores.acknowledged
+        counts.pending = stores.pending
+        let composed = events.filter { $0.type == .ok && $0.op == .compose }.count
+        counts.composed = max(composed, stores.signed + counts.cancelled)
+        return counts
     }
 
     func writeMergedHistory(_ events: [HistoryEvent]) throws {
