@@ -87,6 +87,9 @@ final class DeviceStore: Sendable {
             throw DeviceNodeError(.invalidConfiguration,
                 "the store at \(path) belongs to device '\(deviceId)', not '\(requested)'; use that id or another store")
         }
+        try pool.write { db in
+            try db.execute(sql: "UPDATE device SET durability = ? WHERE id = 1", arguments: [durability.rawValue])
+        }
         let key = try Curve25519.Signing.PrivateKey(rawRepresentation: keyBytes)
         // Made on the first open of this version (stores from before it get theirs now).
         let transportSecret = try pool.write { db -> Data in
@@ -202,6 +205,10 @@ final class DeviceStore: Sendable {
         }
         // Numbers the server took that the store has no item for (docs/sync.md, "When a store goes back in time").
         migrator.registerMigration(regressionMigration) { db in try createOutboxGaps(db) }
+        // The durability the store was last opened with: a checker that finds lost commits says what allowed it.
+        migrator.registerMigration("v5-durability") { db in
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN durability TEXT")
+        }
         return migrator
     }
 

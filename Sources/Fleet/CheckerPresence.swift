@@ -85,7 +85,7 @@ extension CheckerAnalysis {
                 guard reportedMissing.insert(key).inserted else { continue }
                 anomalies.append(CheckAnomaly(
                     kind: .deviceDataLoss, device: d, transaction: envelope.transactionID, sequence: envelope.sequence, serverEnvelope: envelope.id,
-                    message: "the server holds item \(envelope.sequence) (transaction \(envelope.transactionID)) of device \(d), but the device's store has no trace of it",
+                    message: "the server holds item \(envelope.sequence) (transaction \(envelope.transactionID)) of device \(d), but the device's store has no trace of it\(Self.durabilityNote(device))",
                     witness: CheckWitness(rows: [
                         witnessRow(envelope, server),
                         absentRow(store: device.store, table: "outbox", ["transactionId": envelope.transactionID]),
@@ -94,6 +94,18 @@ extension CheckerAnalysis {
         }
         checkHistoryReceipts(server, serverIDs: serverIDs, alreadyReported: receiptsReported)
         checkServerReceipts(server, serverIDs: serverIDs, alreadyReported: receiptsReported)
+    }
+
+    /// What allowed a device store to lose commits, from the durability it was opened with.
+    static func durabilityNote(_ device: DeviceSnapshot) -> String {
+        switch device.durability {
+        case "processCrash":
+            return " (the store runs with durability processCrash, synchronous = NORMAL: a power loss or a lost disk write may drop its last commits)"
+        case "powerLoss":
+            return " (the store runs with durability powerLoss, synchronous = FULL: no crash loses a commit, so the store was restored, copied or edited)"
+        default:
+            return ""
+        }
     }
 
     /// Journal kinds written only for an item in the outbox (with its sequence).
@@ -200,7 +212,7 @@ extension CheckerAnalysis {
             witnessRows += rows.prefix(1).map { witnessRow($0, server) }
             anomalies.append(CheckAnomaly(
                 kind: .deviceDataLoss, device: d, transaction: event.transaction, sequence: event.sequence, serverEnvelope: rows.first?.id,
-                message: "the history has ok \(event.op.rawValue) for \(transaction) on device \(d) at \(event.time), but the device's store has no outbox item for it; \(whereNow)",
+                message: "the history has ok \(event.op.rawValue) for \(transaction) on device \(d) at \(event.time), but the device's store has no outbox item for it; \(whereNow)\(Self.durabilityNote(device))",
                 witness: CheckWitness(events: [event], rows: witnessRows)))
         }
     }

@@ -215,6 +215,8 @@ struct DeviceSnapshot: Sendable {
     let publicKey: [UInt8]
     /// The account the device logged in to (nil before its first login).
     let accountID: String?
+    /// `DeviceConfiguration.Durability` the store was last opened with (nil for older stores).
+    let durability: String?
     /// By sequence.
     let outbox: [OutboxRow]
     /// Cached envelopes by transaction id: (local id, local state).
@@ -228,13 +230,14 @@ struct DeviceSnapshot: Sendable {
     let outboxTransactions: Set<String>
 
     init(
-        store: String, deviceID: String, publicKey: [UInt8] = [], accountID: String? = nil, outbox: [OutboxRow],
+        store: String, deviceID: String, publicKey: [UInt8] = [], accountID: String? = nil, durability: String? = nil, outbox: [OutboxRow],
         envelopes: [String: (envelopeId: String, localState: String)], lastJournal: [String: JournalRow], dropped: [String: JournalRow]
     ) {
         self.store = store
         self.deviceID = deviceID
         self.publicKey = publicKey
         self.accountID = accountID
+        self.durability = durability
         self.outbox = outbox
         self.envelopes = envelopes
         self.lastJournal = lastJournal
@@ -261,6 +264,8 @@ struct DeviceSnapshot: Sendable {
             // Which server account this device is: the one it logged in to.
             let accountID = try Data.fetchOne(db, sql: "SELECT userInfo FROM account WHERE id = 1")
                 .flatMap { try? MessagePackDecoder().decode(UserInfo.self, from: $0) }?.accountId
+            let durability = try db.columns(in: "device").contains { $0.name == "durability" }
+                ? String.fetchOne(db, sql: "SELECT durability FROM device WHERE id = 1") : nil
             let outbox = try Row.fetchAll(db, sql: """
                 SELECT sequence, envelopeId, transactionId, status, attempts, outcome, serverEnvelopeId, reason, payloadSHA256
                 FROM outbox ORDER BY sequence
@@ -288,7 +293,8 @@ struct DeviceSnapshot: Sendable {
                 if entry.kind == "dropped" { dropped[entry.transactionId] = entry }
             }
             return DeviceSnapshot(
-                store: store, deviceID: deviceID, publicKey: publicKey, accountID: accountID, outbox: outbox, envelopes: envelopes,
+                store: store, deviceID: deviceID, publicKey: publicKey, accountID: accountID, durability: durability, outbox: outbox,
+                envelopes: envelopes,
                 lastJournal: last, dropped: dropped)
         }
     }

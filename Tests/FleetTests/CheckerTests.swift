@@ -283,6 +283,8 @@ import Testing
         let loss = try #require(report.anomalies.first)
         #expect(loss.device == "b-1" && loss.transaction == transaction)
         #expect(loss.witness.events.map(\.op) == [.sign], "the history's ok sign is the witness")
+        // The fixture's stores run with the default durability: what allowed the loss is named.
+        #expect(loss.message.contains("durability powerLoss, synchronous = FULL"), "\(loss.message)")
     }
 
     @Test func aMissingDeviceStoreIsUnknown() async throws {
