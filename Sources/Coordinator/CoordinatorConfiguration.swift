@@ -8,7 +8,8 @@ import Logging
 /// ```json
 /// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
 ///  "heartbeat-ms": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
-///  "seed-demo": false, "demo-hourly-limit": 3600, "demo-burst-limit": 100, "log-level": "info", "admin-token": "…"}
+///  "seed-demo": false, "demo-hourly-limit": 3600, "demo-burst-limit": 100, "log-level": "info", "admin-token": "…",
+///  "http-max-connections": 256}
 /// ```
 ///
 /// Flags override the file, which overrides the defaults below. Unknown keys and values of
@@ -47,11 +48,14 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// Where to write the coordinator's CURVE public key (Z85, one line) once it is bound, for
     /// devices to pin; `nil`: only printed.
     public var publicKeyFile: String?
+    /// HTTP connections served at once (beyond: `503`); `nil`: a quarter of the open-file limit,
+    /// between 16 and 1,024 (``HTTPConnectionBudget/defaultLimit()``).
+    public var httpMaxConnections: Int?
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
-        "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file",
+        "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
     ]
 
     /// The limits the demo account is created with.
@@ -115,6 +119,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "token-lifetime": tokenLifetime = number
                 case "demo-hourly-limit": demoHourlyLimit = number
                 case "demo-burst-limit": demoBurstLimit = number
+                case "http-max-connections": httpMaxConnections = number
                 default: maxMessageSize = number
                 }
             case .bool(let flag):
@@ -138,6 +143,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check(!bind.isEmpty, "bind", "must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555")
         try check(!store.isEmpty, "store", "must be a file path")
         if let demoHourlyLimit { try check(demoHourlyLimit >= 1, "demo-hourly-limit", "must be at least 1") }
+        if let httpMaxConnections { try check((1...1_000_000).contains(httpMaxConnections), "http-max-connections", "must be 1 to 1000000") }
         if let demoBurstLimit {
             try check(demoBurstLimit >= 1, "demo-burst-limit", "must be at least 1")
             try check(demoHourlyLimit != nil, "demo-burst-limit", "needs demo-hourly-limit (the burst is of that budget)")
@@ -218,7 +224,7 @@ private struct ConfigurationFile: Decodable {
             switch key.stringValue {
             case "bind", "http", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
-            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit":
+            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
                 let number = try container.decode(Double.self, forKey: key)
                 guard number.rounded() == number, let integer = Int(exactly: number) else {

@@ -13,6 +13,7 @@ public final class HTTPRefusals: Sendable {
         case signingForm = "HTTP signing form refused: not readable URL-encoded data"
         case signingLink = "HTTP signing request refused: unknown or malformed signing link (or document)"
         case signingSession = "HTTP signing request refused: not the session's browser (cookie or CSRF token missing or wrong)"
+        case overConnectionLimit = "HTTP request refused with 503: more connections open than the limit (--http-max-connections)"
     }
 
     private let log: Mutex<RefusalLog>

@@ -34,8 +34,12 @@ public struct CoordinatorHTTPServer: Service {
         /// A connection that sends nothing for this long is closed, unfinished headers included: idle
         /// connections must not pile up until the process runs out of file descriptors (issue #14).
         public var idleTimeout: Duration
+        /// Connections served at once; beyond, `503` (``HTTPConnectionBudget``). Nil: a quarter of
+        /// the open-file limit, between 16 and 1,024.
+        public var maxConnections: Int?
 
-        public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30)) {
+        public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30), maxConnections: Int? = nil) {
+            self.maxConnections = maxConnections
             self.host = host
             self.port = port
             self.idleTimeout = idleTimeout
@@ -65,6 +69,8 @@ public struct CoordinatorHTTPServer: Service {
     let storeRegressions: StoreRegressionMonitor?
     /// Refused admin and signing requests, logged rate-limited.
     let refusals: HTTPRefusals
+    /// Connections open, and how many are served.
+    let budget: HTTPConnectionBudget
     let started = ContinuousClock.now
 
     /// - Parameters:
@@ -93,6 +99,7 @@ public struct CoordinatorHTTPServer: Service {
         self.storeFaults = storeFaults
         self.storeRegressions = storeRegressions
         self.refusals = refusals ?? HTTPRefusals(logger: logger)
+        budget = HTTPConnectionBudget(limit: configuration.maxConnections ?? HTTPConnectionBudget.defaultLimit())
         self.admin = admin
         self.captive = captive
         self.configuration = configuration
@@ -112,11 +119,14 @@ public struct CoordinatorHTTPServer: Service {
         let listening = Mutex(false)
         let links = captive?.service.links
         let idle = configuration.idleTimeout.components
+        let budget = self.budget
+        logger.info("http connection limit", metadata: ["limit": "\(budget.limit)", "accepting": "\(budget.limit + budget.headroom)"])
         let application = Application(
             router: makeRouter(),
             server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
             configuration: ApplicationConfiguration(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                availableConnectionsDelegate: HTTPConnectionBudget.Delegate(budget: budget)),
             onServerRunning: { channel in
                 let address = "\(host):\(channel.localAddress?.port ?? 0)"
                 logger.info("http listening", metadata: ["address": "\(address)"])
@@ -142,6 +152,8 @@ public struct CoordinatorHTTPServer: Service {
     /// The routes, for tests that drive them without a socket.
     func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
+        // First: a route takes the middlewares added before it.
+        router.add(middleware: HTTPConnectionBudget.Middleware(budget: budget, refusals: refusals))
         let instance = self.instance
         let started = self.started
         let registry = self.registry

@@ -73,6 +73,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Write the coordinator's CURVE public key (Z85, one line) to this file once bound, for devices to pin.")
     var publicKeyFile: String?
 
+    @Option(help: "HTTP connections served at once; beyond, requests get 503 (default: a quarter of the open-file limit, 16 to 1024).")
+    var httpMaxConnections: Int?
+
     /// Defaults, then the file, then the flags.
     func settings() throws -> CoordinatorConfiguration {
         var settings = CoordinatorConfiguration()
@@ -91,6 +94,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let adminToken { settings.adminToken = adminToken }
         if plaintext { settings.plaintext = true }
         if let publicKeyFile { settings.publicKeyFile = publicKeyFile }
+        if let httpMaxConnections { settings.httpMaxConnections = httpMaxConnections }
         try settings.validate()
         return settings
     }
@@ -164,7 +168,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
             if let address = try settings.httpAddress() {
                 members.append(
                     CoordinatorHTTPServer(
-                        configuration: .init(host: address.host, port: address.port), registry: registry,
+                        configuration: .init(host: address.host, port: address.port, maxConnections: settings.httpMaxConnections),
+                        registry: registry,
                         instance: server.instance,
                         status: { try await CoordinatorStatus.current(store: coordinatorStore, server: server) },
                         logger: logger,
