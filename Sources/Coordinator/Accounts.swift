@@ -42,7 +42,7 @@ extension FleetErrorCode {
 /// Creates accounts and users: the admin path behind `signfleet admin` and the
 /// HTTP admin endpoints (``CoordinatorAdminRoutes``).
 public struct AccountDirectory: Sendable {
-    let store: CoordinatorStore
+    public let store: CoordinatorStore
     let now: @Sendable () -> Date
 
     public init(store: CoordinatorStore, now: @escaping @Sendable () -> Date = Date.init) {

@@ -138,15 +138,20 @@ public struct CaptiveSigningService: Sendable {
                 .unavailable, "the coordinator's HTTP listener is not running; captive signing pages need it (--http host:port)",
                 retryable: true)
         }
-        // No return URL: the coordinator's own landing page, which shows the event.
-        let returnURL = returnURL.isEmpty ? "\(base)/signing-return" : returnURL
-        try Self.checkReturnURL(returnURL)
+        // No return URL: the coordinator's own landing page, which shows the event (always allowed).
+        let ownPage = returnURL.isEmpty
+        let returnURL = ownPage ? "\(base)/signing-return" : returnURL
         try Self.checkLocale(locale)
         let token = Self.randomToken()
         let at = now()
         let expiresAt = at.addingTimeInterval(configuration.urlLifetime)
         let recipientID = try await store.write { db in
             let (record, recipients) = try EnvelopeService.load(db, id: envelopeID, accountID: accountID)
+            if ownPage {
+                _ = try ReturnURLPolicy.origin(of: returnURL)
+            } else {
+                try ReturnURLPolicy.check(returnURL, allowed: try ReturnOrigins.list(db, accountID: record.accountID), account: record.accountID)
+            }
             let payload = try Self.payload(of: record)
             let recipient = try Self.select(selection, in: payload, envelopeID: envelopeID)
             try Self.checkSignable(record, recipients, recipient: recipient)
@@ -256,25 +261,6 @@ public struct CaptiveSigningService: Sendable {
             return try SyncPayload(canonicalBytes: Array(record.payload))
         } catch {
             throw FleetError(.internal, "the stored payload of envelope \(record.id) is unreadable: \(error)", retryable: false)
-        }
-    }
-
-    /// An absolute URL (any scheme, so apps can use their own), without spaces or control characters.
-    static func checkReturnURL(_ url: String) throws {
-        guard !url.isEmpty, url.utf8.count <= maxReturnURLLength else {
-            throw FleetError(.invalidRequest, "returnURL must be 1 to \(maxReturnURLLength) bytes")
-        }
-        guard !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || $0 == "<" || $0 == ">" || $0 == "\"" }),
-            let components = URLComponents(string: url), let scheme = components.scheme, !scheme.isEmpty,
-            scheme.lowercased() != "javascript", scheme.lowercased() != "data"
-        else {
-            throw FleetError(
-                .invalidRequest, "returnURL must be an absolute URL such as https://app.example/done or myapp://signing; got \"\(url)\"")
-        }
-        if scheme.lowercased() == "http" || scheme.lowercased() == "https" {
-            guard let host = components.host, !host.isEmpty else {
-                throw FleetError(.invalidRequest, "returnURL \"\(url)\" has no host")
-            }
         }
     }
 

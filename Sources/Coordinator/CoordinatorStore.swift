@@ -194,6 +194,14 @@ public final class CoordinatorStore: Sendable {
         migrator.registerMigration("v8-device-ids-per-account") { db in
             try Self.scopeDeviceIDsByAccount(db)
         }
+        // Where each account's signing ceremonies may return to (docs/captive-signing.md, "Return URLs").
+        migrator.registerMigration("v9-return-origins") { db in
+            try db.create(table: "accountReturnOrigin") { t in
+                t.column("accountID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("origin", .text).notNull()
+                t.primaryKey(["accountID", "origin"])
+            }
+        }
         return migrator
     }
 }

@@ -81,6 +81,24 @@ public struct CoordinatorAdminRoutes: Sendable {
         public var revoked: Bool
     }
 
+    /// `POST /admin/accounts/{id}/return-origins`: origins to add and to remove (URLs are reduced to
+    /// their origin, `scheme://host[:port]`).
+    public struct ReturnOriginsChange: Sendable, Hashable, Codable {
+        public var add: [String]?
+        public var remove: [String]?
+
+        public init(add: [String]? = nil, remove: [String]? = nil) {
+            self.add = add
+            self.remove = remove
+        }
+    }
+
+    /// The account's allowed return origins (empty: any http or https origin).
+    public struct ReturnOriginsList: Sendable, Hashable, Codable {
+        public var accountID: String
+        public var origins: [String]
+    }
+
     /// The body of a refused admin request.
     public struct Failure: Sendable, Hashable, Codable {
         public var code: String
@@ -134,6 +152,24 @@ public struct CoordinatorAdminRoutes: Sendable {
                 let user = try await directory.createUser(
                     accountID: accountID, name: body.name, email: body.email, secret: body.secret)
                 return try Self.json(user, status: .created)
+            }
+        }
+        group.get("accounts/:id/return-origins") { request, context -> Response in
+            try await self.handle(request, refusals: refusals) {
+                let accountID = try context.parameters.require("id")
+                guard try await directory.account(id: accountID) != nil else { throw FleetError(.notFound, "no account \"\(accountID)\"") }
+                let origins = try await ReturnOrigins(store: directory.store).list(accountID: accountID)
+                return try Self.json(ReturnOriginsList(accountID: accountID, origins: origins), status: .ok)
+            }
+        }
+        group.post("accounts/:id/return-origins") { request, context -> Response in
+            try await self.handle(request, refusals: refusals) {
+                let accountID = try context.parameters.require("id")
+                let body = try await Self.decode(ReturnOriginsChange.self, from: request)
+                let origins = ReturnOrigins(store: directory.store)
+                _ = try await origins.add(accountID: accountID, body.add ?? [])
+                let list = try await origins.remove(accountID: accountID, body.remove ?? [])
+                return try Self.json(ReturnOriginsList(accountID: accountID, origins: list), status: .ok)
             }
         }
         group.post("devices/:id/revoke") { request, context -> Response in

@@ -4,8 +4,10 @@ import Foundation
 
 extension DeviceNode {
     /// Where the coordinator sends the browser when a captive session ends; the headless
-    /// presenter reads the `event` from the redirect and never follows it.
-    public static let captiveReturnURL = "signfleet://captive-signing/return"
+    /// presenter reads the `event` from the redirect and never follows it (as the SDK's web view
+    /// intercepts its return URL). Return URLs are http or https (docs/captive-signing.md); the
+    /// `.invalid` domain never resolves, so nothing is ever fetched from it.
+    public static let captiveReturnURL = "https://captive-signing.signfleet.invalid/return"
 
     /// Captive signing with the envelope id and the recipient's client user id (the SDK's
     /// `presentCaptiveSigningWithPresentingController:envelopeId:recipientClientUserId:`): the

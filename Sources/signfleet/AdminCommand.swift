@@ -9,8 +9,8 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
         subcommands: [
-            CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, Devices.self, AdminTemplatesCommand.self,
-            AdminEnvelopeCommand.self,
+            CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, Devices.self, ReturnOriginsCommand.self,
+            AdminTemplatesCommand.self, AdminEnvelopeCommand.self,
         ]
     )
 
@@ -46,6 +46,63 @@ struct AdminCommand: AsyncParsableCommand {
                     throw ExitCode(1)
                 }
                 print("revoked device \(id): it may enroll again with new keys")
+            }
+        }
+    }
+
+    /// `signfleet admin return-origins`: where an account's signing ceremonies may return
+    /// (docs/captive-signing.md, "Return URLs").
+    struct ReturnOriginsCommand: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "return-origins",
+            abstract: "List, add or remove an account's allowed return-URL origins (none listed: any http or https origin).",
+            subcommands: [ListOrigins.self, Add.self, Remove.self])
+
+        struct ListOrigins: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "list", abstract: "Print the account's allowed origins, one per line.")
+            @OptionGroup var store: StoreOption
+            @Option(help: "The account's id.") var account: String
+
+            func run() async throws {
+                let directory = try store.open()
+                guard try await directory.account(id: account) != nil else { throw ValidationError("no account \"\(account)\" in \(store.store)") }
+                for origin in try await ReturnOrigins(store: directory.store).list(accountID: account) { print(origin) }
+            }
+        }
+
+        struct Add: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "add", abstract: "Allow origins (a URL is reduced to scheme://host[:port]).")
+            @OptionGroup var store: StoreOption
+            @Option(help: "The account's id.") var account: String
+            @Option(name: .customLong("origin"), help: "An http or https origin or URL; repeat for several.") var origins: [String]
+
+            func run() async throws {
+                try await change { try await $0.add(accountID: account, origins) }
+            }
+
+            func change(_ body: (ReturnOrigins) async throws -> [String]) async throws {
+                do {
+                    let list = try await body(ReturnOrigins(store: try store.open().store))
+                    print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
+                } catch let error as FleetError {
+                    throw ValidationError(error.message)
+                }
+            }
+        }
+
+        struct Remove: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove origins from the account's list.")
+            @OptionGroup var store: StoreOption
+            @Option(help: "The account's id.") var account: String
+            @Option(name: .customLong("origin"), help: "An origin or URL to remove; repeat for several.") var origins: [String]
+
+            func run() async throws {
+                do {
+                    let list = try await ReturnOrigins(store: try store.open().store).remove(accountID: account, origins)
+                    print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
+                } catch let error as FleetError {
+                    throw ValidationError(error.message)
+                }
             }
         }
     }

@@ -171,7 +171,7 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         _ = try await captiveEvent(events, "signing completed on the kiosk") { isCompleted($0) }
 
         // HTTP, behind the admin token.
-        let body = #"{"envelopeID":"\#(id)","recipientID":"r2","returnURL":"myapp://signed"}"#
+        let body = #"{"envelopeID":"\#(id)","recipientID":"r2","returnURL":"https://app.example/signed"}"#
         var request = URLRequest(url: try #require(URL(string: "http://\(rig.http)/admin/signing-urls")))
         request.httpMethod = "POST"
         request.httpBody = Data(body.utf8)
@@ -184,7 +184,7 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         let declined = try await kiosk.presentCaptiveSigning(
             signingURL: url.url, envelopeId: id, recipientId: "r2", signer: CaptiveSigner(seed: 6, behaviour: .decline(reason: "Rent is too high")))
         #expect(declined.event == .decline)
-        #expect(declined.redirectURL == "myapp://signed?event=decline")
+        #expect(declined.redirectURL == "https://app.example/signed?event=decline")
         let declinedEvent = try #require(cancelled(try await captiveEvent(events, "declined") { cancelled($0) != nil }))
         #expect(declinedEvent.exitReason == .decline)
         #expect(declinedEvent.declineReason == "Rent is too high")
@@ -227,14 +227,14 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         let rig = try await CaptiveRig()
         let id = try await rig.sync(try CaptiveRig.envelope([first]))
         let events = rig.node.events()
-        let url = try await rig.url(id, .clientUserID("cu-bea"), returnURL: "myapp://back")
+        let url = try await rig.url(id, .clientUserID("cu-bea"), returnURL: "https://app.example/back")
         _ = try await rig.node.presentCaptiveSigning(
             signingURL: url.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1, behaviour: .leaveOpen))
         // Break the store under the open page: storing the tabs on Finish fails.
         try await rig.temporary.store.database.write { db in try db.execute(sql: "DROP TABLE captiveTab") }
         let result = try await rig.node.presentCaptiveSigning(signingURL: url.url, envelopeId: id, recipientId: "r1", signer: CaptiveSigner(seed: 1))
         #expect(result.event == .exception)
-        #expect(result.redirectURL == "myapp://back?event=exception")
+        #expect(result.redirectURL == "https://app.example/back?event=exception")
         let failure = try #require(cancelled(try await captiveEvent(events, "exception") { cancelled($0) != nil }))
         #expect(failure.exitReason == .exception)
         #expect(failure.details != nil)
