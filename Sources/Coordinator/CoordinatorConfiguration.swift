@@ -9,7 +9,7 @@ import Logging
 /// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
 ///  "heartbeat-ms": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
 ///  "seed-demo": false, "demo-hourly-limit": 3600, "demo-burst-limit": 100, "log-level": "info", "admin-token": "…",
-///  "http-max-connections": 256}
+///  "http-max-connections": 256, "signing-url-lifetime": 300, "signing-session-timeout": 1200}
 /// ```
 ///
 /// Flags override the file, which overrides the defaults below. Unknown keys and values of
@@ -51,11 +51,16 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// HTTP connections served at once (beyond: `503`); `nil`: a quarter of the open-file limit,
     /// between 16 and 1,024 (``HTTPConnectionBudget/defaultLimit()``).
     public var httpMaxConnections: Int?
+    /// Seconds a signing URL may wait to be opened (DocuSign: 5 minutes).
+    public var signingURLLifetime = 300
+    /// Seconds a signing page may sit without a request before its session ends (DocuSign: 20 minutes).
+    public var signingSessionTimeout = 1200
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "heartbeat-ms", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
+        "signing-url-lifetime", "signing-session-timeout",
     ]
 
     /// The limits the demo account is created with.
@@ -120,6 +125,8 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "demo-hourly-limit": demoHourlyLimit = number
                 case "demo-burst-limit": demoBurstLimit = number
                 case "http-max-connections": httpMaxConnections = number
+                case "signing-url-lifetime": signingURLLifetime = number
+                case "signing-session-timeout": signingSessionTimeout = number
                 default: maxMessageSize = number
                 }
             case .bool(let flag):
@@ -144,6 +151,8 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check(!store.isEmpty, "store", "must be a file path")
         if let demoHourlyLimit { try check(demoHourlyLimit >= 1, "demo-hourly-limit", "must be at least 1") }
         if let httpMaxConnections { try check((1...1_000_000).contains(httpMaxConnections), "http-max-connections", "must be 1 to 1000000") }
+        try check((1...86_400).contains(signingURLLifetime), "signing-url-lifetime", "must be 1 to 86400 seconds")
+        try check((1...86_400).contains(signingSessionTimeout), "signing-session-timeout", "must be 1 to 86400 seconds")
         if let demoBurstLimit {
             try check(demoBurstLimit >= 1, "demo-burst-limit", "must be at least 1")
             try check(demoHourlyLimit != nil, "demo-burst-limit", "needs demo-hourly-limit (the burst is of that budget)")
@@ -224,7 +233,8 @@ private struct ConfigurationFile: Decodable {
             switch key.stringValue {
             case "bind", "http", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
-            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections":
+            case "heartbeat-ms", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections",
+                "signing-url-lifetime", "signing-session-timeout":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
                 let number = try container.decode(Double.self, forKey: key)
                 guard number.rounded() == number, let integer = Int(exactly: number) else {

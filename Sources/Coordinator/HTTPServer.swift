@@ -194,10 +194,12 @@ public struct CoordinatorHTTPServer: Service {
         return router
     }
 
-    /// A `200` JSON response with sorted keys and unescaped slashes (paths stay readable).
+    /// A `200` JSON response with sorted keys, unescaped slashes (paths stay readable) and ISO 8601 times.
     static func json(_ value: some Encodable) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Every time in the HTTP API is ISO 8601 (`2026-11-25T18:05:00Z`), never Foundation's seconds since 2001.
+        encoder.dateEncodingStrategy = .iso8601
         var buffer = ByteBuffer()
         buffer.writeBytes(try encoder.encode(value))
         return Response(

@@ -76,6 +76,12 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "HTTP connections served at once; beyond, requests get 503 (default: a quarter of the open-file limit, 16 to 1024).")
     var httpMaxConnections: Int?
 
+    @Option(help: "Seconds a captive signing URL may wait to be opened (default 300, as DocuSign).")
+    var signingUrlLifetime: Int?
+
+    @Option(help: "Seconds a signing page may sit idle before its session ends (default 1200, as DocuSign).")
+    var signingSessionTimeout: Int?
+
     /// Defaults, then the file, then the flags.
     func settings() throws -> CoordinatorConfiguration {
         var settings = CoordinatorConfiguration()
@@ -95,6 +101,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if plaintext { settings.plaintext = true }
         if let publicKeyFile { settings.publicKeyFile = publicKeyFile }
         if let httpMaxConnections { settings.httpMaxConnections = httpMaxConnections }
+        if let signingUrlLifetime { settings.signingURLLifetime = signingUrlLifetime }
+        if let signingSessionTimeout { settings.signingSessionTimeout = signingSessionTimeout }
         try settings.validate()
         return settings
     }
@@ -131,7 +139,10 @@ struct CoordinatorCommand: AsyncParsableCommand {
             heartbeatLiveness: settings.liveness,
             limits: WireLimits(maxMessageSize: settings.maxMessageSize)
         )
-        let services = CoordinatorServices(store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime))
+        let services = CoordinatorServices(
+            store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime),
+            captive: CaptiveSigningConfiguration(
+                urlLifetime: TimeInterval(settings.signingURLLifetime), inactivityTimeout: TimeInterval(settings.signingSessionTimeout)))
         if settings.seedDemo {
             let (account, users) = try await services.accounts.seedDemo(rateLimits: settings.demoRateLimits)
             logger.info(

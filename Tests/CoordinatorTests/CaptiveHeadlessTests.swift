@@ -180,7 +180,14 @@ private func cancelled(_ event: DeviceEvent) -> SigningCancelled? {
         request.setValue("Bearer \(CaptiveRig.adminToken)", forHTTPHeaderField: "Authorization")
         let created = try await URLSession.shared.data(for: request)
         #expect((created.1 as? HTTPURLResponse)?.statusCode == 201)
-        let url = try JSONDecoder().decode(CaptiveSigningRoutes.AdminSigningURL.self, from: created.0)
+        // Times in the HTTP API are ISO 8601: Unix-time readers must not get 1995 (issue #18).
+        let expiresText = try #require(
+            (try JSONSerialization.jsonObject(with: created.0) as? [String: Any])?["expiresAt"] as? String, "expiresAt is a string")
+        let expires = try #require(ISO8601DateFormatter().date(from: expiresText), "\(expiresText) is ISO 8601")
+        #expect(abs(expires.timeIntervalSince(rig.clock.now().addingTimeInterval(300))) < 1.5, "\(expiresText)")
+        let isoDecoder = JSONDecoder()
+        isoDecoder.dateDecodingStrategy = .iso8601
+        let url = try isoDecoder.decode(CaptiveSigningRoutes.AdminSigningURL.self, from: created.0)
         let declined = try await kiosk.presentCaptiveSigning(
             signingURL: url.url, envelopeId: id, recipientId: "r2", signer: CaptiveSigner(seed: 6, behaviour: .decline(reason: "Rent is too high")))
         #expect(declined.event == .decline)

@@ -294,6 +294,20 @@ struct PrometheusText: CustomStringConvertible {
         try configuration.validate()
     }
 
+    @Test func signingLifetimesAndTheHTTPConnectionLimitAreConfigurable() throws {
+        var configuration = CoordinatorConfiguration()
+        #expect(configuration.signingURLLifetime == 300 && configuration.signingSessionTimeout == 1200 && configuration.httpMaxConnections == nil)
+        try configuration.apply(
+            json: Data(#"{"signing-url-lifetime": 30, "signing-session-timeout": 90, "http-max-connections": 64}"#.utf8))
+        #expect(configuration.signingURLLifetime == 30 && configuration.signingSessionTimeout == 90 && configuration.httpMaxConnections == 64)
+        try configuration.validate()
+        configuration.signingURLLifetime = 0
+        #expect { try configuration.validate() } throws: { ($0 as? CoordinatorConfigurationError)?.key == "signing-url-lifetime" }
+        configuration.signingURLLifetime = 30
+        configuration.httpMaxConnections = 0
+        #expect { try configuration.validate() } throws: { ($0 as? CoordinatorConfigurationError)?.key == "http-max-connections" }
+    }
+
     @Test(arguments: [
         (#"{"heartbeat": 5}"#, "heartbeat"),
         (#"{"liveness": "three"}"#, "liveness"),
