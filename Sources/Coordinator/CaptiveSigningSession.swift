@@ -13,8 +13,6 @@ enum CaptiveResponse: Sendable {
     case redirect(String, SigningViewEvent)
     /// Unknown (or malformed) token: nothing is said about why.
     case notFound
-    /// The URL was opened already, in another browser (no session cookie): single use.
-    case gone
     /// A post without this page's session cookie or CSRF token.
     case forbidden
     /// A document's PDF bytes.
@@ -72,7 +70,11 @@ extension CaptiveSigningService {
                 return .redirect(Self.redirect(session.returnURL, event), event)
             }
             if session.openedAt != nil {
-                guard let presented, Self.hash(presented) == session.sessionHash else { return .gone }
+                guard let presented, Self.hash(presented) == session.sessionHash else {
+                    // Single use, as DocuSign: another browser is sent back with ttl_expired (the app
+                    // learns it must ask for a new URL); the session of the browser that opened it goes on.
+                    return .redirect(Self.redirect(session.returnURL, .ttlExpired), .ttlExpired)
+                }
                 if let last = session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
                     return try Self.finish(db, &session, .sessionTimeout, at: at)
                 }

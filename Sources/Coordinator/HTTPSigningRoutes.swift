@@ -8,7 +8,7 @@ import Logging
 ///
 /// | route | answer |
 /// |---|---|
-/// | `GET /signing/{token}` | the signing page (first open sets the session cookie); `303` to the return URL with `event=` once the session has ended, the URL expired, or the recipient cannot sign any more; `404` for an unknown token; `410` when another browser opened it |
+/// | `GET /signing/{token}` | the signing page (first open sets the session cookie); `303` to the return URL with `event=` once the session has ended, the URL expired, or the recipient cannot sign any more; `404` for an unknown token; `303` with `event=ttl_expired` when another browser opened it (single use) |
 /// | `POST /signing/{token}` | the page's form (Finish, Finish Later, Decline): `303` to the return URL with `event=`, `422` with the page and what is missing, `403` without the session cookie and CSRF token |
 /// | `GET /signing/{token}/documents/{documentID}` | the document's PDF, for the browser holding the session |
 /// | `GET /signing-return?event=…` | a plain landing page that shows the event (a return URL for tests and demos) |
@@ -156,10 +156,6 @@ public struct CaptiveSigningRoutes: Sendable {
         case .notFound:
             refusals?.note(.signingLink)
             return html(notice(title: "Not found", text: "This signing link is not valid."), status: .notFound)
-        case .gone:
-            return html(
-                notice(title: "Link already used", text: "This signing link was already opened. Ask for a new signing link."),
-                status: .gone)
         case .forbidden:
             refusals?.note(.signingSession)
             return html(notice(title: "Not allowed", text: "This request does not belong to an open signing session."), status: .forbidden)

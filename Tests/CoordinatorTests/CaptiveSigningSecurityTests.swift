@@ -50,9 +50,10 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         #expect(post.status == 404)
         // The real URL still works afterwards: probing did not burn it.
         #expect(try await rig.request("GET", "/signing/\(real)").status == 200)
-        // And it is single use: a second browser (no cookie) gets 410 and nothing else.
+        // And it is single use: a second browser (no cookie) is sent back with ttl_expired and sees nothing.
         let second = try await rig.request("GET", "/signing/\(real)")
-        #expect(second.status == 410)
+        #expect(second.status == 303)
+        #expect(second.headers["location"]?.hasSuffix("event=ttl_expired") == true, "\(second.headers)")
         #expect(!second.body.contains("Secret Merger"))
         await rig.tearDown()
     }
