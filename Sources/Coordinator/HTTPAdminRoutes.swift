@@ -99,6 +99,30 @@ public struct CoordinatorAdminRoutes: Sendable {
         public var origins: [String]
     }
 
+    /// `POST /admin/accounts/{id}/templates/{template}/tab`: one tab of a template changed, as
+    /// `signfleet admin templates set-tab` does on a store file (here through the running coordinator).
+    public struct TabEdit: Sendable, Hashable, Codable {
+        /// The tab's `tabId`, or instead
+        public var tabId: String?
+        /// its 0-based index.
+        public var index: Int?
+        public var value: String?
+        public var label: String?
+        public var page: Int?
+        public var x: Double?
+        public var y: Double?
+
+        public init(tabId: String? = nil, index: Int? = nil, value: String? = nil, label: String? = nil, page: Int? = nil, x: Double? = nil, y: Double? = nil) {
+            self.tabId = tabId
+            self.index = index
+            self.value = value
+            self.label = label
+            self.page = page
+            self.x = x
+            self.y = y
+        }
+    }
+
     /// The body of a refused admin request.
     public struct Failure: Sendable, Hashable, Codable {
         public var code: String
@@ -152,6 +176,25 @@ public struct CoordinatorAdminRoutes: Sendable {
                 let user = try await directory.createUser(
                     accountID: accountID, name: body.name, email: body.email, secret: body.secret)
                 return try Self.json(user, status: .created)
+            }
+        }
+        // The account is `:id` as in every route under accounts/ (the router requires one name per level).
+        group.post("accounts/:id/templates/:template/tab") { request, context -> Response in
+            try await self.handle(request, refusals: refusals) {
+                let accountID = try context.parameters.require("id")
+                let templateID = try context.parameters.require("template")
+                let body = try await Self.decode(TabEdit.self, from: request)
+                let reference: TabReference
+                switch (body.tabId, body.index) {
+                case (let id?, nil): reference = .tabId(id)
+                case (nil, let position?): reference = .index(position)
+                default: throw FleetError(.invalidRequest, "give exactly one of tabId or index")
+                }
+                let catalog = TemplateCatalog(store: directory.store, auth: AuthService(store: directory.store))
+                let result = try await catalog.editTab(
+                    accountID: accountID, templateID: templateID, tab: reference,
+                    change: TabChange(value: body.value, label: body.label, pageNumber: body.page, x: body.x, y: body.y))
+                return try Self.json(result.summary, status: .ok)
             }
         }
         group.get("accounts/:id/return-origins") { request, context -> Response in

@@ -1,5 +1,10 @@
 import Chaos
+import Coordinator
 import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Synchronization
 
 #if canImport(Glibc)
@@ -76,6 +81,7 @@ public enum LauncherError: Error, CustomStringConvertible {
     case childDidNotStart(process: String, waitingFor: String, logFile: String)
     case proxySetup(String)
     case hostileSetup(String)
+    case adminRequest(String)
 
     public var description: String {
         switch self {
@@ -83,6 +89,7 @@ public enum LauncherError: Error, CustomStringConvertible {
             return "\(process) did not announce `\(what)` in time (see \(log))"
         case .proxySetup(let message): return "fault proxy setup failed: \(message)"
         case .hostileSetup(let message): return "setting up the hostile groups failed: \(message)"
+        case .adminRequest(let message): return "the coordinator's admin API refused: \(message)"
         }
     }
 }
@@ -450,6 +457,22 @@ public final class Launcher: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         throw LauncherError.childDidNotStart(process: process, waitingFor: key, logFile: run.logFile(process: process))
+    }
+
+    /// A `POST` to the coordinator's admin API (bearer: the run's admin token) with a JSON body;
+    /// throws unless it answers 2xx (or 409 when `acceptingConflict`: it exists already).
+    func adminPost(address: String, path: String, body: some Encodable, acceptingConflict: Bool) async throws {
+        guard let url = URL(string: "http://\(address)/\(path)") else { throw LauncherError.adminRequest("bad admin address \(address)") }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(adminToken)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = try JSONEncoder().encode(body)
+        request.timeoutInterval = 10
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        if (200..<300).contains(status) || (acceptingConflict && status == 409) { return }
+        throw LauncherError.adminRequest("POST /\(path) answered \(status): \(String(decoding: data.prefix(500), as: UTF8.self))")
     }
 
     /// Runs a one-shot `signfleet` command (not supervised) and waits for it.

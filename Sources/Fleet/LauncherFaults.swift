@@ -1,4 +1,5 @@
 import Chaos
+import Coordinator
 import Foundation
 
 #if canImport(Glibc)
@@ -108,13 +109,15 @@ extension Launcher {
                 state.templateEdits += 1
                 return state.templateEdits
             }
-            let exit = await runOnce(
-                name: "template-edit-\(event.id)",
-                arguments: [
-                    "admin", "templates", "set-tab", "--store", run.coordinatorStore, "--id", template, "--index", "0",
-                    "--label", "edited by the fleet launcher (\(edits))",
-                ])
-            if exit != .exited(0) { failures.append("template edit ended with \(exit)") }
+            // Through the running coordinator's admin API, never by writing its store file.
+            do {
+                guard let address = state.announced("http", by: "coordinator") else { throw LauncherError.hostileSetup("no HTTP address") }
+                try await adminPost(
+                    address: address, path: "admin/accounts/demo/templates/\(template)/tab",
+                    body: CoordinatorAdminRoutes.TabEdit(index: 0, label: "edited by the fleet launcher (\(edits))"), acceptingConflict: false)
+            } catch {
+                failures.append("template edit: \(error)")
+            }
         }
         return failures
     }

@@ -29,20 +29,6 @@ extension Launcher {
         return secret
     }
 
-    private func adminPost(address: String, path: String, body: some Encodable, acceptingConflict: Bool) async throws {
-        guard let url = URL(string: "http://\(address)/\(path)") else { throw LauncherError.hostileSetup("bad admin address \(address)") }
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        request.setValue("Bearer \(adminToken)", forHTTPHeaderField: "Authorization")
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = try JSONEncoder().encode(body)
-        request.timeoutInterval = 10
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        if (200..<300).contains(status) || (acceptingConflict && status == 409) { return }
-        throw LauncherError.hostileSetup("POST /\(path) answered \(status): \(String(decoding: data.prefix(500), as: UTF8.self))")
-    }
-
     /// n of a device id `<group>-<n>` (``FleetLayout/deviceID(group:number:)``).
     static func deviceNumber(_ id: String) -> Int { Int(id.split(separator: "-").last ?? "1") ?? 1 }
 

@@ -72,6 +72,24 @@ final class AdminRig: Sendable {
 @Suite struct HTTPAdminTests {
     typealias Routes = CoordinatorAdminRoutes
 
+    /// A template edited through the running coordinator (what a fleet's `template_edit` fault does
+    /// instead of writing its store file): the tab changes and `lastModified` moves on.
+    @Test func aTemplateTabEditedOverHTTPChangesTheTemplate() async throws {
+        let rig = try await AdminRig()
+        _ = try await rig.services.accounts.seedDemo()
+        let before = try await rig.services.templates.template(accountID: "demo", id: "demo-nda")
+        let reply = try await rig.send("POST", "/admin/accounts/demo/templates/demo-nda/tab", Routes.TabEdit(index: 0, label: "Edited over HTTP"))
+        #expect(reply.status == 200, "\(String(decoding: reply.body, as: UTF8.self))")
+        let after = try await rig.services.templates.template(accountID: "demo", id: "demo-nda")
+        #expect(after.tabs.first?.label == "Edited over HTTP")
+        #expect(after.lastModified > before.lastModified)
+        let both = try await rig.send("POST", "/admin/accounts/demo/templates/demo-nda/tab", Routes.TabEdit(tabId: "x", index: 0))
+        #expect(both.status == 400)
+        let unknown = try await rig.send("POST", "/admin/accounts/demo/templates/nope/tab", Routes.TabEdit(index: 0, label: "x"))
+        #expect(unknown.status == 404)
+        try await rig.stop()
+    }
+
     @Test func anAccountAndUserCreatedOverHTTPCanLogIn() async throws {
         let rig = try await AdminRig()
         var reply = try await rig.send(
