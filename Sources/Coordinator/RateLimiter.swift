@@ -101,7 +101,9 @@ public struct AccountRateState: Sendable, Hashable {
         if !full.isEmpty {
             // Allowed again once every full window has reset.
             let retryAt = full.map { $0.1.resetAt(now: now) }.max() ?? now
-            let retryAfterMs = max(1, UInt64((retryAt.timeIntervalSince(now) * 1000).rounded(.up)))
+            // An admin may set a burst window of any positive whole number of seconds (up to
+            // Int.max): the wait is clamped to what UInt64 milliseconds hold instead of trapping.
+            let retryAfterMs = max(1, UInt64(clampingFinite: (retryAt.timeIntervalSince(now) * 1000).rounded(.up)))
             let named = full.map { window, state in
                 "\(state.limit) request\(state.limit == 1 ? "" : "s") per \(Self.describe(state.length)) (\(window.rawValue))"
             }.joined(separator: " and ")
@@ -136,7 +138,7 @@ public struct AccountRateState: Sendable, Hashable {
     }
 
     static func describe(_ length: TimeInterval) -> String {
-        length == hourLength ? "hour" : "\(Int(length)) s"
+        length == hourLength ? "hour" : "\(Int64(clampingFinite: length)) s"
     }
 }
 
@@ -167,5 +169,22 @@ public final class RateLimiter: Sendable {
     /// The account's current state, for tests and diagnostics.
     public func state(accountID: String) -> AccountRateState? {
         states.withLock { $0[accountID] }
+    }
+}
+
+extension FixedWidthInteger {
+    /// `value` rounded towards zero and clamped to this type's range; NaN becomes 0. For
+    /// durations and counts computed from stored or admin-given values, where a conversion
+    /// that traps would take the coordinator down.
+    init(clampingFinite value: Double) {
+        if value.isNaN {
+            self = 0
+        } else if value <= Double(Self.min) {
+            self = .min
+        } else if value >= Double(Self.max) {
+            self = .max
+        } else {
+            self = Self(value)
+        }
     }
 }

@@ -1,4 +1,8 @@
 import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One seeded fuzz run: its seed (from `SIGNFLEET_SEED`, else fresh) and how many inputs each
 /// target gets (a base count times `SIGNFLEET_FUZZ_ITERATIONS`, default 1). The seed is printed
@@ -22,11 +26,61 @@ public struct FuzzRun: Sendable {
     /// `base` inputs times the multiplier.
     public func count(_ base: Int) -> Int { base.multipliedReportingOverflow(by: multiplier).overflow ? .max : base * multiplier }
 
+    /// Runs a fuzz loop on its own thread at the lowest scheduling priority (nice 19), and
+    /// returns what it found. A fuzz loop is seconds of synchronous work: on the cooperative pool
+    /// (two threads on a 2-core machine) it would make other tests' tasks — replies, timers —
+    /// wait behind it and time out; at normal priority it would take their CPU. Issues found on
+    /// that thread are collected in ``FuzzFindings`` and recorded by the caller, in its test.
+    public func offPool(_ body: @escaping @Sendable (FuzzFindings) -> Void) async -> FuzzFindings {
+        let findings = FuzzFindings(seed: seed)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                #if os(Linux)
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)  // on Linux, 0 is the calling thread
+                #endif
+                body(findings)
+                continuation.resume()
+            }
+            thread.stackSize = 16 << 20  // decoders recurse up to their depth limits
+            thread.start()
+        }
+        return findings
+    }
+
     /// Prints what a target did: inputs, how many were accepted, and the time taken.
     public func report(_ target: String, inputs: Int, accepted: Int, since start: ContinuousClock.Instant) {
         let elapsed = ContinuousClock.now - start
         print("\(name) \(target): \(inputs) inputs, \(accepted) accepted, \(inputs - accepted) refused, \(elapsed) (SIGNFLEET_SEED=\(seed))")
     }
+}
+
+/// What a fuzz loop found, collected on its thread: failures (with the seed and input index) and
+/// counts. The test records every failure as an issue once the loop is done.
+public final class FuzzFindings: Sendable {
+    private let state = Mutex<(failures: [String], accepted: Int)>(([], 0))
+    let seed: UInt64
+
+    init(seed: UInt64) { self.seed = seed }
+
+    /// Records a failure of input `index` unless `condition` holds.
+    public func check(_ condition: Bool, _ message: @autoclosure () -> String, input index: Int) {
+        guard !condition else { return }
+        record(message(), input: index)
+    }
+
+    /// Records a failure of input `index`.
+    public func record(_ message: String, input index: Int) {
+        let line = "\(message) (SIGNFLEET_SEED=\(seed), input \(index))"
+        state.withLock { if $0.failures.count < 100 { $0.failures.append(line) } }
+    }
+
+    /// Counts an accepted input.
+    public func accept() { state.withLock { $0.accepted += 1 } }
+
+    /// The failures, at most 100.
+    public var failures: [String] { state.withLock { $0.failures } }
+    /// Inputs counted as accepted.
+    public var accepted: Int { state.withLock { $0.accepted } }
 }
 
 /// Byte-level mutations of valid inputs: bit flips, interesting bytes, truncations, deletions,

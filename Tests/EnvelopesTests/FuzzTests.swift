@@ -62,51 +62,59 @@ import CZlib
         }
     }
 
-    @Test func thePDFReaderTakesAnyBytes() throws {
+    @Test func thePDFReaderTakesAnyBytes() async throws {
         let run = FuzzRun("fuzz pdf inspector")
-        var rng = SeededRandom(seed: run.seed)
         let corpus = Self.corpus
         let inspector = PDFInspector(limits: .init(maxBytes: 1 << 20))
         let start = ContinuousClock.now
         let inputs = run.count(6_000)
-        var accepted = 0
-        for index in 0..<inputs {
-            let bytes = Int.random(in: 0..<16, using: &rng) == 0
-                ? FuzzMutator.randomBytes(count: Int.random(in: 0...200, using: &rng), using: &rng)
-                : Self.mutatedPDF(corpus, using: &rng)
-            do {
-                let info = try inspector.inspect(Data(bytes))
-                #expect(info.pageCount > 0 && info.pageCount <= 10_000, "SIGNFLEET_SEED=\(run.seed), input \(index)")
-                accepted += 1
-            } catch {
-                #expect(!error.message.isEmpty, "SIGNFLEET_SEED=\(run.seed), input \(index)")
+        let findings = await run.offPool { findings in
+            var rng = SeededRandom(seed: run.seed)
+            for index in 0..<inputs {
+                let bytes = Int.random(in: 0..<16, using: &rng) == 0
+                    ? FuzzMutator.randomBytes(count: Int.random(in: 0...200, using: &rng), using: &rng)
+                    : Self.mutatedPDF(corpus, using: &rng)
+                do {
+                    let info = try inspector.inspect(Data(bytes))
+                    findings.check(info.pageCount > 0 && info.pageCount <= 10_000, "page count \(info.pageCount)", input: index)
+                    findings.accept()
+                } catch let error as PDFInspectionError {
+                    findings.check(!error.message.isEmpty, "an error without a message", input: index)
+                } catch {
+                    findings.record("untyped error \(type(of: error)): \(error)", input: index)
+                }
             }
         }
-        run.report("PDFInspector.inspect", inputs: inputs, accepted: accepted, since: start)
+        run.report("PDFInspector.inspect", inputs: inputs, accepted: findings.accepted, since: start)
+        for failure in findings.failures { Issue.record("\(failure)") }
     }
 
-    @Test func inflateStaysWithinItsBoundOnAnyBytes() throws {
+    @Test func inflateStaysWithinItsBoundOnAnyBytes() async throws {
         let run = FuzzRun("fuzz inflate")
-        var rng = SeededRandom(seed: run.seed)
         let corpus: [[UInt8]] = [
             [UInt8](Data(base64Encoded: "eNrLSM3JyVfIQJAAOi4GfQ==")!), storedZlib(Array("hello".utf8)), zlibCompressed(Array(repeating: 0x41, count: 3000)),
             zlibCompressed((0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
         ]
         let start = ContinuousClock.now
         let inputs = run.count(15_000)
-        var accepted = 0
-        for index in 0..<inputs {
-            let bytes = FuzzMutator.input(from: corpus, using: &rng)
-            let bound = [0, 1, 100, 4096].randomElement(using: &rng)!
-            do {
-                let out = try Inflater.inflate(bytes, maxOutput: bound)
-                #expect(out.count <= bound, "SIGNFLEET_SEED=\(run.seed), input \(index)")
-                accepted += 1
-            } catch {
-                #expect(!error.message.isEmpty)
+        let findings = await run.offPool { findings in
+            var rng = SeededRandom(seed: run.seed)
+            for index in 0..<inputs {
+                let bytes = FuzzMutator.input(from: corpus, using: &rng)
+                let bound = [0, 1, 100, 4096].randomElement(using: &rng)!
+                do {
+                    let out = try Inflater.inflate(bytes, maxOutput: bound)
+                    findings.check(out.count <= bound, "\(out.count) bytes out of a \(bound)-byte bound", input: index)
+                    findings.accept()
+                } catch let error as InflateError {
+                    findings.check(!error.message.isEmpty, "an error without a message", input: index)
+                } catch {
+                    findings.record("untyped error \(type(of: error)): \(error)", input: index)
+                }
             }
         }
-        run.report("Inflater.inflate", inputs: inputs, accepted: accepted, since: start)
+        run.report("Inflater.inflate", inputs: inputs, accepted: findings.accepted, since: start)
+        for failure in findings.failures { Issue.record("\(failure)") }
     }
 
     @Test func aZlibBombStopsAtTheBoundAndATruncatedStreamFails() throws {
