@@ -80,19 +80,27 @@ public struct RateLimitDecision: Sendable, Hashable {
 /// own reset further away.
 public struct AccountRateState: Sendable, Hashable {
     public static let hourLength: TimeInterval = 3600
+    /// The longest burst window in effect (about 31 years): an admin may store any positive
+    /// number of seconds, but a window's end must stay a date the reply header's `rl.resetAt`
+    /// (a MessagePack timestamp) can carry, or every reply to the account would be dropped.
+    public static let maxBurstWindow: TimeInterval = 1_000_000_000
+
+    static func burstLength(_ limits: RateLimits) -> TimeInterval {
+        min(TimeInterval(max(1, limits.burstWindowSeconds)), maxBurstWindow)
+    }
 
     public var burst: RateWindow
     public var hourly: RateWindow
 
     public init(limits: RateLimits) {
-        burst = RateWindow(limit: limits.burst, length: TimeInterval(limits.burstWindowSeconds))
+        burst = RateWindow(limit: limits.burst, length: Self.burstLength(limits))
         hourly = RateWindow(limit: limits.hourly, length: Self.hourLength)
     }
 
     /// Counts a request at `now` if both windows have room; otherwise counts nothing.
     public mutating func admit(at now: Date, limits: RateLimits, accountID: String = "") -> RateLimitDecision {
         burst.limit = limits.burst
-        burst.length = TimeInterval(max(1, limits.burstWindowSeconds))
+        burst.length = Self.burstLength(limits)
         hourly.limit = limits.hourly
         burst.roll(to: now)
         hourly.roll(to: now)

@@ -307,7 +307,11 @@ import FoundationNetworking
         #expect(state.admit(at: now, limits: limits).allowed)
         let denied = state.admit(at: now.addingTimeInterval(1), limits: limits, accountID: "acme")
         #expect(!denied.allowed)
-        #expect(denied.retryAfterMs == UInt64.max)
-        #expect(denied.message?.contains("1 request per 9223372036854775807 s (burst)") == true, "\(denied.message ?? "")")
+        #expect(denied.retryAfterMs == 999_999_999_000)
+        #expect(denied.message?.contains("1 request per 1000000000 s (burst)") == true, "\(denied.message ?? "")")
+        // The reply header carries the window's end: it must still encode (else the reply is dropped).
+        #expect(throws: Never.self) {
+            try WireCodec().encodeHeader(MessageHeader(type: "error", id: 1, replyTo: 1, sentAt: now, rateLimit: denied.status))
+        }
     }
 }
