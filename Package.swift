@@ -61,7 +61,7 @@ let package = Package(
             name: "SignatureCapture",
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
         ),
-        .target(name: "Envelopes", dependencies: ["MessagePack"]),
+        .target(name: "Envelopes", dependencies: ["MessagePack", "CZlib"]),
         // The wire contract's signed part: the sync item payload and the rule that verifies it,
         // shared by the device, the coordinator and the fleet checker (docs/sync-payload.md).
         .target(
@@ -135,7 +135,7 @@ let package = Package(
         // The threshold grammar (`METRIC OP VALUE`) shared by `signfleet load` and fleet scenarios.
         .target(name: "Thresholds"),
         // Test support shipped as a library: real child processes with deadlines.
-        .target(name: "FleetTesting"),
+        .target(name: "FleetTesting", dependencies: ["MessagePack"]),
         .executableTarget(
             name: "signfleet",
             dependencies: [
@@ -151,11 +151,12 @@ let package = Package(
 
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
-        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting"]),
+        .testTarget(
+            name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),
         .testTarget(
             name: "SignatureCaptureTests",
             dependencies: ["SignatureCapture", .product(name: "Crypto", package: "swift-crypto")]),
-        .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes"]),
+        .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes", "FleetTesting", "SignatureCapture", "CZlib"]),
         .testTarget(
             name: "CoordinatorTests",
             dependencies: [
@@ -187,7 +188,7 @@ let package = Package(
         .testTarget(
             name: "ChaosTests",
             dependencies: [
-                "Chaos", "ZeroMQ", "FleetTesting",
+                "Chaos", "ZeroMQ", "FleetTesting", "SignatureCapture",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -137,6 +137,10 @@ public struct FaultProxyAPI: Sendable {
         } catch let error as FaultProxyError {
             return try json(
                 Failure(error: error.message, status: error.status), status: HTTPResponse.Status(code: error.status))
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            // An over-long body answers 413 with the error body every other refusal has.
+            return try json(
+                Failure(error: "bad request body: over \(maxBodyBytes) bytes", status: 413), status: .contentTooLarge)
         }
     }
 
@@ -147,7 +151,11 @@ public struct FaultProxyAPI: Sendable {
 
     /// Decodes JSON; anything but a ``FaultProxyError`` from the types' own checks becomes a `400`.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request, what: String = "a JSON object") async throws -> T {
-        let data = try await body(of: request)
+        try decode(T.self, from: try await body(of: request), what: what)
+    }
+
+    /// Decodes a request body already read; every refusal is a ``FaultProxyError`` (400).
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data, what: String = "a JSON object") throws(FaultProxyError) -> T {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch let error as FaultProxyError {
@@ -158,7 +166,11 @@ public struct FaultProxyAPI: Sendable {
     }
 
     static func decodeUpdate(for type: String, from request: Request) async throws -> ToxicUpdate {
-        let data = try await body(of: request)
+        try decodeUpdate(for: type, from: try await body(of: request))
+    }
+
+    /// Decodes a toxic update body already read, for a toxic of `type`; refusals are ``FaultProxyError``s.
+    static func decodeUpdate(for type: String, from data: Data) throws(FaultProxyError) -> ToxicUpdate {
         do {
             let decoder = JSONDecoder()
             decoder.userInfo[ToxicUpdateBody.typeKey] = type

@@ -125,7 +125,8 @@ struct SigningForm: Sendable {
         var points: [PointerPoint] = []
         points.reserveCapacity(drawn.points.count)
         for point in drawn.points {
-            guard point.count == 5, let stroke = Int(exactly: point[4].rounded()), abs(stroke) < 100_000 else {
+            // A range, not `abs(stroke) < 100_000`: abs(Int.min) traps, and -9.3e18 rounds to Int.min.
+            guard point.count == 5, let stroke = Int(exactly: point[4].rounded()), (-99_999...99_999).contains(stroke) else {
                 throw Invalid(message: "the signature for \"\(label)\" has a malformed point; draw it again")
             }
             points.append(PointerPoint(x: point[0], y: point[1], pressure: point[2], time: point[3], stroke: stroke))

@@ -149,7 +149,7 @@ public struct DeviceRegistry: Sendable {
             acknowledgedThrough: request.acknowledgedThrough)
         return EnrollDeviceReply(
             deviceID: record.id, accountID: record.accountID, enrolledAt: record.enrolledAt,
-            lastAppliedSequence: UInt64(record.lastAppliedSequence))
+            lastAppliedSequence: UInt64(clamping: record.lastAppliedSequence))
     }
 
     /// The enrolled device a request comes from. Under CURVE the sender's proven key must be the

@@ -23,8 +23,8 @@ extension CoordinatorStore {
                     db, sql: "SELECT COUNT(*) FROM syncResult WHERE accountID = ? AND deviceID = ? AND outcome = 'rejected'",
                     arguments: [device.accountID, device.id]) ?? 0
                 return DeviceEnvelopeSummary(
-                    deviceID: device.id, envelopes: sequences.count, sequences: sequences.map { UInt64($0) }, rejected: rejected,
-                    lastAppliedSequence: UInt64(device.lastAppliedSequence))
+                    deviceID: device.id, envelopes: sequences.count, sequences: sequences.map { UInt64(clamping: $0) }, rejected: rejected,
+                    lastAppliedSequence: UInt64(clamping: device.lastAppliedSequence))
             }
         }
     }

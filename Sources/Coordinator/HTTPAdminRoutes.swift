@@ -256,6 +256,12 @@ public struct CoordinatorAdminRoutes: Sendable {
                 default: .internalServerError
                 }
             return try Self.json(Failure(code: error.code.rawValue, message: error.message), status: status)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            // An over-long body answers 413 with the JSON refusal every other refusal has.
+            refusals?.note(.adminBody)
+            return try Self.json(
+                Failure(code: FleetErrorCode.messageTooLarge.rawValue, message: "the body is over \(Self.maxBodyBytes) bytes"),
+                status: .contentTooLarge)
         } catch {
             // A full or failing disk: retryable, and said so (anything else stays a 500).
             guard let refusal = StoreFaultKind.of(error)?.refusal else { throw error }
@@ -275,8 +281,13 @@ public struct CoordinatorAdminRoutes: Sendable {
     /// Reads at most ``maxBodyBytes`` (hummingbird answers `413` beyond) and decodes JSON.
     static func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
         let buffer = try await request.body.collect(upTo: maxBodyBytes)
+        return try decode(T.self, from: Data(buffer.readableBytesView))
+    }
+
+    /// Decodes a body already read; a refusal is a ``FleetError`` `invalid_request` (400).
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(FleetError) -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+            return try JSONDecoder().decode(T.self, from: data)
         } catch {
             throw FleetError(.invalidRequest, "the body is not the expected JSON: \(error)")
         }

@@ -145,7 +145,7 @@ public struct CaptiveSigningRoutes: Sendable {
                 SigningPage.render(model, nonce: nonce), status: HTTPResponse.Status(code: status),
                 policy: SigningPage.contentSecurityPolicy(nonce: nonce, returnURL: model.returnURL))
             if let session {
-                let maxAge = Int(service.configuration.inactivityTimeout + service.configuration.urlLifetime)
+                let maxAge = Int64(clampingFinite: service.configuration.inactivityTimeout + service.configuration.urlLifetime)
                 response.headers[.setCookie] =
                     "\(CaptiveSigningService.sessionCookie)=\(session); Path=/signing/\(model.token); Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
             }

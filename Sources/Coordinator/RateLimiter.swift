@@ -80,19 +80,27 @@ public struct RateLimitDecision: Sendable, Hashable {
 /// own reset further away.
 public struct AccountRateState: Sendable, Hashable {
     public static let hourLength: TimeInterval = 3600
+    /// The longest burst window in effect (about 31 years): an admin may store any positive
+    /// number of seconds, but a window's end must stay a date the reply header's `rl.resetAt`
+    /// (a MessagePack timestamp) can carry, or every reply to the account would be dropped.
+    public static let maxBurstWindow: TimeInterval = 1_000_000_000
+
+    static func burstLength(_ limits: RateLimits) -> TimeInterval {
+        min(TimeInterval(max(1, limits.burstWindowSeconds)), maxBurstWindow)
+    }
 
     public var burst: RateWindow
     public var hourly: RateWindow
 
     public init(limits: RateLimits) {
-        burst = RateWindow(limit: limits.burst, length: TimeInterval(limits.burstWindowSeconds))
+        burst = RateWindow(limit: limits.burst, length: Self.burstLength(limits))
         hourly = RateWindow(limit: limits.hourly, length: Self.hourLength)
     }
 
     /// Counts a request at `now` if both windows have room; otherwise counts nothing.
     public mutating func admit(at now: Date, limits: RateLimits, accountID: String = "") -> RateLimitDecision {
         burst.limit = limits.burst
-        burst.length = TimeInterval(max(1, limits.burstWindowSeconds))
+        burst.length = Self.burstLength(limits)
         hourly.limit = limits.hourly
         burst.roll(to: now)
         hourly.roll(to: now)
@@ -101,7 +109,9 @@ public struct AccountRateState: Sendable, Hashable {
         if !full.isEmpty {
             // Allowed again once every full window has reset.
             let retryAt = full.map { $0.1.resetAt(now: now) }.max() ?? now
-            let retryAfterMs = max(1, UInt64((retryAt.timeIntervalSince(now) * 1000).rounded(.up)))
+            // An admin may set a burst window of any positive whole number of seconds (up to
+            // Int.max): the wait is clamped to what UInt64 milliseconds hold instead of trapping.
+            let retryAfterMs = max(1, UInt64(clampingFinite: (retryAt.timeIntervalSince(now) * 1000).rounded(.up)))
             let named = full.map { window, state in
                 "\(state.limit) request\(state.limit == 1 ? "" : "s") per \(Self.describe(state.length)) (\(window.rawValue))"
             }.joined(separator: " and ")
@@ -136,7 +146,7 @@ public struct AccountRateState: Sendable, Hashable {
     }
 
     static func describe(_ length: TimeInterval) -> String {
-        length == hourLength ? "hour" : "\(Int(length)) s"
+        length == hourLength ? "hour" : "\(Int64(clampingFinite: length)) s"
     }
 }
 
@@ -167,5 +177,22 @@ public final class RateLimiter: Sendable {
     /// The account's current state, for tests and diagnostics.
     public func state(accountID: String) -> AccountRateState? {
         states.withLock { $0[accountID] }
+    }
+}
+
+extension FixedWidthInteger {
+    /// `value` rounded towards zero and clamped to this type's range; NaN becomes 0. For
+    /// durations and counts computed from stored or admin-given values, where a conversion
+    /// that traps would take the coordinator down.
+    init(clampingFinite value: Double) {
+        if value.isNaN {
+            self = 0
+        } else if value <= Double(Self.min) {
+            self = .min
+        } else if value >= Double(Self.max) {
+            self = .max
+        } else {
+            self = Self(value)
+        }
     }
 }

@@ -86,7 +86,7 @@ extension DeviceStore {
                 SELECT o.sequence FROM outbox o
                 WHERE NOT EXISTS (SELECT 1 FROM journal j WHERE j.kind = 'queued' AND j.sequence = o.sequence AND j.envelopeId = o.envelopeId)
                 ORDER BY o.sequence
-                """).map { UInt64($0) }
+                """).map { UInt64(clamping: $0) }
 
             var user: SigningUser?
             if let body = try Data.fetchOne(db, sql: "SELECT userInfo FROM account WHERE id = 1"),

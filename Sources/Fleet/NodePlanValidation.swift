@@ -116,7 +116,12 @@ extension NodePlan {
                 throw fail("outages[\(index)]", "must have 0 ≤ start < end, not \(outage.start)..\(outage.end)")
             }
         }
-        guard statsInterval.isFinite, statsInterval >= 0.05 else { throw fail("statsInterval", "must be at least 0.05 s") }
-        guard requestTimeout.isFinite, requestTimeout >= 0.01 else { throw fail("requestTimeout", "must be at least 0.01 s") }
+        // Upper bounds too: both become Int64 milliseconds, and 1e300 s used to trap the node there.
+        guard statsInterval.isFinite, statsInterval >= 0.05, statsInterval <= 86_400 else {
+            throw fail("statsInterval", "must be 0.05 to 86400 s, not \(statsInterval)")
+        }
+        guard requestTimeout.isFinite, requestTimeout >= 0.01, requestTimeout <= 3_600 else {
+            throw fail("requestTimeout", "must be 0.01 to 3600 s, not \(requestTimeout)")
+        }
     }
 }

@@ -107,7 +107,7 @@ struct ReportChart {
     static func f(_ value: Double) -> String { String(format: "%.1f", value) }
 
     static func tick(_ value: Double) -> String {
-        value == value.rounded() ? String(Int(value)) : String(format: value < 1 ? "%.2f" : "%.1f", value)
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(format: value < 1 ? "%.2f" : "%.1f", value)
     }
 
     static func escape(_ text: String) -> String {

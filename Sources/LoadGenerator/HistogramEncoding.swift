@@ -106,13 +106,19 @@ public enum HistogramEncoding {
                 if byte & 0x80 == 0 { break }
             }
             let value = Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
-            if value < 0 {
-                index += Int(-value)
-            } else {
-                if value > 0 { counts[layout.value(atIndex: index), default: 0] += UInt64(value) }
-                index += 1
+            // A zero run (negative) of any length, or a count up to Int64.max: checked before
+            // any arithmetic, so a hostile file cannot overflow the index or a count.
+            let step = value < 0 ? value.magnitude : 1
+            guard step <= UInt64(max(0, maxIndex - index)) else {
+                throw Error(description: "counts index \(index) + \(step) beyond the limit \(maxIndex)")
             }
-            guard index <= maxIndex else { throw Error(description: "counts index \(index) beyond the limit \(maxIndex)") }
+            if value > 0 {
+                let bucket = layout.value(atIndex: index)
+                let (sum, overflow) = counts[bucket, default: 0].addingReportingOverflow(UInt64(value))
+                guard !overflow else { throw Error(description: "the count of value \(bucket) overflows 64 bits") }
+                counts[bucket] = sum
+            }
+            index += Int(step)
         }
         return (digits, counts)
     }

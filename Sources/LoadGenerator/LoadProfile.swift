@@ -117,7 +117,12 @@ public struct LoadProfile: Sendable, Hashable, Codable {
         guard let value = Double(number), value.isFinite, value > 0 else {
             throw LoadProfileError("\"\(text)\" is not a duration (e.g. 500ms, 30s, 2m)")
         }
-        return .nanoseconds(Int64((value * scale * 1e9).rounded()))
+        // Checked before converting: "1e300s" used to trap the CLI instead of being refused.
+        let nanoseconds = (value * scale * 1e9).rounded()
+        guard nanoseconds < 9.2e18 else {
+            throw LoadProfileError("\"\(text)\" is too long a duration (at most about 292 years)")
+        }
+        return .nanoseconds(Int64(nanoseconds))
     }
 
     public var duration: Duration { stages.reduce(.zero) { $0 + $1.duration } }
@@ -129,11 +134,11 @@ public struct LoadProfile: Sendable, Hashable, Codable {
 
     static func format(_ duration: Duration) -> String {
         let seconds = duration.seconds
-        return seconds >= 1 && seconds == seconds.rounded() ? "\(Int(seconds))s" : "\(Int((seconds * 1000).rounded()))ms"
+        return seconds >= 1 && seconds == seconds.rounded() ? "\(Int64(seconds))s" : "\(Int64((seconds * 1000).rounded()))ms"
     }
 
     static func format(rate: Double) -> String {
-        rate == rate.rounded() ? "\(Int(rate))" : String(format: "%.2f", rate)
+        rate == rate.rounded() && abs(rate) < 1e15 ? "\(Int64(rate))" : String(format: rate < 1e15 ? "%.2f" : "%g", rate)
     }
 }
 

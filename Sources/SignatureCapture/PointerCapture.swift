@@ -116,6 +116,13 @@ extension CapturedSignature {
             }
             let startTick = max(Int64(offsetTicks), nextFreeTick)
             let endTime = stroke[stroke.count - 1].time
+            // A stroke that cannot end within the T channel is refused before it is walked tick
+            // by tick (a post's last point at 1e300 ms used to cost 65,535 steps first).
+            let span = (endTime - stroke[0].time) * rate / 1000
+            guard span.isFinite, Double(startTick) + span <= 65536 else {
+                throw CaptureError(code: .signatureTooLong, message:
+                    "the signature lasts more than 65535 ticks of \(PointerSignature.sampleRate) Hz; the T channel cannot hold it")
+            }
             var tick = startTick
             var index = 0
             while true {
@@ -124,9 +131,11 @@ extension CapturedSignature {
                 while index + 1 < stroke.count && stroke[index + 1].time <= t { index += 1 }
                 let a = stroke[index], b = stroke[min(index + 1, stroke.count - 1)]
                 let f = b.time > a.time ? min(max((t - a.time) / (b.time - a.time), 0), 1) : 0
-                let x = min(max((a.x + (b.x - a.x) * f) * scale, 0), width)
-                let y = min(max((a.y + (b.y - a.y) * f) * scale, 0), height)
-                let p = pressure ? min(max(a.pressure + (b.pressure - a.pressure) * f, 0), 1) : 0
+                // Finite inputs far apart (±1e308) interpolate to ∞ − ∞ = NaN: clamped to the
+                // lower bound, as NaN must never reach the record's integer conversions.
+                let x = Self.clamp((a.x + (b.x - a.x) * f) * scale, 0, width)
+                let y = Self.clamp((a.y + (b.y - a.y) * f) * scale, 0, height)
+                let p = pressure ? Self.clamp(a.pressure + (b.pressure - a.pressure) * f, 0, 1) : 0
                 guard tick <= 65535 else {
                     throw CaptureError(code: .signatureTooLong, message:
                         "the signature lasts more than 65535 ticks of \(PointerSignature.sampleRate) Hz; the T channel cannot hold it")
@@ -150,5 +159,10 @@ extension CapturedSignature {
             fieldID: fieldID, signerID: signerID, strategy: CaptureStrategy(identifier: "pointerEvents", pen: input.penKind),
             characteristics: characteristics, samples: samples, configuration: configuration, attempts: 1,
             startedAt: startedAt, completedAt: startedAt.adding(seconds: duration))
+    }
+
+    /// `value` within `low…high`; NaN becomes `low`.
+    static func clamp(_ value: Double, _ low: Double, _ high: Double) -> Double {
+        value.isNaN ? low : min(max(value, low), high)
     }
 }

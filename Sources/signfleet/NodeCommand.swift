@@ -73,6 +73,10 @@ struct NodeCommand: AsyncParsableCommand {
         guard requestTimeoutMs >= 10 else { throw ValidationError("--request-timeout-ms must be at least 10") }
         guard envelopes >= 0 else { throw ValidationError("--envelopes must not be negative") }
         guard intervalMs >= 0 else { throw ValidationError("--interval-ms must not be negative") }
+        // Checked here, not converted blindly: `--duration 1e300` or `nan` used to trap the node.
+        if let duration, !(duration.isFinite && duration >= 0 && duration <= 1e9) {
+            throw ValidationError("--duration must be 0 to 1000000000 seconds, not \(duration)")
+        }
     }
 
     func run() async throws {

@@ -98,6 +98,11 @@ import Testing
         var plan = NodeProcessTests.plan(directory: "/tmp/x", endpoint: "tcp://127.0.0.1:1", devices: 1, seed: 1)
         plan.statsInterval = 0
         try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
-        #expect(throws: NodePlanError(path: path, "statsInterval: must be at least 0.05 s")) { try NodePlan.load(path: path) }
+        #expect(throws: NodePlanError(path: path, "statsInterval: must be 0.05 to 86400 s, not 0.0")) { try NodePlan.load(path: path) }
+        // Far too long values are refused, not converted (1e300 s used to trap the node).
+        plan.statsInterval = 1
+        plan.requestTimeout = 1e300
+        try JSONEncoder().encode(plan).write(to: URL(fileURLWithPath: path))
+        #expect(throws: NodePlanError(path: path, "requestTimeout: must be 0.01 to 3600 s, not 1e+300")) { try NodePlan.load(path: path) }
     }
 }

@@ -56,6 +56,10 @@ import Testing
         #expect(try LoadProfile.parseStage("1m:2.5/s") == LoadStage(duration: .seconds(60), rate: 2.5))
         #expect(try LoadProfile.parseStage("250ms:10-0") == LoadStage(duration: .milliseconds(250), fromRate: 10, toRate: 0))
         #expect(try LoadProfile.parseDuration("30") == .seconds(30))
+        // Too long for Int64 nanoseconds: refused (it used to trap the CLI).
+        #expect(throws: LoadProfileError.self) { try LoadProfile.parseDuration("1e300s") }
+        #expect(throws: LoadProfileError.self) { try LoadProfile.parseDuration("9300000000000000000ms") }
+        #expect(LoadProfile.format(rate: 1e300) == "1e+300")
     }
 
     @Test(arguments: [

@@ -65,6 +65,29 @@ import Testing
         #expect(throws: HistogramEncoding.Error.self) { try HistogramEncoding.decompress(Array("not a histogram".utf8)) }
     }
 
+    /// A hostile `.hlog` payload: a zero run of Int64.min (negating it trapped) or past the index
+    /// limit is refused with an error; a count of Int64.max is read.
+    @Test func extremeRunsAndCountsAreRefusedNotTrapped() throws {
+        func payload(_ values: [Int64]) -> [UInt8] {
+            var body: [UInt8] = []
+            for value in values { HistogramEncoding.appendZigZag(value, to: &body) }
+            var bytes: [UInt8] = []
+            HistogramEncoding.append(HistogramEncoding.encodingCookie, to: &bytes)
+            HistogramEncoding.append(UInt32(body.count), to: &bytes)
+            HistogramEncoding.append(UInt32(0), to: &bytes)
+            HistogramEncoding.append(UInt32(3), to: &bytes)
+            HistogramEncoding.append(UInt64(1), to: &bytes)
+            HistogramEncoding.append(UInt64(1_000_000), to: &bytes)
+            HistogramEncoding.append(UInt64(0), to: &bytes)
+            return bytes + body
+        }
+        #expect(try HistogramEncoding.decodeCounts(payload([-3, 5])).counts.values.reduce(0, +) == 5)
+        #expect(try HistogramEncoding.decodeCounts(payload([Int64.max])).counts.values.first == UInt64(Int64.max))
+        for values: [Int64] in [[Int64.min], [-(1 << 40)], [5, Int64.min + 1]] {
+            #expect(throws: HistogramEncoding.Error.self, "\(values)") { try HistogramEncoding.decodeCounts(payload(values)) }
+        }
+    }
+
     @Test func intervalLogHasTheStandardHeaderAndTaggedLines() throws {
         var log = HistogramLogWriter(startTime: Date(timeIntervalSince1970: 1_700_000_000.25))
         try log.append(tag: "corrected", start: 1, length: 1, histogram: sample())
