@@ -279,7 +279,7 @@ final class DeviceStore: Sendable {
         }
         let sequence = try Int64.fetchOne(db.cachedStatement(sql: pendingSequenceOfEnvelopeSQL), arguments: [id])
         let mode = SigningMode(rawValue: row["signingMode"]) ?? .offline
-        return StoredEnvelope(envelope: envelope, signingMode: mode, sequence: sequence.map { UInt64($0) })
+        return StoredEnvelope(envelope: envelope, signingMode: mode, sequence: sequence.map { UInt64(clamping: $0) })
     }
 
     static func insertEnvelope(_ db: Database, _ envelope: Envelope, mode: SigningMode, contentHash: Data, now: Double) throws {
@@ -391,7 +391,7 @@ final class DeviceStore: Sendable {
             if let row = try Row.fetchOne(db, sql: "SELECT envelopeId, sequence FROM outbox WHERE transactionId = ?",
                                           arguments: [composed.transactionId]) {
                 let sequence: Int64 = row["sequence"]
-                return .alreadySynced(envelopeId: row["envelopeId"], sequence: UInt64(sequence))
+                return .alreadySynced(envelopeId: row["envelopeId"], sequence: UInt64(clamping: sequence))
             }
             var envelope = composed
             try Self.insertEnvelope(db, envelope, mode: mode, contentHash: hash, now: now)
@@ -600,7 +600,7 @@ final class DeviceStore: Sendable {
                                   recordedAt: Date(timeIntervalSince1970: row["recordedAt"] ?? 0))
         }
         return OutboxItem(
-            sequence: UInt64(sequence),
+            sequence: UInt64(clamping: sequence),
             envelope: EnvelopeIDs(localId: row["envelopeId"], transactionId: row["transactionId"], serverId: row["serverEnvelopeId"]),
             payload: payload.map(Array.init), payloadSHA256: Array(sha), signature: Array(signature),
             createdAt: Date(timeIntervalSince1970: row["createdAt"]), status: status, attempts: row["attempts"], receipt: receipt)
@@ -686,7 +686,7 @@ final class DeviceStore: Sendable {
             return rows.map { row in
                 JournalEntry(id: row["id"], at: Date(timeIntervalSince1970: row["at"]), envelopeId: row["envelopeId"],
                              transactionId: row["transactionId"], kind: JournalEntry.Kind(rawValue: row["kind"]) ?? .recovered,
-                             state: row["state"], sequence: (row["sequence"] as Int64?).map { UInt64($0) }, detail: row["detail"])
+                             state: row["state"], sequence: (row["sequence"] as Int64?).map { UInt64(clamping: $0) }, detail: row["detail"])
             }
         }
     }

@@ -20,6 +20,10 @@ struct HostileDevice: Sendable {
     let log: HistoryWriter
     let logger: Logger
 
+    /// The pause after an attempt (``HostilePlan/every``, kept within the scenario's bounds: a plan
+    /// file is input too).
+    var pause: Duration { .milliseconds(Int64(min(max(hostile.every, 0.05), 3_600) * 1_000)) }
+
     /// The coordinator's CURVE key; nil when it serves plain TCP (then every claim of an id is
     /// believed, and the attempts record it as breaches).
     var serverKey: [UInt8]? { plan.serverKey.flatMap(Z85.decode) }
@@ -47,7 +51,7 @@ struct HostileDevice: Sendable {
                     }
                 }
                 round += 1
-                try await Task.sleep(for: .milliseconds(Int64(hostile.every * 1000)))
+                try await Task.sleep(for: pause)
             }
         }
     }
@@ -118,7 +122,7 @@ struct HostileDevice: Sendable {
                     try record(.squat, "enroll_target_id_in_rival_account", target: target, result, mustBeRefused: false)
                 }
                 if result.result != "no_reply" && result.result != "error" { break }
-                try await Task.sleep(for: .milliseconds(Int64(hostile.every * 1000)))
+                try await Task.sleep(for: pause)
             }
         }
         try await holdUntilCancelled()
