@@ -15,9 +15,9 @@ import ZeroMQ
 /// alone would do. Metric names carry `.payload_verify` under `--verification payload` and
 /// `_curve` (`ingest.zmq_curve…`) under `--transport curve`: every connection CURVE-encrypted and
 /// authenticated through the ZAP handler, each device's key bound at enrollment. With
-/// `--slow-reader N`, one more peer sends N heartbeats during the open-loop phase, as fast as its
-/// socket takes them, and never reads a reply (issue #13's hostile peer): only the open loop runs,
-/// and its metric names carry `.slow_reader`.
+/// `--slow-reader N`, one more peer, a process of its own (`signfleet-bench flood`), sends N
+/// heartbeats during the open-loop phase, as fast as its socket takes them, and never reads a
+/// reply (issue #13's hostile peer): only the open loop runs, and its metric names carry `.slow_reader`.
 func ingestWireBenchmark(_ arguments: [String]) async throws {
     func option(_ name: String) -> Double? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -49,8 +49,6 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     let context = try ZMQContext()
     let serverLoop = try ZMQIOLoop(context: context, label: "wire-server")
     let clientLoop = try ZMQIOLoop(context: context, label: "wire-clients")
-    // The slow reader's own I/O thread: its flood must not queue behind the honest clients' sends.
-    let floodLoop = try ZMQIOLoop(context: context, label: "wire-flooder")
 
     /// Runs `body` with a served coordinator on a fresh store and connected clients (and, with
     /// `slowReader`, a peer that floods heartbeats and never reads).
@@ -77,36 +75,28 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
                 loop: clientLoop, logger: logger)
         }
         let connections = clients.map { client in Task { await client.run() } }
-        var flood: Task<Void, Error>?
-        var flooder: AsyncSocket?
+        // The slow reader is a process of its own (`signfleet-bench flood`), as a hostile peer is:
+        // in this process its sends would compete with the honest clients for this process's threads.
+        var flooder: Process?
         if slowReader > 0 {
-            var options = SocketOptions()
-            if curve {
-                options.curve = .client(serverKey: serverKeys.publicKey, keys: try CurveKeyPair.generate())
-            } else {
-                options.routingID = Array("slow-reader".utf8)
-            }
-            // Small queues on its side, so the coordinator's queue to it fills as soon as possible.
-            options.receiveHighWaterMark = 100
-            options.receiveBufferLimit = 100
-            options.sendHighWaterMark = 1_000_000
-            let socket = try await floodLoop.makeSocket(.dealer, options: options)
-            try await socket.connect(endpoint)
-            flooder = socket
-            let codec = WireCodec()
-            flood = Task {
-                for id in 1...slowReader {
-                    try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
-                }
-            }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+            process.arguments =
+                ["flood", "--endpoint", endpoint, "--count", "\(slowReader)"] + (curve ? ["--server-key", Z85.encode(serverKeys.publicKey) ?? ""] : [])
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            flooder = process
         }
         defer {
-            flood?.cancel()
             for connection in connections { connection.cancel() }
             serving.cancel()
         }
         let result = try await body(rig, clients, rig.pushes(batch: batch))
-        await flooder?.close()
+        // Gone before the server closes (libzmq 4.3.4 aborts when a non-reading peer leaves while the ROUTER closes).
+        if let flooder {
+            flooder.terminate()
+            flooder.waitUntilExit()
+        }
         return result
     }
 
@@ -167,6 +157,38 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     Report.emit(bench, "ingest.zmq\(mode).p99_ms_at\(label)", IngestBench.percentile(latencies, 0.99), "ms")
     await serverLoop.shutdown()
     await clientLoop.shutdown()
-    await floodLoop.shutdown()
     context.shutdown()
+}
+
+/// `signfleet-bench flood --endpoint E --count N [--server-key Z85]`: the slow reader of
+/// `ingest-wire --slow-reader`. Sends N heartbeats as fast as its socket takes them, never reads a
+/// reply, then holds the connection until it is terminated.
+func floodBenchmark(_ arguments: [String]) async throws {
+    func value(_ name: String) -> String? {
+        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+        return arguments[i + 1]
+    }
+    guard let endpoint = value("--endpoint"), let count = value("--count").flatMap(Int.init), count > 0 else {
+        throw BenchError("flood needs --endpoint E --count N")
+    }
+    let context = try ZMQContext()
+    let loop = try ZMQIOLoop(context: context, label: "flooder")
+    var options = SocketOptions()
+    if let key = value("--server-key") {
+        guard let serverKey = Z85.decode(key) else { throw BenchError("--server-key is not a Z85 key") }
+        options.curve = .client(serverKey: serverKey, keys: try CurveKeyPair.generate())
+    } else {
+        options.routingID = Array("slow-reader".utf8)
+    }
+    // Small queues on its side, so the coordinator's queue to it fills as soon as possible.
+    options.receiveHighWaterMark = 100
+    options.receiveBufferLimit = 100
+    options.sendHighWaterMark = Int32(clamping: count + 100)
+    let socket = try await loop.makeSocket(.dealer, options: options)
+    try await socket.connect(endpoint)
+    let codec = WireCodec()
+    for id in 1...count {
+        try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+    }
+    while true { try await Task.sleep(for: .seconds(3600)) }
 }

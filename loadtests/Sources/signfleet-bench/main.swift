@@ -11,6 +11,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "captive": captiveBenchmark,
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
+    "flood": floodBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
