@@ -172,7 +172,7 @@ public actor FleetServer {
         options.receiveHighWaterMark = configuration.highWaterMark
         options.linger = 0
         // Messages over a connection's budget are dropped on the I/O thread, before this actor.
-        options.inboundFilter = { [budgets] message in budgets.admit(message) }
+        options.inboundFilter = { [budgets] message, descriptor in budgets.admit(message, descriptor: descriptor) }
         let socket = try await loop.makeSocket(.router, options: options)
         do {
             let endpoint = try await socket.bind(configuration.endpoint)

@@ -1,5 +1,6 @@
 import Logging
 import Synchronization
+import ZeroMQ
 
 /// The server's per-connection message budgets (``PeerBudgets``), applied on the ZeroMQ I/O thread
 /// (``SocketOptions/inboundFilter``): a message over its connection's budget is dropped before it
@@ -9,6 +10,9 @@ final class PeerBudgetGate: Sendable {
     private struct State {
         var budgets: PeerBudgets
         var log = RefusalLog()
+        /// Messages dropped since the last prune, per connection over its budget.
+        var drops: [[UInt8]: Int] = [:]
+        var cuts = 0
     }
 
     private let state: Mutex<State>
@@ -23,27 +27,57 @@ final class PeerBudgetGate: Sendable {
         self.logger = logger
     }
 
+    /// Messages dropped between two prunes (one heartbeat interval) after which a connection is
+    /// cut: reading and dropping a flood still costs the shared I/O thread and the CPU
+    /// (loadtests/NOTES.md, "The slow reader in a process of its own"), so a connection this far
+    /// over its budget is not read any more. (Its refill of 200/s lets one message through now and
+    /// then, so the count is per interval, not in a row.)
+    static let dropsBeforeCut = 5_000
+
     /// Whether to let `message` (as the ROUTER received it) through; runs on the I/O thread.
-    func admit(_ message: [[UInt8]]) -> Bool {
+    /// `descriptor` is its connection's (``Socket/lastSourceDescriptor``): a connection that keeps
+    /// sending far over its budget is cut (``Socket/cutConnection(descriptor:)``).
+    func admit(_ message: [[UInt8]], descriptor: Int32 = -1) -> Bool {
         guard let peer = FleetServer.routingID(of: message, security: security) else { return true }
         let now = ContinuousClock.now
-        let admitted = state.withLock { state in
-            if state.budgets.take(peer, at: now) { return true }
+        let (admitted, cut) = state.withLock { state -> (Bool, Bool) in
+            if state.budgets.take(peer, at: now) { return (true, false) }
+            let drops = (state.drops[peer] ?? 0) + 1
+            state.drops[peer] = drops
+            if drops == Self.dropsBeforeCut {
+                state.drops[peer] = nil
+                state.cuts += 1
+                state.log.note("connection cut: it kept sending far over its budget", logger: logger)
+                return (false, true)
+            }
             state.log.note("messages dropped: a connection sends more than its budget", logger: logger)
-            return false
+            return (false, false)
         }
         if !admitted { metrics.countDroppedRequest(reason: "peer_over_budget") }
+        if cut {
+            metrics.countDroppedRequest(reason: "peer_cut")
+            Socket.cutConnection(descriptor: descriptor)
+        }
         return admitted
     }
+
+    /// Connections cut so far (``dropsBeforeCut``).
+    var connectionsCut: Int { state.withLock { $0.cuts } }
 
     /// Forgets the budgets of connections idle long enough to be full again (called periodically).
     func pruneIdle() {
         let now = ContinuousClock.now
-        state.withLock { $0.budgets.pruneIdle(at: now) }
+        state.withLock {
+            $0.budgets.pruneIdle(at: now)
+            $0.drops = [:]  // counts restart: only a flood that goes on is cut
+        }
     }
 
     /// Forgets a lost connection's budget.
     func forget(_ peer: [UInt8]) {
-        state.withLock { $0.budgets.forget(peer) }
+        state.withLock {
+            $0.budgets.forget(peer)
+            $0.drops[peer] = nil
+        }
     }
 }

@@ -16,7 +16,7 @@ final class IOWorker {
         /// Input is not polled while the inbox is full.
         var readingPaused = false
         /// ``SocketOptions/inboundFilter``.
-        var inboundFilter: (@Sendable ([[UInt8]]) -> Bool)?
+        var inboundFilter: (@Sendable ([[UInt8]], Int32) -> Bool)?
         /// After a POLLOUT that still could not send (a ROUTER reports POLLOUT if *any* peer
         /// has room), retry on a timer instead of spinning on POLLOUT.
         var retrySendAt: ContinuousClock.Instant?
@@ -308,7 +308,7 @@ final class IOWorker {
                 return
             }
             guard let message else { return }
-            if let filter = entry.inboundFilter, !filter(message) { continue }
+            if let filter = entry.inboundFilter, !filter(message, entry.socket.lastSourceDescriptor) { continue }
             if !entry.inbox.deliver(message) {
                 entry.readingPaused = true
                 pollerDirty = true

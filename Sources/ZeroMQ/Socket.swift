@@ -1,5 +1,9 @@
 import CZeroMQ
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A libzmq socket for use by one thread.
 ///
 /// ZeroMQ sockets are not thread-safe, so `Socket` is deliberately not `Sendable`: create,
@@ -121,6 +125,19 @@ public final class Socket {
         return index
     }
 
+    /// The file descriptor of the connection the last received message came from (libzmq's
+    /// `ZMQ_SRCFD`; -1 when unknown): what ``cutConnection(descriptor:)`` takes.
+    public private(set) var lastSourceDescriptor: Int32 = -1
+
+    /// Shuts down (`shutdown(2)`, never `close`) the TCP connection with this descriptor: libzmq then
+    /// sees it end and tears it down as if the peer had left. For a peer that must stop being read
+    /// (a ROUTER cannot pause one of its pipes). Call it on the thread that received from it, at
+    /// once: the descriptor is libzmq's, and only right after a message from it is it known to be that peer's.
+    public static func cutConnection(descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
     /// Receives one multipart message.
     /// - Parameter dontWait: return `nil` instead of blocking when no message is waiting.
     /// - Returns: the frames, or `nil` (only with `dontWait`) when none is waiting.
@@ -148,6 +165,9 @@ public final class Socket {
                 count = size
             }
             frames.append(frame)
+            // As with metadata below: a ROUTER's own routing-id frame has no source, the peer's frames do.
+            if frames.count == 1 { lastSourceDescriptor = -1 }
+            if lastSourceDescriptor < 0 { lastSourceDescriptor = zmq_msg_get(&message, ZMQ_SRCFD) }
             // Metadata rides on the frames read from the peer's pipe; a ROUTER's own routing-id
             // frame may have none, so every frame is asked until one answers.
             if let name = prependedProperty, property == nil, let value = zmq_msg_gets(&message, name) {

@@ -54,7 +54,7 @@ public struct SocketOptions: Sendable {
     /// Runs on the I/O thread for every received message (frames as ``AsyncSocket/messages`` would
     /// deliver them); a message it returns false for is dropped there, before any task sees it:
     /// the cheapest place to shed a flood. It must be fast and must not block.
-    public var inboundFilter: (@Sendable ([[UInt8]]) -> Bool)?
+    public var inboundFilter: (@Sendable (_ frames: [[UInt8]], _ sourceDescriptor: Int32) -> Bool)?
     /// Publishes ``MonitorEvent``s on ``AsyncSocket/monitorEvents``.
     public var monitor: Bool = false
     /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the

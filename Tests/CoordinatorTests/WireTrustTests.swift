@@ -1,6 +1,6 @@
 import Crypto
 import DeviceNode
-import FleetProtocol
+@testable import FleetProtocol
 import FleetTesting
 import GRDB
 import Foundation
@@ -299,10 +299,14 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         let flooder = try await Flooder(to: coordinator)
         let floodSize = 20_000
         let flood = flooder.flood(floodSize)
-        try await coordinator.waitUntil(within: .seconds(150), "the flood is read (answered or dropped)") {
+        // Read to the end, or cut (PeerBudgetGate.dropsBeforeCut in one heartbeat interval): either
+        // way the flood stops costing anything.
+        try await coordinator.waitUntil(within: .seconds(150), "the flood is read (answered or dropped) or cut") {
             let answered = coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"")
             let dropped = coordinator.counter("signfleet_requests_dropped_total", labelled: "reason=\"peer_over_budget\"")
-            return answered + dropped >= Double(floodSize)
+            let cut = coordinator.counter("signfleet_requests_dropped_total", labelled: "reason=\"peer_cut\"")
+            // After a cut, the messages admitted before it are still answered.
+            return answered + dropped >= Double(floodSize) || (cut >= 1 && answered >= 1_000)
         }
         let answered = coordinator.counter("signfleet_requests_total", labelled: "type=\"heartbeat\"")
         #expect(answered >= 1_000 && answered < Double(floodSize) / 2, "answered \(answered) of \(floodSize)")
@@ -492,5 +496,27 @@ struct SignallingMetricsFactory: MetricsFactory {
         #expect(results.allSatisfy { $0["accountID"] == "acme" })
         #expect(results[1]["payloadSHA256"] == Data([0x06]))
         #expect(problems.isEmpty, "\(problems)")
+    }
+}
+
+/// The cut of a connection far over its message budget (PeerBudgetGate), decided without sockets.
+@Suite struct PeerBudgetCutTests {
+    @Test func aConnectionThatDropsThousandsOfMessagesInOneIntervalIsCutOnce() {
+        let registry = PrometheusCollectorRegistry()
+        let gate = PeerBudgetGate(
+            burst: 10, rate: 0.001, security: .plaintext, metrics: FleetServerMetrics(factory: PrometheusMetricsFactory(registry: registry)),
+            logger: Logger(label: "cut"))
+        let message: [[UInt8]] = [Array("flooder".utf8), [0x80], [0xC0]]
+        var admitted = 0
+        for _ in 0..<(10 + PeerBudgetGate.dropsBeforeCut - 1) where gate.admit(message) { admitted += 1 }
+        #expect(admitted == 10 && gate.connectionsCut == 0, "not yet: \(PeerBudgetGate.dropsBeforeCut - 1) dropped")
+        #expect(!gate.admit(message))
+        #expect(gate.connectionsCut == 1, "cut at the \(PeerBudgetGate.dropsBeforeCut)th drop")
+        for _ in 0..<100 { _ = gate.admit(message) }
+        #expect(gate.connectionsCut == 1, "once per interval")
+        // A new interval counts again from zero.
+        gate.pruneIdle()
+        for _ in 0..<(PeerBudgetGate.dropsBeforeCut - 1) { _ = gate.admit(message) }
+        #expect(gate.connectionsCut == 1)
     }
 }
