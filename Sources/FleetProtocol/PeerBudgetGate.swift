@@ -13,6 +13,8 @@ final class PeerBudgetGate: Sendable {
         /// Messages dropped since the last prune, per connection over its budget.
         var drops: [[UInt8]: Int] = [:]
         var cuts = 0
+        /// Senders cut recently, until when.
+        var coolingUntil: [[UInt8]: ContinuousClock.Instant] = [:]
     }
 
     private let state: Mutex<State>
@@ -33,6 +35,9 @@ final class PeerBudgetGate: Sendable {
     /// over its budget is not read any more. (Its refill of 200/s lets one message through now and
     /// then, so the count is per interval, not in a row.)
     static let dropsBeforeCut = 5_000
+    /// After a cut, the same sender (key or routing id) gets no budget for this long, and its new
+    /// connections are cut after a tenth of the drops: reconnecting is no way back to a full burst.
+    static let cooldown: Duration = .seconds(10)
 
     /// Whether to let `message` (as the ROUTER received it) through; runs on the I/O thread.
     /// `descriptor` is its connection's (``Socket/lastSourceDescriptor``): a connection that keeps
@@ -40,12 +45,17 @@ final class PeerBudgetGate: Sendable {
     func admit(_ message: [[UInt8]], descriptor: Int32 = -1) -> Bool {
         guard let peer = FleetServer.routingID(of: message, security: security) else { return true }
         let now = ContinuousClock.now
+        // Who sends it: the CURVE key (the User-Id frame) or the plain routing id; it outlives a
+        // connection, so a cut peer that reconnects is still known.
+        let identity = message.first ?? peer
         let (admitted, cut) = state.withLock { state -> (Bool, Bool) in
-            if state.budgets.take(peer, at: now) { return (true, false) }
+            let cooling = state.coolingUntil[identity].map { now < $0 } ?? false
+            if !cooling, state.budgets.take(peer, at: now) { return (true, false) }
             let drops = (state.drops[peer] ?? 0) + 1
             state.drops[peer] = drops
-            if drops == Self.dropsBeforeCut {
+            if drops >= (cooling ? Self.dropsBeforeCut / 10 : Self.dropsBeforeCut) {
                 state.drops[peer] = nil
+                state.coolingUntil[identity] = now + Self.cooldown
                 state.cuts += 1
                 state.log.note("connection cut: it kept sending far over its budget", logger: logger)
                 return (false, true)
@@ -70,6 +80,7 @@ final class PeerBudgetGate: Sendable {
         state.withLock {
             $0.budgets.pruneIdle(at: now)
             $0.drops = [:]  // counts restart: only a flood that goes on is cut
+            $0.coolingUntil = $0.coolingUntil.filter { now < $0.value }
         }
     }
 

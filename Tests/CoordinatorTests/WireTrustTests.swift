@@ -514,9 +514,15 @@ struct SignallingMetricsFactory: MetricsFactory {
         #expect(gate.connectionsCut == 1, "cut at the \(PeerBudgetGate.dropsBeforeCut)th drop")
         for _ in 0..<100 { _ = gate.admit(message) }
         #expect(gate.connectionsCut == 1, "once per interval")
-        // A new interval counts again from zero.
+        // The cut sender, reconnected (a new interval, a full bucket), gets nothing during the
+        // cooldown and is cut after a tenth of the drops.
         gate.pruneIdle()
-        for _ in 0..<(PeerBudgetGate.dropsBeforeCut - 1) { _ = gate.admit(message) }
-        #expect(gate.connectionsCut == 1)
+        gate.forget(message[0])
+        var again = 0
+        for _ in 0..<(PeerBudgetGate.dropsBeforeCut / 10) where gate.admit(message) { again += 1 }
+        #expect(again == 0, "no budget while cooling down")
+        #expect(gate.connectionsCut == 2)
+        // Another sender is not affected.
+        #expect(gate.admit([Array("honest".utf8), [0x80], [0xC0]]))
     }
 }
