@@ -194,14 +194,19 @@ public struct CoordinatorHTTPServer: Service {
         return router
     }
 
-    /// A `200` JSON response with sorted keys, unescaped slashes (paths stay readable) and ISO 8601 times.
-    static func json(_ value: some Encodable) throws -> Response {
+    /// The HTTP API's JSON: sorted keys, unescaped slashes (paths stay readable), and every time in
+    /// ISO 8601 (`2026-11-25T18:05:00Z`), never Foundation's seconds since 2001.
+    static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Every time in the HTTP API is ISO 8601 (`2026-11-25T18:05:00Z`), never Foundation's seconds since 2001.
         encoder.dateEncodingStrategy = .iso8601
+        return encoder
+    }
+
+    /// A `200` JSON response in the HTTP API's JSON (``encoder()``).
+    static func json(_ value: some Encodable) throws -> Response {
         var buffer = ByteBuffer()
-        buffer.writeBytes(try encoder.encode(value))
+        buffer.writeBytes(try encoder().encode(value))
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: buffer))
     }

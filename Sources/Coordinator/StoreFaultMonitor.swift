@@ -40,6 +40,7 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
 public struct StoreFaultEpisode: Sendable, Hashable, Codable {
     /// The kind of the write failure that started the episode.
     public var kind: StoreFaultKind
+    /// ISO 8601 on the HTTP API, as every time there (``CoordinatorHTTPServer``'s encoder).
     public var since: Date
     /// Writes that failed with a disk fault during the episode.
     public var failedWrites: Int
@@ -52,34 +53,6 @@ public struct StoreFaultEpisode: Sendable, Hashable, Codable {
         self.failedWrites = failedWrites
         self.lastError = lastError
     }
-
-    // `since` travels as ISO 8601 (`/status` is read by people and scripts, not only by Swift).
-    private enum CodingKeys: String, CodingKey { case kind, since, failedWrites, lastError }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let text = try container.decode(String.self, forKey: .since)
-        guard let since = try Self.iso8601.withLock({ $0.date(from: text) }) else {
-            throw DecodingError.dataCorruptedError(forKey: .since, in: container, debugDescription: "not an ISO 8601 date: \(text)")
-        }
-        self.init(
-            kind: try container.decode(StoreFaultKind.self, forKey: .kind), since: since,
-            failedWrites: try container.decode(Int.self, forKey: .failedWrites), lastError: try container.decode(String.self, forKey: .lastError))
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(kind, forKey: .kind)
-        try container.encode(Self.iso8601.withLock { $0.string(from: since) }, forKey: .since)
-        try container.encode(failedWrites, forKey: .failedWrites)
-        try container.encode(lastError, forKey: .lastError)
-    }
-
-    static let iso8601: Mutex<ISO8601DateFormatter> = {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return Mutex(formatter)
-    }()
 }
 
 /// Watches the coordinator store's writes for disk faults (disk full, I/O errors) and turns

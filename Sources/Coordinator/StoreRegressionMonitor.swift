@@ -13,6 +13,7 @@ public struct DeviceStoreRegression: Sendable, Hashable, Codable {
     /// The device holds receipts up to here: items `lastApplied + 1 … acknowledgedThrough` are
     /// missing from this store until the device sends them again.
     public var acknowledgedThrough: UInt64
+    /// ISO 8601 on the HTTP API, as every time there.
     public var since: Date
 
     public init(accountID: String, deviceID: String, lastApplied: UInt64, acknowledgedThrough: UInt64, since: Date) {
@@ -21,30 +22,6 @@ public struct DeviceStoreRegression: Sendable, Hashable, Codable {
         self.lastApplied = lastApplied
         self.acknowledgedThrough = acknowledgedThrough
         self.since = since
-    }
-
-    // `since` travels as ISO 8601, as every time in `/status`.
-    private enum CodingKeys: String, CodingKey { case accountID, deviceID, lastApplied, acknowledgedThrough, since }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        let text = try container.decode(String.self, forKey: .since)
-        guard let since = try StoreFaultEpisode.iso8601.withLock({ $0.date(from: text) }) else {
-            throw DecodingError.dataCorruptedError(forKey: .since, in: container, debugDescription: "not an ISO 8601 date: \(text)")
-        }
-        self.init(
-            accountID: try container.decode(String.self, forKey: .accountID), deviceID: try container.decode(String.self, forKey: .deviceID),
-            lastApplied: try container.decode(UInt64.self, forKey: .lastApplied),
-            acknowledgedThrough: try container.decode(UInt64.self, forKey: .acknowledgedThrough), since: since)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(accountID, forKey: .accountID)
-        try container.encode(deviceID, forKey: .deviceID)
-        try container.encode(lastApplied, forKey: .lastApplied)
-        try container.encode(acknowledgedThrough, forKey: .acknowledgedThrough)
-        try container.encode(StoreFaultEpisode.iso8601.withLock { $0.string(from: since) }, forKey: .since)
     }
 }
 

@@ -126,6 +126,9 @@ extension DeviceStore {
             let gapsBelow = try Int64.fetchOne(
                 db, sql: "SELECT MAX(toSequence) FROM outboxGap WHERE toSequence < ?", arguments: [Int64(clamping: first)]) ?? 0
             var next = max(serverLastApplied, UInt64(clamping: max(below, gapsBelow))) + 1
+            guard next <= UInt64(Int64.max) - UInt64(items.count) else {
+                throw DeviceNodeError(.storeFailure, "no sequence numbers left after \(serverLastApplied) to renumber \(items.count) items")
+            }
             // Out of the way first (negative numbers are never assigned), so no two rows collide.
             try db.execute(
                 sql: "UPDATE outbox SET sequence = -sequence WHERE status = 'pending' AND sequence >= ?", arguments: [Int64(clamping: first)])

@@ -339,7 +339,12 @@ final class DeviceStore: Sendable {
         try envelope.apply(.queueForSync, at: Date(timeIntervalSince1970: now))
         // Outbox rows are never deleted except never-pushed ones at the tail (forced logout), so
         // after the last item or recorded gap is gapless and never reuses a number the server has seen.
-        let sequence = UInt64(try Self.lastAssigned(db) + 1)
+        let last = try Self.lastAssigned(db)
+        // A damaged store (or a gap up to the end of the range) leaves no number: say so, never trap.
+        guard last >= 0, last < Int64.max else {
+            throw DeviceNodeError(.storeFailure, "the outbox has no sequence number left after \(last); this store cannot queue more items")
+        }
+        let sequence = UInt64(last + 1)
         let signatures = try Self.loadSignatures(db, envelopeId: envelope.envelopeId)
         let payload = try SyncPayload(envelope: envelope, documents: envelope.documents, signatures: signatures,
                                       deviceId: deviceId, sequence: sequence, signingMode: mode).canonicalBytes()

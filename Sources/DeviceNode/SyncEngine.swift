@@ -180,7 +180,7 @@ public actor SyncEngine {
                 // Another payload holds this number on the server: this store lost its last commits
                 // and signed new items under numbers it had already used. They move after the server's.
                 renumberings += 1
-                let moved = try await node.renumberPending(from: refusal.sequence, serverLastApplied: ack.lastApplied)
+                let moved = try await node.renumberPending(from: refusal.sequence, serverLastApplied: try Self.checked(ack.lastApplied))
                 logger.warning(
                     "the server holds other items under this device's numbers (its store went back in time); renumbered",
                     metadata: [
@@ -232,7 +232,7 @@ public actor SyncEngine {
         enrolled = true
         enrolledWith = await client.serverInstance
         try await node.dropExpiredRetainedPayloads()
-        try await reconcile(serverLastApplied: reply.lastAppliedSequence, position: position)
+        try await reconcile(serverLastApplied: try Self.checked(reply.lastAppliedSequence), position: position)
     }
 
     /// Compares the server's last applied item with this store (docs/sync.md, "When a store goes back
@@ -276,6 +276,15 @@ public actor SyncEngine {
             }
             start += batch.count
         }
+    }
+
+    /// A server's `lastApplied` within the sequence range (at most 2^63 - 1, what stores hold):
+    /// beyond it the arithmetic on it would overflow, so it is refused as the malformed answer it is.
+    static func checked(_ lastApplied: UInt64) throws(FleetError) -> UInt64 {
+        guard lastApplied <= UInt64(Int64.max) else {
+            throw FleetError(.malformedMessage, "the server says it applied up to \(lastApplied), beyond any sequence number (at most 2^63 - 1)")
+        }
+        return lastApplied
     }
 
     static func describe(_ ranges: [ClosedRange<UInt64>]) -> String {

@@ -149,7 +149,9 @@ final class DiskRig: Sendable {
         let session = URLSession(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await session.data(from: url)
-        return ((response as? HTTPURLResponse)?.statusCode ?? -1, try JSONDecoder().decode(T.self, from: data))
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601  // the HTTP API's times
+        return ((response as? HTTPURLResponse)?.statusCode ?? -1, try decoder.decode(T.self, from: data))
     }
 
     func failedWrites(_ reason: String) -> Double {

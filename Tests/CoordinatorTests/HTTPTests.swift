@@ -107,7 +107,9 @@ final class ServiceRig: Sendable {
     func status() async throws -> CoordinatorStatus {
         let (code, body, _) = try await get("/status")
         #expect(code == 200)
-        return try JSONDecoder().decode(CoordinatorStatus.self, from: body)
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601  // the HTTP API's times
+        return try decoder.decode(CoordinatorStatus.self, from: body)
     }
 }
 

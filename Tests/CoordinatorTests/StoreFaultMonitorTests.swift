@@ -53,10 +53,12 @@ import Testing
         #expect(episode.kind == .diskFull && episode.failedWrites == 6 && episode.since == Date(timeIntervalSince1970: 1_800_000_000))
         #expect(episode.lastError.contains("SQLITE_IOERR") && episode.lastError.contains("778"), "\(episode.lastError)")
         #expect(monitor.healthReasons == ["store_disk_full"])
-        // `/status` shows the start as ISO 8601, and reads it back.
-        let json = String(decoding: try JSONEncoder().encode(episode), as: UTF8.self)
-        #expect(json.contains("\"since\":\"2027-01-15T08:00:00.000Z\""), "\(json)")
-        #expect(try JSONDecoder().decode(StoreFaultEpisode.self, from: Data(json.utf8)) == episode)
+        // `/status` (the HTTP API's encoder) shows the start as ISO 8601, and reads it back.
+        let json = String(decoding: try CoordinatorHTTPServer.encoder().encode(episode), as: UTF8.self)
+        #expect(json.contains("\"since\":\"2027-01-15T08:00:00Z\""), "\(json)")
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        #expect(try decoder.decode(StoreFaultEpisode.self, from: Data(json.utf8)) == episode)
         #expect(failures("disk_full") == 5 && failures("io_error") == 1)
         let started = logs.all
         #expect(started.count == 1, "\(started)")

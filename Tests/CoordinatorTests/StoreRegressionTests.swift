@@ -1,4 +1,4 @@
-import DeviceNode
+@testable import DeviceNode
 import FleetProtocol
 import FleetTesting
 import Foundation
@@ -249,5 +249,20 @@ import ZeroMQ
             #expect(summary.succeeded == 1 && summary.remaining == 0, "\(summary)")
         }
         #expect(try await Self.serverItems(coordinator, "tablet-again") == [1: "a", 2: "b"])
+    }
+
+    /// What a server says it applied is input: a number past the sequence range is refused as
+    /// malformed, and a store whose numbers run out says so at the next signing instead of trapping.
+    @Test func sequenceNumbersFromTheServerOrAnExhaustedStoreNeverTrap() async throws {
+        #expect(throws: FleetError.self) { try SyncEngine.checked(UInt64.max) }
+        #expect(try SyncEngine.checked(UInt64(Int64.max)) == UInt64(Int64.max))
+        let coordinator = try await CurveCoordinator()
+        defer { Task { await coordinator.stop() } }
+        let device = try Device(coordinator, id: "tablet-full")
+        let node = try await device.open()
+        defer { Task { try? await node.close() } }
+        _ = try await node.recordServerAhead(of: UInt64(Int64.max))
+        await #expect(throws: (any Error).self) { try await device.sign(node, "one-too-many") }
+        #expect(try await node.pendingOutboxItems().isEmpty)
     }
 }
