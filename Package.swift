@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Envelopes", targets: ["Envelopes"]),
         .library(name: "DeviceNode", targets: ["DeviceNode"]),
         .library(name: "Coordinator", targets: ["Coordinator"]),
+        .library(name: "CoordinatorPostgres", targets: ["CoordinatorPostgres"]),
         .library(name: "Fleet", targets: ["Fleet"]),
         .library(name: "Chaos", targets: ["Chaos"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
@@ -37,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // System libraries (pkg-config names; apt providers install them on Debian).
@@ -91,6 +93,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        // The coordinator store on PostgreSQL (docs/storage.md): the same ``CoordinatorStorage``
+        // protocol as the SQLite default, for coordinators that share one database.
+        .target(
+            name: "CoordinatorPostgres",
+            dependencies: [
+                "Coordinator", "FleetProtocol", "SyncContract",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -160,8 +174,8 @@ let package = Package(
         .testTarget(
             name: "CoordinatorTests",
             dependencies: [
-                "Coordinator", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture", "Envelopes",
-                "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
+                "Coordinator", "CoordinatorPostgres", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture",
+                "Envelopes", "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

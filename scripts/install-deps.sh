@@ -8,6 +8,9 @@ APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gc
 # Headless Chromium: the captive-signing page tests (Tests/CoordinatorTests/browser)
 # and the fleet report's rendering test.
 APT_PACKAGES+=(chromium chromium-driver)
+# PostgreSQL 15: the PostgreSQL coordinator store's tests run a throwaway cluster
+# (scripts/postgres-cluster.sh, docs/storage.md).
+APT_PACKAGES+=(postgresql)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 
 apt_install() {

@@ -13,6 +13,20 @@ LOG=.build/test-output.log
 mkdir -p .build
 
 export SIGNFLEET_BIN=${SIGNFLEET_BIN:-$PWD/.build/debug/signfleet}
+
+# One throwaway PostgreSQL for the run (the PostgreSQL store's tests; docs/storage.md), stopped
+# on exit. Tests started by hand without it start their own.
+if [ -z "${SIGNFLEET_POSTGRES_URL:-}" ]; then
+    PG_DIR=$(mktemp -d /tmp/signfleet-pg-run.XXXXXX)
+    trap 'scripts/postgres-cluster.sh stop "$PG_DIR"' EXIT
+    if SIGNFLEET_POSTGRES_URL=$(scripts/postgres-cluster.sh start "$PG_DIR"); then
+        export SIGNFLEET_POSTGRES_URL
+        echo "test PostgreSQL: $SIGNFLEET_POSTGRES_URL"
+    else
+        echo "warning: no test PostgreSQL could be started; the PostgreSQL store's tests will fail (scripts/install-deps.sh installs it)" >&2
+        unset SIGNFLEET_POSTGRES_URL
+    fi
+fi
 if [ "$#" -gt 0 ]; then
     "$SWIFT" test --skip-build --disable-xctest "$@" 2>&1 | tee "$LOG"
     status=${PIPESTATUS[0]}

@@ -1,7 +1,6 @@
 import Crypto
 import FleetProtocol
 import Foundation
-import GRDB
 
 /// Rate limits of an account, enforced by ``RateLimiter`` on every request that
 /// authenticates to the account: at most `burst` requests per `burstWindowSeconds`
@@ -42,11 +41,15 @@ extension FleetErrorCode {
 /// Creates accounts and users: the admin path behind `signfleet admin` and the
 /// HTTP admin endpoints (``CoordinatorAdminRoutes``).
 public struct AccountDirectory: Sendable {
-    public let store: CoordinatorStore
+    package let storage: any CoordinatorStorage
     let now: @Sendable () -> Date
 
     public init(store: CoordinatorStore, now: @escaping @Sendable () -> Date = Date.init) {
-        self.store = store
+        self.init(storage: store, now: now)
+    }
+
+    package init(storage: any CoordinatorStorage, now: @escaping @Sendable () -> Date = Date.init) {
+        self.storage = storage
         self.now = now
     }
 
@@ -63,12 +66,7 @@ public struct AccountDirectory: Sendable {
         let record = AccountRecord(
             id: id, name: name, offlineSigning: offlineSigning, hourlyLimit: rateLimits.hourly,
             burstLimit: rateLimits.burst, burstWindowSeconds: rateLimits.burstWindowSeconds, createdAt: now())
-        try await store.write { db in
-            guard try AccountRecord.fetchOne(db, key: id) == nil else {
-                throw FleetError(.alreadyExists, "an account with id \"\(id)\" already exists")
-            }
-            try record.insert(db)
-        }
+        try await storage.insertAccount(record)
         return Account(id: id, name: name, offlineSigning: offlineSigning, rateLimits: rateLimits)
     }
 
@@ -86,33 +84,23 @@ public struct AccountDirectory: Sendable {
         let record = UserRecord(
             id: id, accountID: accountID, name: name, email: email, secretSalt: salt,
             secretHash: SecretHash.hash(secret, salt: salt), createdAt: now())
-        try await store.write { db in
-            guard try AccountRecord.fetchOne(db, key: accountID) != nil else {
-                throw FleetError(.notFound, "no account \"\(accountID)\"")
-            }
-            if try UserRecord.filter(Column("email") == email).fetchCount(db) > 0 {
-                throw FleetError(.alreadyExists, "a user with email \"\(email)\" already exists")
-            }
-            try record.insert(db)
-        }
+        try await storage.insertUser(record)
         return User(id: id, accountID: accountID, name: name, email: email)
     }
 
     /// The account `id`, or `nil`.
     public func account(id: String) async throws -> Account? {
-        try await store.database.read { db in try AccountRecord.fetchOne(db, key: id) }.map(Self.account)
+        try await storage.account(id: id).map(Self.account)
     }
 
     /// All accounts, by name.
     public func accounts() async throws -> [Account] {
-        try await store.database.read { db in try AccountRecord.order(Column("name")).fetchAll(db) }.map(Self.account)
+        try await storage.accounts().map(Self.account)
     }
 
     /// The users of an account, by email.
     public func users(accountID: String) async throws -> [User] {
-        try await store.database.read { db in
-            try UserRecord.filter(Column("accountID") == accountID).order(Column("email")).fetchAll(db)
-        }.map { User(id: $0.id, accountID: $0.accountID, name: $0.name, email: $0.email) }
+        try await storage.users(accountID: accountID).map { User(id: $0.id, accountID: $0.accountID, name: $0.name, email: $0.email) }
     }
 
     /// Seeds a demo account with offline signing and one user per device
@@ -136,7 +124,7 @@ public struct AccountDirectory: Sendable {
                     id: "demo-user-\(index + 1)", accountID: accountID, name: "Demo User \(index + 1)",
                     email: "user\(index + 1)@demo.example", secret: DemoData.secret))
         }
-        try await TemplateCatalog(store: store, auth: AuthService(store: store, now: now), now: now).seedDemo(accountID: accountID)
+        try await TemplateCatalog(storage: storage, auth: AuthService(storage: storage, now: now), now: now).seedDemo(accountID: accountID)
         return (account, users)
     }
 

@@ -1,14 +1,13 @@
 import Crypto
 import FleetProtocol
 import Foundation
-import GRDB
 
 /// Issues expiring access tokens and answers who a token belongs to.
 ///
 /// A token is 32 random bytes, base64url-encoded; the store keeps only its
 /// SHA-256, so a leaked store leaks no usable token.
 public struct AuthService: Sendable {
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
     public var tokenLifetime: Duration
     /// The base URL reported as `host` when no HTTP listener has published its address.
     public var host: String?
@@ -19,6 +18,13 @@ public struct AuthService: Sendable {
     public init(
         store: CoordinatorStore, tokenLifetime: Duration = .seconds(3600), host: String? = nil, links: CaptiveSigningLinks? = nil,
         now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.init(storage: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)
+    }
+
+    package init(
+        storage store: any CoordinatorStorage, tokenLifetime: Duration = .seconds(3600), host: String? = nil,
+        links: CaptiveSigningLinks? = nil, now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.store = store
         self.tokenLifetime = tokenLifetime
@@ -38,16 +44,11 @@ public struct AuthService: Sendable {
         let token = Self.makeToken()
         let issuedAt = now()
         let expiresAt = issuedAt.addingTimeInterval(Double(tokenLifetime.components.seconds))
-        try await store.write { db in
-            guard let user = try UserRecord.filter(Column("email") == email).fetchOne(db),
-                SecretHash.matches(secret, salt: user.secretSalt, hash: user.secretHash)
-            else {
+        try await store.issueToken(email: email) { user in
+            guard let user, SecretHash.matches(secret, salt: user.secretSalt, hash: user.secretHash) else {
                 throw FleetError(.unauthenticated, "wrong email or secret")
             }
-            try AccessTokenRecord(tokenHash: Self.hash(token), userID: user.id, issuedAt: issuedAt, expiresAt: expiresAt)
-                .insert(db)
-            // Expired tokens are useless; drop them so the table stays small.
-            try AccessTokenRecord.filter(Column("expiresAt") < issuedAt).deleteAll(db)
+            return AccessTokenRecord(tokenHash: Self.hash(token), userID: user.id, issuedAt: issuedAt, expiresAt: expiresAt)
         }
         return AccessTokenReply(accessToken: token, expiresAt: expiresAt)
     }
@@ -56,23 +57,16 @@ public struct AuthService: Sendable {
     /// - Throws: ``FleetError`` `unauthenticated` for an unknown token, `token_expired` for an expired one.
     public func authenticate(_ token: String) async throws -> (User, Account) {
         let now = now()
-        return try await store.database.read { db in
-            guard let record = try AccessTokenRecord.fetchOne(db, key: Self.hash(token)) else {
-                throw FleetError(.unauthenticated, "unknown access token; request a new one with auth.token")
-            }
-            guard record.expiresAt > now else {
-                throw FleetError(.tokenExpired, "the access token expired at \(record.expiresAt); request a new one")
-            }
-            guard let user = try UserRecord.fetchOne(db, key: record.userID),
-                let account = try AccountRecord.fetchOne(db, key: user.accountID)
-            else {
-                throw FleetError(.unauthenticated, "the token's user no longer exists")
-            }
-            return (
-                User(id: user.id, accountID: user.accountID, name: user.name, email: user.email),
-                AccountDirectory.account(account)
-            )
+        guard let owner = try await store.tokenOwner(tokenHash: Self.hash(token)) else {
+            throw FleetError(.unauthenticated, "unknown access token; request a new one with auth.token")
         }
+        guard owner.token.expiresAt > now else {
+            throw FleetError(.tokenExpired, "the access token expired at \(owner.token.expiresAt); request a new one")
+        }
+        guard let user = owner.user, let account = owner.account else {
+            throw FleetError(.unauthenticated, "the token's user no longer exists")
+        }
+        return (User(id: user.id, accountID: user.accountID, name: user.name, email: user.email), AccountDirectory.account(account))
     }
 
     /// What a device's login needs.

@@ -150,7 +150,7 @@ public struct CaptiveSigningService: Sendable {
             if ownPage {
                 _ = try ReturnURLPolicy.origin(of: returnURL)
             } else {
-                try ReturnURLPolicy.check(returnURL, allowed: try ReturnOrigins.list(db, accountID: record.accountID), account: record.accountID)
+                try ReturnURLPolicy.check(returnURL, allowed: try CoordinatorStore.returnOrigins(db, accountID: record.accountID), account: record.accountID)
             }
             let payload = try Self.payload(of: record)
             let recipient = try Self.select(selection, in: payload, envelopeID: envelopeID)

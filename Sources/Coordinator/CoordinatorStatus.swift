@@ -1,6 +1,5 @@
 import FleetProtocol
 import Foundation
-import GRDB
 import ZeroMQ
 
 /// A snapshot of the coordinator for `GET /status`: what the store holds and who is
@@ -54,23 +53,11 @@ public struct StoreCounts: Sendable, Hashable {
     public var devicesEnrolled: Int
     public var envelopes: Int
     public var syncOutcomes: [String: Int]
-}
 
-extension CoordinatorStore {
-    /// Counts enrolled devices, envelopes and stored sync results by outcome (one read).
-    /// - Throws: GRDB's `DatabaseError` when the store cannot be read.
-    public func counts() async throws -> StoreCounts {
-        try await database.read { db in
-            var outcomes: [String: Int] = [:]
-            let rows = try Row.fetchAll(db, sql: "SELECT outcome, COUNT(*) AS n FROM syncResult GROUP BY outcome")
-            for row in rows {
-                outcomes[row["outcome"]] = row["n"]
-            }
-            return StoreCounts(
-                devicesEnrolled: try DeviceRecord.fetchCount(db),
-                envelopes: try EnvelopeRecord.fetchCount(db),
-                syncOutcomes: outcomes)
-        }
+    package init(devicesEnrolled: Int, envelopes: Int, syncOutcomes: [String: Int]) {
+        self.devicesEnrolled = devicesEnrolled
+        self.envelopes = envelopes
+        self.syncOutcomes = syncOutcomes
     }
 }
 
@@ -78,6 +65,11 @@ extension CoordinatorStatus {
     /// The status of a coordinator serving `server` from `store`.
     /// - Throws: GRDB's `DatabaseError` when the store cannot be read.
     public static func current(store: CoordinatorStore, server: FleetServer) async throws -> CoordinatorStatus {
+        try await current(storage: store, server: server)
+    }
+
+    /// The same, on any ``CoordinatorStorage``.
+    package static func current(storage store: any CoordinatorStorage, server: FleetServer) async throws -> CoordinatorStatus {
         let counts = try await store.counts()
         let (transport, curvePublicKey): (String, String?) =
             switch server.configuration.security {
@@ -85,7 +77,7 @@ extension CoordinatorStatus {
             case .curve(let keys): ("curve", Z85.encode(keys.publicKey))
             }
         return CoordinatorStatus(
-            version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.path,
+            version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.location,
             devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
             envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey,
             storeFault: store.faults.episode, storeRegressions: store.regressions.current.isEmpty ? nil : store.regressions.current)

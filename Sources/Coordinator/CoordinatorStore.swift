@@ -280,97 +280,172 @@ extension CoordinatorStore {
     }
 }
 
-struct AccountRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "account"
-    var id: String
-    var name: String
-    var offlineSigning: Bool
-    var hourlyLimit: Int
-    var burstLimit: Int
-    var burstWindowSeconds: Int
-    var createdAt: Date
+package struct AccountRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "account"
+    package var id: String
+    package var name: String
+    package var offlineSigning: Bool
+    package var hourlyLimit: Int
+    package var burstLimit: Int
+    package var burstWindowSeconds: Int
+    package var createdAt: Date
+
+    package init(id: String, name: String, offlineSigning: Bool, hourlyLimit: Int, burstLimit: Int, burstWindowSeconds: Int, createdAt: Date) {
+        self.id = id
+        self.name = name
+        self.offlineSigning = offlineSigning
+        self.hourlyLimit = hourlyLimit
+        self.burstLimit = burstLimit
+        self.burstWindowSeconds = burstWindowSeconds
+        self.createdAt = createdAt
+    }
 }
 
-struct UserRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "user"
-    var id: String
-    var accountID: String
-    var name: String
-    var email: String
-    var secretSalt: Data
-    var secretHash: Data
-    var createdAt: Date
+package struct UserRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "user"
+    package var id: String
+    package var accountID: String
+    package var name: String
+    package var email: String
+    package var secretSalt: Data
+    package var secretHash: Data
+    package var createdAt: Date
+
+    package init(id: String, accountID: String, name: String, email: String, secretSalt: Data, secretHash: Data, createdAt: Date) {
+        self.id = id
+        self.accountID = accountID
+        self.name = name
+        self.email = email
+        self.secretSalt = secretSalt
+        self.secretHash = secretHash
+        self.createdAt = createdAt
+    }
 }
 
-struct AccessTokenRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "accessToken"
-    var tokenHash: Data
-    var userID: String
-    var issuedAt: Date
-    var expiresAt: Date
+package struct AccessTokenRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "accessToken"
+    package var tokenHash: Data
+    package var userID: String
+    package var issuedAt: Date
+    package var expiresAt: Date
+
+    package init(tokenHash: Data, userID: String, issuedAt: Date, expiresAt: Date) {
+        self.tokenHash = tokenHash
+        self.userID = userID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
 }
 
-struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "device"
-    var id: String
-    var accountID: String
-    var userID: String
-    var publicKey: Data
-    var enrolledAt: Date
-    var lastAppliedSequence: Int64
+package struct DeviceRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "device"
+    package var id: String
+    package var accountID: String
+    package var userID: String
+    package var publicKey: Data
+    package var enrolledAt: Date
+    package var lastAppliedSequence: Int64
     /// The CURVE public key bound at enrollment (nil: enrolled over plain TCP). Migration v7.
-    var curveKey: Data? = nil
+    package var curveKey: Data? = nil
     /// Set by an admin's revocation: the device may enroll again with new keys.
-    var revokedAt: Date? = nil
+    package var revokedAt: Date? = nil
 
     /// The primary key (migration v8): device ids are unique within an account.
     static func key(account: String, id: String) -> [String: any DatabaseValueConvertible] {
         ["accountID": account, "id": id]
     }
+
+    package init(id: String, accountID: String, userID: String, publicKey: Data, enrolledAt: Date, lastAppliedSequence: Int64, curveKey: Data? = nil, revokedAt: Date? = nil) {
+        self.id = id
+        self.accountID = accountID
+        self.userID = userID
+        self.publicKey = publicKey
+        self.enrolledAt = enrolledAt
+        self.lastAppliedSequence = lastAppliedSequence
+        self.curveKey = curveKey
+        self.revokedAt = revokedAt
+    }
 }
 
-struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "envelope"
-    var id: String
-    var accountID: String
-    var deviceID: String
-    var sequence: Int64
-    var transactionID: String
-    var localEnvelopeID: String
-    var name: String
-    var status: String
-    var payload: Data
-    var deviceSignature: Data
-    var createdAt: Date
+package struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "envelope"
+    package var id: String
+    package var accountID: String
+    package var deviceID: String
+    package var sequence: Int64
+    package var transactionID: String
+    package var localEnvelopeID: String
+    package var name: String
+    package var status: String
+    package var payload: Data
+    package var deviceSignature: Data
+    package var createdAt: Date
     /// Set once the envelope is voided (migration v4-lifecycle).
-    var voidReason: String? = nil
+    package var voidReason: String? = nil
+
+    package init(id: String, accountID: String, deviceID: String, sequence: Int64, transactionID: String, localEnvelopeID: String, name: String, status: String, payload: Data, deviceSignature: Data, createdAt: Date, voidReason: String? = nil) {
+        self.id = id
+        self.accountID = accountID
+        self.deviceID = deviceID
+        self.sequence = sequence
+        self.transactionID = transactionID
+        self.localEnvelopeID = localEnvelopeID
+        self.name = name
+        self.status = status
+        self.payload = payload
+        self.deviceSignature = deviceSignature
+        self.createdAt = createdAt
+        self.voidReason = voidReason
+    }
 }
 
 /// One recipient of a synced envelope and its server-side status (migration v4-lifecycle).
-struct EnvelopeRecipientRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "envelopeRecipient"
-    var envelopeID: String
-    var recipientID: String
-    var type: String
-    var name: String
-    var routingOrder: Int
-    var status: String
-    var statusChangedAt: Date?
-    var declineReason: String?
+package struct EnvelopeRecipientRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "envelopeRecipient"
+    package var envelopeID: String
+    package var recipientID: String
+    package var type: String
+    package var name: String
+    package var routingOrder: Int
+    package var status: String
+    package var statusChangedAt: Date?
+    package var declineReason: String?
+
+    package init(envelopeID: String, recipientID: String, type: String, name: String, routingOrder: Int, status: String, statusChangedAt: Date?, declineReason: String?) {
+        self.envelopeID = envelopeID
+        self.recipientID = recipientID
+        self.type = type
+        self.name = name
+        self.routingOrder = routingOrder
+        self.status = status
+        self.statusChangedAt = statusChangedAt
+        self.declineReason = declineReason
+    }
 }
 
-struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "syncResult"
+package struct SyncResultRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "syncResult"
     /// The device's account (migration v8: device ids are unique per account).
-    var accountID: String
-    var deviceID: String
-    var sequence: Int64
-    var outcome: String
-    var envelopeID: String?
-    var reason: String?
-    var recordedAt: Date
+    package var accountID: String
+    package var deviceID: String
+    package var sequence: Int64
+    package var outcome: String
+    package var envelopeID: String?
+    package var reason: String?
+    package var recordedAt: Date
     /// SHA-256 of the payload handled (nil in rows from before migration v6).
-    var payloadSHA256: Data?
+    package var payloadSHA256: Data?
+
+    package init(accountID: String, deviceID: String, sequence: Int64, outcome: String, envelopeID: String?, reason: String?, recordedAt: Date, payloadSHA256: Data?) {
+        self.accountID = accountID
+        self.deviceID = deviceID
+        self.sequence = sequence
+        self.outcome = outcome
+        self.envelopeID = envelopeID
+        self.reason = reason
+        self.recordedAt = recordedAt
+        self.payloadSHA256 = payloadSHA256
+    }
 }
 
 extension Data {

@@ -1,7 +1,6 @@
 import Crypto
 import FleetProtocol
 import Foundation
-import GRDB
 import SignatureCapture
 
 /// An enrolled device: its account and its Ed25519 public key.
@@ -32,11 +31,15 @@ extension EnrolledDevice {
 /// checked against it with ``authenticate(deviceID:credential:)`` (docs/protocol.md,
 /// "Security model").
 public struct DeviceRegistry: Sendable {
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
     let auth: AuthService
     let now: @Sendable () -> Date
 
     public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+        self.init(storage: store, auth: auth, now: now)
+    }
+
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
         self.auth = auth
         self.now = now
@@ -78,71 +81,10 @@ public struct DeviceRegistry: Sendable {
             throw FleetError(.invalidRequest, "publicKey is refused: \(problem) (docs/protocol.md, \"Strict Ed25519\")")
         }
         let now = now()
-        let record = try await store.write { db -> DeviceRecord in
-            if let curveKey,
-                let holder = try DeviceRecord.fetchOne(db, sql: "SELECT * FROM device WHERE curveKey = ?", arguments: [curveKey]),
-                holder.id != request.deviceID || holder.accountID != account.id
-            {
-                throw FleetError(.forbidden, "this connection's CURVE key is already bound to another device; each device has its own key")
-            }
-            if curveKey == nil,
-                try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM device WHERE id = ? AND accountID != ?", arguments: [request.deviceID, account.id]) ?? 0 > 0
-            {
-                // Device ids are per account, but over plain TCP the id is all that names a device.
-                throw FleetError(
-                    .forbidden, "device id \"\(request.deviceID)\" is enrolled in another account; over plain TCP ids must be unique, use CURVE")
-            }
-            if var existing = try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: account.id, id: request.deviceID)) {
-                if existing.revokedAt != nil {
-                    // Revoked by an admin: new keys take its place; its history stays. The old keys
-                    // may be in the wrong hands: they cannot undo the revocation.
-                    guard existing.publicKey != Data(request.publicKey), curveKey == nil || existing.curveKey != curveKey else {
-                        throw FleetError(
-                            .forbidden, "device \"\(request.deviceID)\" was revoked: it enrolls again only with new signing and transport keys")
-                    }
-                    existing.publicKey = Data(request.publicKey)
-                    existing.curveKey = curveKey
-                    existing.revokedAt = nil
-                    existing.userID = user.id
-                    try existing.update(db)
-                    return existing
-                }
-                guard existing.accountID == account.id, existing.publicKey == Data(request.publicKey) else {
-                    throw FleetError(
-                        .forbidden,
-                        "device \"\(request.deviceID)\" is already enrolled with another key; an admin of its account must revoke it first (signfleet admin devices revoke)")
-                }
-                switch (existing.curveKey, curveKey) {
-                case (nil, nil):
-                    break
-                case (nil, _?):
-                    // Enrolled over plain TCP: its signing key was sent in the clear, so it proves
-                    // nothing; binding a transport key to the device needs an admin's revocation first.
-                    throw FleetError(
-                        .forbidden,
-                        "device \"\(request.deviceID)\" was enrolled over plain TCP; an admin must revoke it before it enrolls with CURVE keys (signfleet admin devices revoke)")
-                case (let bound?, let key?) where bound == key:
-                    break
-                case (_?, nil):
-                    throw FleetError(.forbidden, "device \"\(request.deviceID)\" is bound to a CURVE key; connect with CURVE")
-                case (_?, _?):
-                    throw FleetError(
-                        .forbidden,
-                        "device \"\(request.deviceID)\" is enrolled with another CURVE key; an admin must revoke it first (signfleet admin devices revoke)")
-                }
-                return existing  // a retried enrollment is answered the same way
-            }
-            try DeviceRecord(
-                id: request.deviceID, accountID: account.id, userID: user.id, publicKey: Data(request.publicKey),
-                enrolledAt: now, lastAppliedSequence: 0, curveKey: curveKey
-            ).insert(db)
-            // Answer from the stored row (dates round to SQLite's precision), so a
-            // retried enrollment gets exactly the same reply.
-            guard let stored = try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: account.id, id: request.deviceID)) else {
-                throw FleetError(.internal, "enrolled device \"\(request.deviceID)\" vanished", retryable: true)
-            }
-            return stored
+        let deviceID = request.deviceID
+        let publicKey = Data(request.publicKey)
+        let record = try await store.enroll(accountID: account.id, deviceID: deviceID, curveKey: curveKey) { facts in
+            try Self.decide(facts, deviceID: deviceID, publicKey: publicKey, curveKey: curveKey, accountID: account.id, userID: user.id, now: now)
         }
         store.regressions.observe(
             accountID: record.accountID, deviceID: record.id, lastApplied: UInt64(clamping: record.lastAppliedSequence),
@@ -152,13 +94,69 @@ public struct DeviceRegistry: Sendable {
             lastAppliedSequence: UInt64(clamping: record.lastAppliedSequence))
     }
 
+    /// The enrollment rules, on what the store read in the enrollment's transaction.
+    static func decide(
+        _ facts: EnrollmentFacts, deviceID: String, publicKey: Data, curveKey: Data?, accountID: String, userID: String, now: Date
+    ) throws -> EnrollmentChange {
+        if curveKey != nil, let holder = facts.keyHolder, holder.id != deviceID || holder.accountID != accountID {
+            throw FleetError(.forbidden, "this connection's CURVE key is already bound to another device; each device has its own key")
+        }
+        if curveKey == nil, facts.idInOtherAccount {
+            // Device ids are per account, but over plain TCP the id is all that names a device.
+            throw FleetError(
+                .forbidden, "device id \"\(deviceID)\" is enrolled in another account; over plain TCP ids must be unique, use CURVE")
+        }
+        guard var existing = facts.existing else {
+            return .insert(
+                DeviceRecord(
+                    id: deviceID, accountID: accountID, userID: userID, publicKey: publicKey, enrolledAt: now, lastAppliedSequence: 0,
+                    curveKey: curveKey))
+        }
+        if existing.revokedAt != nil {
+            // Revoked by an admin: new keys take its place; its history stays. The old keys
+            // may be in the wrong hands: they cannot undo the revocation.
+            guard existing.publicKey != publicKey, curveKey == nil || existing.curveKey != curveKey else {
+                throw FleetError(.forbidden, "device \"\(deviceID)\" was revoked: it enrolls again only with new signing and transport keys")
+            }
+            existing.publicKey = publicKey
+            existing.curveKey = curveKey
+            existing.revokedAt = nil
+            existing.userID = userID
+            return .replace(existing)
+        }
+        guard existing.accountID == accountID, existing.publicKey == publicKey else {
+            throw FleetError(
+                .forbidden,
+                "device \"\(deviceID)\" is already enrolled with another key; an admin of its account must revoke it first (signfleet admin devices revoke)")
+        }
+        switch (existing.curveKey, curveKey) {
+        case (nil, nil):
+            break
+        case (nil, _?):
+            // Enrolled over plain TCP: its signing key was sent in the clear, so it proves
+            // nothing; binding a transport key to the device needs an admin's revocation first.
+            throw FleetError(
+                .forbidden,
+                "device \"\(deviceID)\" was enrolled over plain TCP; an admin must revoke it before it enrolls with CURVE keys (signfleet admin devices revoke)")
+        case (let bound?, let key?) where bound == key:
+            break
+        case (_?, nil):
+            throw FleetError(.forbidden, "device \"\(deviceID)\" is bound to a CURVE key; connect with CURVE")
+        case (_?, _?):
+            throw FleetError(
+                .forbidden,
+                "device \"\(deviceID)\" is enrolled with another CURVE key; an admin must revoke it first (signfleet admin devices revoke)")
+        }
+        return .keep(existing)  // a retried enrollment is answered the same way
+    }
+
     /// The enrolled device a request comes from. Under CURVE the sender's proven key must be the
     /// one bound to `deviceID`; under plain TCP its routing id must be `deviceID` (and the device
     /// must not be bound to a CURVE key).
     /// - Throws: ``FleetError`` `forbidden` for a mismatch or a revoked device, `unauthenticated`
     ///   for an unknown device.
     public func authenticate(deviceID: String, credential: PeerCredential) async throws -> EnrolledDevice {
-        let record = try await store.database.read { db in try Self.lookUp(db, deviceID: deviceID, credential: credential) }
+        let record = try await lookUp(deviceID: deviceID, credential: credential)
         return try Self.admit(record, deviceID: deviceID, credential: credential)
     }
 
@@ -166,18 +164,16 @@ public struct DeviceRegistry: Sendable {
     /// unique per account only: under CURVE the key finds the row (its account included); under
     /// plain TCP the id must name a single device.
     /// - Throws: ``FleetError`` `forbidden` when plain TCP cannot tell two accounts' devices apart.
-    static func lookUp(_ db: Database, deviceID: String, credential: PeerCredential) throws -> DeviceRecord? {
+    func lookUp(deviceID: String, credential: PeerCredential) async throws -> DeviceRecord? {
         switch credential {
         case .curveKey(let key):
-            if let bound = try DeviceRecord.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM device WHERE curveKey = ?"), arguments: [Data(key)]), bound.id == deviceID
-            {
+            if let bound = try await store.device(curveKey: Data(key)), bound.id == deviceID {
                 return bound
             }
             // Not this key's device: any row of that id makes it `forbidden` rather than unknown.
-            return try DeviceRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ? LIMIT 1"), arguments: [deviceID])
+            return try await store.devices(id: deviceID, limit: 1).first
         case .claimedName:
-            let rows = try DeviceRecord.fetchAll(db.cachedStatement(sql: "SELECT * FROM device WHERE id = ? LIMIT 2"), arguments: [deviceID])
+            let rows = try await store.devices(id: deviceID, limit: 2)
             guard rows.count <= 1 else {
                 throw FleetError(
                     .forbidden, "device id \"\(deviceID)\" is enrolled in several accounts; plain TCP cannot tell them apart, use CURVE")
@@ -222,30 +218,18 @@ public struct DeviceRegistry: Sendable {
     ///   device with this id.
     /// - Throws: ``FleetError`` `invalid_request` when the id is ambiguous and no account is given.
     public func revoke(deviceID: String, accountID: String? = nil) async throws -> Bool {
-        let now = now()
-        return try await store.write { db in
-            let accounts = try String.fetchAll(
-                db, sql: "SELECT accountID FROM device WHERE id = ? AND (? IS NULL OR accountID = ?) ORDER BY accountID",
-                arguments: [deviceID, accountID, accountID])
-            guard accounts.count <= 1 else {
-                throw FleetError(
-                    .invalidRequest,
-                    "device id \"\(deviceID)\" is enrolled in accounts \(accounts.joined(separator: ", ")); name the account")
-            }
-            guard let account = accounts.first else { return false }
-            try db.execute(
-                sql: "UPDATE device SET revokedAt = ? WHERE accountID = ? AND id = ? AND revokedAt IS NULL",
-                arguments: [now, account, deviceID])
-            return true
+        switch try await store.revokeDevice(id: deviceID, accountID: accountID, at: now()) {
+        case .revoked: return true
+        case .notFound: return false
+        case .ambiguous(let accounts):
+            throw FleetError(
+                .invalidRequest, "device id \"\(deviceID)\" is enrolled in accounts \(accounts.joined(separator: ", ")); name the account")
         }
     }
 
     /// The device `id` of `accountID`, or of whichever account comes first when none is given.
     public func device(id: String, accountID: String? = nil) async throws -> EnrolledDevice? {
-        try await store.database.read { db in
-            try DeviceRecord.fetchOne(
-                db, sql: "SELECT * FROM device WHERE id = ? AND (? IS NULL OR accountID = ?) ORDER BY accountID LIMIT 1",
-                arguments: [id, accountID, accountID])
-        }.map(EnrolledDevice.init)
+        try await store.devices(id: id, limit: accountID == nil ? 1 : Int.max).first { accountID == nil || $0.accountID == accountID }
+            .map(EnrolledDevice.init)
     }
 }

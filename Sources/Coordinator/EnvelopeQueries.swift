@@ -1,4 +1,3 @@
-import GRDB
 
 /// Per-device totals of the envelopes the coordinator holds.
 public struct DeviceEnvelopeSummary: Sendable, Hashable {
@@ -9,23 +8,13 @@ public struct DeviceEnvelopeSummary: Sendable, Hashable {
     /// Items recorded as rejected.
     public var rejected: Int
     public var lastAppliedSequence: UInt64
-}
 
-extension CoordinatorStore {
-    /// What each enrolled device has synced: for checks after a run.
-    public func envelopeSummaries() async throws -> [DeviceEnvelopeSummary] {
-        try await database.read { db in
-            try DeviceRecord.order(Column("id"), Column("accountID")).fetchAll(db).map { device in
-                let sequences = try Int64.fetchAll(
-                    db, sql: "SELECT sequence FROM envelope WHERE accountID = ? AND deviceID = ? ORDER BY sequence",
-                    arguments: [device.accountID, device.id])
-                let rejected = try Int.fetchOne(
-                    db, sql: "SELECT COUNT(*) FROM syncResult WHERE accountID = ? AND deviceID = ? AND outcome = 'rejected'",
-                    arguments: [device.accountID, device.id]) ?? 0
-                return DeviceEnvelopeSummary(
-                    deviceID: device.id, envelopes: sequences.count, sequences: sequences.map { UInt64(clamping: $0) }, rejected: rejected,
-                    lastAppliedSequence: UInt64(clamping: device.lastAppliedSequence))
-            }
-        }
+    package init(deviceID: String, envelopes: Int, sequences: [UInt64], rejected: Int, lastAppliedSequence: UInt64) {
+        self.deviceID = deviceID
+        self.envelopes = envelopes
+        self.sequences = sequences
+        self.rejected = rejected
+        self.lastAppliedSequence = lastAppliedSequence
     }
 }
+

@@ -10,7 +10,7 @@ import GRDB
 /// Every change is one write transaction: load the envelope and its recipients, apply one
 /// ``EnvelopeLifecycle`` event, store what changed.
 public struct EnvelopeService: Sendable {
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
     let auth: AuthService
     let now: @Sendable () -> Date
 
@@ -18,6 +18,10 @@ public struct EnvelopeService: Sendable {
     public static let maxReasonLength = 500
 
     public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+        self.init(storage: store, auth: auth, now: now)
+    }
+
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
         self.auth = auth
         self.now = now
@@ -60,10 +64,10 @@ public struct EnvelopeService: Sendable {
     /// An envelope and its recipients.
     /// - Throws: ``FleetError`` `not_found` when there is no such envelope (in `accountID`, when given).
     public func envelope(id: String, accountID: String? = nil) async throws -> EnvelopeQueryReply {
-        try await store.database.read { db in
-            let (record, recipients) = try Self.load(db, id: id, accountID: accountID)
-            return Self.reply(record, recipients)
+        guard let aggregate = try await store.envelope(id: id, accountID: accountID) else {
+            throw StoreRefusal.noEnvelope(id, inAccount: accountID)
         }
+        return Self.reply(aggregate.envelope, aggregate.recipients)
     }
 
     /// Voids a `sent` or `delivered` envelope.
@@ -91,64 +95,64 @@ public struct EnvelopeService: Sendable {
 
     private func change(envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event) async throws -> EnvelopeQueryReply {
         let at = now()
-        return try await store.write { db in
-            try Self.apply(db, envelopeID: envelopeID, accountID: accountID, event: event, at: at)
+        return try await store.updateEnvelope(id: envelopeID, accountID: accountID) { aggregate in
+            try Self.apply(event, to: &aggregate, at: at)
         }
     }
 
-    /// Applies one lifecycle event inside the caller's write transaction (also used by
-    /// captive signing, which stores the recipient's tabs in the same transaction).
+    /// Applies one lifecycle event inside the caller's SQLite transaction (captive signing,
+    /// which stores the recipient's tabs in the same transaction).
     static func apply(
         _ db: Database, envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event, at: Date
     ) throws -> EnvelopeQueryReply {
-        var (record, recipients) = try Self.load(db, id: envelopeID, accountID: accountID)
-        var lifecycle = try Self.lifecycle(record, recipients)
+        let (envelope, recipients) = try load(db, id: envelopeID, accountID: accountID)
+        var aggregate = EnvelopeAggregate(envelope: envelope, recipients: recipients)
+        let reply = try apply(event, to: &aggregate, at: at)
+        try CoordinatorStore.saveEnvelope(aggregate, db)
+        return reply
+    }
+
+    /// Applies one lifecycle event to an envelope and its recipients; recipients the event
+    /// changed get `at` as their change time.
+    static func apply(_ event: EnvelopeLifecycle.Event, to aggregate: inout EnvelopeAggregate, at: Date) throws -> EnvelopeQueryReply {
+        var lifecycle = try Self.lifecycle(aggregate.envelope, aggregate.recipients)
         let changed = try lifecycle.apply(event)
-        record.status = lifecycle.status.rawValue
-        record.voidReason = lifecycle.voidReason
-        try record.update(db)
+        aggregate.envelope.status = lifecycle.status.rawValue
+        aggregate.envelope.voidReason = lifecycle.voidReason
         let states = Dictionary(lifecycle.recipients.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        for index in recipients.indices where changed.contains(recipients[index].recipientID) {
-            guard let state = states[recipients[index].recipientID] else { continue }
-            recipients[index].status = state.status.rawValue
-            recipients[index].declineReason = state.declineReason
-            recipients[index].statusChangedAt = at
-            try recipients[index].update(db)
+        for index in aggregate.recipients.indices where changed.contains(aggregate.recipients[index].recipientID) {
+            guard let state = states[aggregate.recipients[index].recipientID] else { continue }
+            aggregate.recipients[index].status = state.status.rawValue
+            aggregate.recipients[index].declineReason = state.declineReason
+            aggregate.recipients[index].statusChangedAt = at
         }
-        return Self.reply(record, recipients)
+        return Self.reply(aggregate.envelope, aggregate.recipients)
     }
 
     // MARK: Store helpers
 
-    /// Inserts a just-synced envelope's recipients with their statuses after `synced`
-    /// (called by ``SyncIngest`` in its transaction). Recipients the event changed get `at`
-    /// as their change time; the others keep the device's.
-    static func insertRecipients(
-        _ db: Database, envelopeID: String, payload: SyncPayload, lifecycle: EnvelopeLifecycle, routed: [String], at: Date
-    ) throws {
-        // A cached raw insert: this runs for every recipient of every ingested envelope, and the
-        // record's Codable encoding showed in the ingest profile (loadtests/NOTES.md).
-        let insert = try db.cachedStatement(
-            sql: """
-                INSERT INTO envelopeRecipient (envelopeID, recipientID, type, name, routingOrder, status, statusChangedAt, declineReason)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-                """)
-        for (recipient, state) in zip(payload.recipients, lifecycle.recipients) {
+    /// A just-synced envelope's recipients with their statuses after `synced` (the rows
+    /// ``SyncIngest`` stores). Recipients the event changed get `at` as their change time; the
+    /// others keep the device's.
+    static func syncedRecipients(
+        envelopeID: String, payload: SyncPayload, lifecycle: EnvelopeLifecycle, routed: [String], at: Date
+    ) -> [EnvelopeRecipientRecord] {
+        zip(payload.recipients, lifecycle.recipients).map { recipient, state in
             let deviceTime = recipient.statusChangedAtNanos.map { Date(timeIntervalSince1970: Double($0) / 1_000_000_000) }
-            try insert.execute(arguments: [
-                envelopeID, recipient.recipientId, recipient.type, recipient.name, recipient.routingOrder, state.status.rawValue,
-                routed.contains(recipient.recipientId) ? at : deviceTime, state.declineReason,
-            ])
+            return EnvelopeRecipientRecord(
+                envelopeID: envelopeID, recipientID: recipient.recipientId, type: recipient.type, name: recipient.name,
+                routingOrder: recipient.routingOrder, status: state.status.rawValue,
+                statusChangedAt: routed.contains(recipient.recipientId) ? at : deviceTime, declineReason: state.declineReason)
         }
     }
 
+    /// An envelope and its recipients in the caller's SQLite transaction (captive signing).
+    /// - Throws: ``FleetError`` `not_found`.
     static func load(_ db: Database, id: String, accountID: String?) throws -> (EnvelopeRecord, [EnvelopeRecipientRecord]) {
-        guard let record = try EnvelopeRecord.fetchOne(db, key: id), accountID == nil || record.accountID == accountID else {
-            throw FleetError(.notFound, accountID == nil ? "no envelope \"\(id)\"" : "no envelope \"\(id)\" in this account")
+        guard let aggregate = try CoordinatorStore.loadEnvelope(db, id: id, accountID: accountID) else {
+            throw StoreRefusal.noEnvelope(id, inAccount: accountID)
         }
-        let recipients = try EnvelopeRecipientRecord.filter(Column("envelopeID") == id)
-            .order(Column("routingOrder"), Column("recipientID")).fetchAll(db)
-        return (record, recipients)
+        return (aggregate.envelope, aggregate.recipients)
     }
 
     static func lifecycle(_ record: EnvelopeRecord, _ recipients: [EnvelopeRecipientRecord]) throws(FleetError) -> EnvelopeLifecycle {

@@ -190,7 +190,7 @@ public struct CoordinatorAdminRoutes: Sendable {
                 case (nil, let position?): reference = .index(position)
                 default: throw FleetError(.invalidRequest, "give exactly one of tabId or index")
                 }
-                let catalog = TemplateCatalog(store: directory.store, auth: AuthService(store: directory.store))
+                let catalog = TemplateCatalog(storage: directory.storage, auth: AuthService(storage: directory.storage))
                 let result = try await catalog.editTab(
                     accountID: accountID, templateID: templateID, tab: reference,
                     change: TabChange(value: body.value, label: body.label, pageNumber: body.page, x: body.x, y: body.y))
@@ -201,7 +201,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             try await self.handle(request, refusals: refusals) {
                 let accountID = try context.parameters.require("id")
                 guard try await directory.account(id: accountID) != nil else { throw FleetError(.notFound, "no account \"\(accountID)\"") }
-                let origins = try await ReturnOrigins(store: directory.store).list(accountID: accountID)
+                let origins = try await ReturnOrigins(storage: directory.storage).list(accountID: accountID)
                 return try Self.json(ReturnOriginsList(accountID: accountID, origins: origins), status: .ok)
             }
         }
@@ -209,7 +209,7 @@ public struct CoordinatorAdminRoutes: Sendable {
             try await self.handle(request, refusals: refusals) {
                 let accountID = try context.parameters.require("id")
                 let body = try await Self.decode(ReturnOriginsChange.self, from: request)
-                let origins = ReturnOrigins(store: directory.store)
+                let origins = ReturnOrigins(storage: directory.storage)
                 _ = try await origins.add(accountID: accountID, body.add ?? [])
                 let list = try await origins.remove(accountID: accountID, body.remove ?? [])
                 return try Self.json(ReturnOriginsList(accountID: accountID, origins: list), status: .ok)
@@ -218,7 +218,7 @@ public struct CoordinatorAdminRoutes: Sendable {
         group.post("devices/:id/revoke") { request, context -> Response in
             try await self.handle(request, refusals: refusals) {
                 let deviceID = try context.parameters.require("id")
-                let devices = DeviceRegistry(store: directory.store, auth: AuthService(store: directory.store))
+                let devices = DeviceRegistry(storage: directory.storage, auth: AuthService(storage: directory.storage))
                 let account = request.uri.queryParameters.get("account")
                 guard try await devices.revoke(deviceID: deviceID, accountID: account) else {
                     throw FleetError(.notFound, "no device \"\(deviceID)\" is enrolled")

@@ -1,5 +1,4 @@
 import FleetProtocol
-import GRDB
 
 /// Group commit for ``SyncIngest``: pushes that arrive while a write transaction runs wait,
 /// and the next transaction applies all of them, each inside its own savepoint, in arrival
@@ -10,28 +9,26 @@ import GRDB
 /// transaction holding it committed; if the commit fails, every push in it gets the error and
 /// nothing of any of them was applied.
 actor IngestCommitQueue {
-    typealias Work = @Sendable (Database) throws -> SyncAck
-
     private struct Job {
-        let work: Work
+        let push: IngestPush
         let continuation: CheckedContinuation<SyncAck, any Error>
     }
 
-    private let store: CoordinatorStore
+    private let store: any CoordinatorStorage
     private var waiting: [Job] = []
     private var draining = false
     /// Transactions committed and pushes they carried (for tests and the profile notes).
     private(set) var transactions = 0
     private(set) var pushes = 0
 
-    init(store: CoordinatorStore) {
+    init(store: any CoordinatorStorage) {
         self.store = store
     }
 
-    /// Runs `work` in the next write transaction; returns its ack once that transaction committed.
-    func commit(_ work: @escaping Work) async throws -> SyncAck {
+    /// Walks `push` in the next write transaction; returns its ack once that transaction committed.
+    func commit(_ push: IngestPush) async throws -> SyncAck {
         try await withCheckedThrowingContinuation { continuation in
-            waiting.append(Job(work: work, continuation: continuation))
+            waiting.append(Job(push: push, continuation: continuation))
             if !draining {
                 draining = true
                 Task { await self.drain() }
@@ -43,23 +40,10 @@ actor IngestCommitQueue {
         while !waiting.isEmpty {
             let group = waiting
             waiting = []
-            let works = group.map(\.work)
             let results: [Result<SyncAck, any Error>]
             do {
-                // Through the store's fault monitor: a full disk fails the commit, and is reported there.
-                results = try await store.write { db in
-                    works.map { work in
-                        Result {
-                            var ack: SyncAck?
-                            try db.inSavepoint {
-                                ack = try work(db)
-                                return .commit
-                            }
-                            guard let ack else { throw FleetError(.internal, "a push produced no ack", retryable: true) }
-                            return ack
-                        }
-                    }
-                }
+                // The store reports a full disk that fails the commit to its fault monitor.
+                results = try await store.ingest(group.map(\.push))
                 transactions += 1
                 pushes += group.count
                 // A push's own savepoint can hit the full disk (a page-cache spill) while the rest commit.

@@ -1,6 +1,5 @@
 import Foundation
 import FleetProtocol
-import GRDB
 
 /// Where a signing ceremony may send the browser at its end (docs/captive-signing.md, "Return
 /// URLs"): an `http` or `https` URL with a host and no user info, and, when the account lists
@@ -48,43 +47,32 @@ public enum ReturnURLPolicy {
 
 /// The per-account allow-lists of return-URL origins, in the store (table `accountReturnOrigin`).
 public struct ReturnOrigins: Sendable {
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
 
     public init(store: CoordinatorStore) {
-        self.store = store
+        self.init(storage: store)
+    }
+
+    package init(storage: any CoordinatorStorage) {
+        self.store = storage
     }
 
     /// The account's allowed origins, sorted (empty: any http(s) origin).
     public func list(accountID: String) async throws -> [String] {
-        try await store.database.read { db in try Self.list(db, accountID: accountID) }
-    }
-
-    static func list(_ db: Database, accountID: String) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT origin FROM accountReturnOrigin WHERE accountID = ? ORDER BY origin", arguments: [accountID])
+        try await store.returnOrigins(accountID: accountID)
     }
 
     /// Adds origins (each normalised; a URL with a path is reduced to its origin) and returns the list.
     public func add(accountID: String, _ origins: [String]) async throws -> [String] {
-        let normalised = try origins.map { (url: String) throws(FleetError) -> String in try ReturnURLPolicy.origin(of: url) }
-        return try await store.write { db in
-            guard try AccountRecord.exists(db, key: accountID) else { throw FleetError(.notFound, "no account \"\(accountID)\"") }
-            for origin in normalised {
-                try db.execute(
-                    sql: "INSERT OR IGNORE INTO accountReturnOrigin (accountID, origin) VALUES (?, ?)", arguments: [accountID, origin])
-            }
-            return try Self.list(db, accountID: accountID)
-        }
+        try await store.changeReturnOrigins(accountID: accountID, add: try Self.normalised(origins), remove: [])
     }
 
     /// Removes origins and returns the list.
     public func remove(accountID: String, _ origins: [String]) async throws -> [String] {
-        let normalised = try origins.map { (url: String) throws(FleetError) -> String in try ReturnURLPolicy.origin(of: url) }
-        return try await store.write { db in
-            guard try AccountRecord.exists(db, key: accountID) else { throw FleetError(.notFound, "no account \"\(accountID)\"") }
-            for origin in normalised {
-                try db.execute(sql: "DELETE FROM accountReturnOrigin WHERE accountID = ? AND origin = ?", arguments: [accountID, origin])
-            }
-            return try Self.list(db, accountID: accountID)
-        }
+        try await store.changeReturnOrigins(accountID: accountID, add: [], remove: try Self.normalised(origins))
+    }
+
+    private static func normalised(_ origins: [String]) throws(FleetError) -> [String] {
+        try origins.map { (url: String) throws(FleetError) -> String in try ReturnURLPolicy.origin(of: url) }
     }
 }

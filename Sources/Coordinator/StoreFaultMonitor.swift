@@ -15,6 +15,7 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
 
     /// The kind of `error`, or `nil` when it is not a disk failure (a constraint, a bug, a busy store…).
     public static func of(_ error: any Error) -> StoreFaultKind? {
+        if let fault = error as? StoreDiskFault { return fault.kind }
         guard let error = error as? DatabaseError else { return nil }
         switch error.resultCode {
         case .SQLITE_FULL: return .diskFull
@@ -34,6 +35,21 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
             .unavailable, "the server's storage is failing (\(what)); retry later (resending is safe: a push is applied at most once)",
             retryable: true, retryAfterMs: 5_000)
     }
+}
+
+/// A disk fault of a store other than SQLite (PostgreSQL's SQLSTATE classes 53 and 58), thrown
+/// in place of the driver's error so that ``StoreFaultKind/of(_:)`` knows it.
+package struct StoreDiskFault: Error, CustomStringConvertible {
+    package var kind: StoreFaultKind
+    /// The server's message and code, without the statement.
+    package var message: String
+
+    package init(kind: StoreFaultKind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    package var description: String { message }
 }
 
 /// One disk-fault episode of the store: from the first failed write to the next write that succeeds.
@@ -137,7 +153,7 @@ public final class StoreFaultMonitor: Sendable {
     /// Runs a write transaction's outcome through the monitor: a disk fault is recorded (and
     /// rethrown); success is recorded only when `changed`, because a transaction that wrote
     /// nothing commits without touching the disk and proves nothing about it.
-    func observe<T>(changed: (T) -> Bool, _ write: () async throws -> T) async throws -> T {
+    package func observe<T>(changed: (T) -> Bool, _ write: () async throws -> T) async throws -> T {
         let value: T
         do {
             value = try await write()
@@ -151,6 +167,7 @@ public final class StoreFaultMonitor: Sendable {
 
     /// SQLite's message and result code, without the statement (which may carry data).
     static func describe(_ error: any Error) -> String {
+        if let fault = error as? StoreDiskFault { return fault.message }
         guard let error = error as? DatabaseError else { return "\(error)" }
         let code = error.extendedResultCode.rawValue
         let name = error.resultCode == .SQLITE_FULL ? "SQLITE_FULL" : error.resultCode == .SQLITE_CANTOPEN ? "SQLITE_CANTOPEN" : "SQLITE_IOERR"

@@ -20,14 +20,14 @@ public enum IngestVerification: String, Sendable, Hashable, CaseIterable {
 extension SyncIngest {
     /// The contract's rule decides (``SyncItemRule``); its failure says whether the device is
     /// proven to have signed the item (docs/sync.md, "Verification").
-    typealias Verdict = Result<SyncPayload, SyncItemRule.Failure>
+    package typealias Verdict = Result<SyncPayload, SyncItemRule.Failure>
 
 
     /// An item checked before the write transaction: its verdict, and the SHA-256 of its payload
     /// that its result row keeps (computed here, over the cores, not under the writer's lock).
-    struct CheckedItem: Sendable {
-        var verdict: Verdict
-        var payloadDigest: Data
+    package struct CheckedItem: Sendable {
+        package var verdict: Verdict
+        package var payloadDigest: Data
 
         init(_ item: SyncItem, device: EnrolledDevice, key: Curve25519.Signing.PublicKey?, verification: IngestVerification) {
             verdict = SyncIngest.verify(item, device: device, key: key, verification: verification)

@@ -76,7 +76,7 @@ public struct TemplateEditResult: Sendable, Hashable {
 /// A replaced document keeps its `documentId`, so the tabs on it still find it; tabs on pages
 /// the new document lacks follow a ``TabPageRule``.
 public struct TemplateCatalog: Sendable {
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
     let auth: AuthService
     let now: @Sendable () -> Date
 
@@ -95,6 +95,10 @@ public struct TemplateCatalog: Sendable {
 
     /// Creates the catalog over `store`; `auth` checks the access tokens of device requests.
     public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+        self.init(storage: store, auth: auth, now: now)
+    }
+
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
         self.store = store
         self.auth = auth
         self.now = now
@@ -148,45 +152,12 @@ public struct TemplateCatalog: Sendable {
             throw FleetError(.invalidRequest, "searchText has \(text.count) characters; use at most \(Self.maxSearchTextLength)")
         }
         if let folder { try Self.checkText(folder, "folder", max: 100) }
-        var conditions = ["accountID = ?"]
-        var arguments: [(any DatabaseValueConvertible)?] = [accountID]
-        if !text.isEmpty {
-            let escaped = Self.escapeLike(text)
-            switch nameMatch {
-            case .exact:
-                conditions.append("name = ? COLLATE NOCASE")
-                arguments.append(text)
-            case .contains:
-                conditions.append("name LIKE ? ESCAPE '\\'")
-                arguments.append("%\(escaped)%")
-            case .prefix:
-                conditions.append("name LIKE ? ESCAPE '\\'")
-                arguments.append("\(escaped)%")
-            case .suffix:
-                conditions.append("name LIKE ? ESCAPE '\\'")
-                arguments.append("%\(escaped)")
-            }
-        }
-        if let folder {
-            conditions.append("folder = ? COLLATE NOCASE")
-            arguments.append(folder)
-        }
-        let whereClause = conditions.joined(separator: " AND ")
-        let statementArguments = StatementArguments(arguments)
-        return try await store.database.read { db in
-            let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM template WHERE \(whereClause)", arguments: statementArguments) ?? 0
-            let rows = try TemplateRecord.fetchAll(
-                db,
-                sql: """
-                    SELECT id, accountID, name, folder, lastModified, X'' AS definition FROM template WHERE \(whereClause)
-                    ORDER BY name COLLATE NOCASE, id LIMIT ? OFFSET ?
-                    """,
-                arguments: statementArguments + [Int(count), Int(start)])
-            let end = Int(start) + rows.count
-            return TemplateListReply(
-                templates: rows.map(\.summary), total: UInt32(clamping: total),
-                nextStart: end < total && !rows.isEmpty ? UInt32(clamping: end) : nil)
-        }
+        let (total, rows) = try await store.templates(
+            accountID: accountID, filter: TemplateFilter(text: text, match: nameMatch, folder: folder), start: Int(start), count: Int(count))
+        let end = Int(start) + rows.count
+        return TemplateListReply(
+            templates: rows.map(\.summary), total: UInt32(clamping: total),
+            nextStart: end < total && !rows.isEmpty ? UInt32(clamping: end) : nil)
     }
 
     /// One template of an account, decoded.
@@ -216,15 +187,10 @@ public struct TemplateCatalog: Sendable {
         let record = TemplateRecord(
             id: template.templateId, accountID: accountID, name: template.name, folder: template.folder,
             lastModified: Self.milliseconds(stamp), definition: definition)
-        let templateID = template.templateId
-        try await store.write { db in
-            guard try AccountRecord.exists(db, key: accountID) else {
-                throw FleetError(.notFound, "no account '\(accountID)'; create it first (signfleet admin create-account)")
-            }
-            guard try !TemplateRecord.exists(db, key: templateID) else {
-                throw FleetError(.invalidRequest, "a template with id '\(templateID)' already exists; choose another id")
-            }
-            try record.insert(db)
+        do {
+            try await store.insertTemplate(record)
+        } catch let error as FleetError where error.code == .notFound {
+            throw FleetError(.notFound, "no account '\(accountID)'; create it first (signfleet admin create-account)")
         }
         return record.summary
     }
@@ -343,8 +309,7 @@ public struct TemplateCatalog: Sendable {
     public func seedDemo(accountID: String) async throws -> [String] {
         var created: [String] = []
         for (id, name, folder, pages) in [("demo-nda", "Mutual NDA", "Legal", 2), ("demo-onboarding", "Employee Onboarding", "HR", 1)] {
-            let exists = try await store.database.read { db in try TemplateRecord.exists(db, key: id) }
-            if exists { continue }
+            if try await store.templateExists(id: id) { continue }
             try await create(accountID: accountID, template: Self.sampleTemplate(id: id, name: name, folder: folder, pages: pages))
             created.append(id)
         }
@@ -360,30 +325,23 @@ public struct TemplateCatalog: Sendable {
         _ change: @escaping @Sendable (inout EnvelopeTemplate) throws -> (moved: [Int], removed: [Int])
     ) async throws -> TemplateEditResult {
         let stamp = Self.milliseconds(now())
-        return try await store.write { db in
-            guard let record = try TemplateRecord.filter(Column("accountID") == accountID && Column("id") == templateID).fetchOne(db) else {
-                throw Self.notFound(templateID)
-            }
+        let result = try await store.updateTemplate(accountID: accountID, id: templateID) { record in
             var template = try Self.decode(record)
             let (moved, removed) = try change(&template)
             let bumped = max(stamp, record.lastModified + 1)
             template.lastModified = Date(timeIntervalSince1970: Double(bumped) / 1000)
             template = try Self.validated(template)
-            var updated = record
-            updated.lastModified = bumped
-            updated.definition = try Self.encode(template)
-            try updated.update(db)
-            return TemplateEditResult(summary: updated.summary, movedTabs: moved, removedTabs: removed)
+            record.lastModified = bumped
+            record.definition = try Self.encode(template)
+            return TemplateEditResult(summary: record.summary, movedTabs: moved, removedTabs: removed)
         }
+        guard let result else { throw Self.notFound(templateID) }
+        return result
     }
 
     private func record(accountID: String, id: String) async throws -> TemplateRecord {
-        try await store.database.read { db in
-            guard let record = try TemplateRecord.filter(Column("accountID") == accountID && Column("id") == id).fetchOne(db) else {
-                throw Self.notFound(id)
-            }
-            return record
-        }
+        guard let record = try await store.template(accountID: accountID, id: id) else { throw Self.notFound(id) }
+        return record
     }
 
     static func notFound(_ id: String) -> FleetError {
@@ -470,34 +428,34 @@ public struct TemplateCatalog: Sendable {
         }
     }
 
-    static func escapeLike(_ text: String) -> String {
-        var escaped = ""
-        for character in text {
-            if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }
-            escaped.append(character)
-        }
-        return escaped
-    }
-
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
 
     static func millisecondDate(_ date: Date) -> Date { Date(timeIntervalSince1970: Double(milliseconds(date)) / 1000) }
 }
 
 /// A row of the `template` table (migration `v3-templates`).
-struct TemplateRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "template"
-    var id: String
-    var accountID: String
-    var name: String
-    var folder: String?
+package struct TemplateRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "template"
+    package var id: String
+    package var accountID: String
+    package var name: String
+    package var folder: String?
     /// Milliseconds since 1970.
-    var lastModified: Int64
+    package var lastModified: Int64
     /// MessagePack of `EnvelopeTemplate`.
-    var definition: Data
+    package var definition: Data
 
-    var summary: FleetProtocol.TemplateSummary {
+    package var summary: FleetProtocol.TemplateSummary {
         FleetProtocol.TemplateSummary(
             templateID: id, name: name, folder: folder, lastModified: Date(timeIntervalSince1970: Double(lastModified) / 1000))
+    }
+
+    package init(id: String, accountID: String, name: String, folder: String?, lastModified: Int64, definition: Data) {
+        self.id = id
+        self.accountID = accountID
+        self.name = name
+        self.folder = folder
+        self.lastModified = lastModified
+        self.definition = definition
     }
 }

@@ -66,7 +66,7 @@ struct AdminCommand: AsyncParsableCommand {
             func run() async throws {
                 let directory = try store.open()
                 guard try await directory.account(id: account) != nil else { throw ValidationError("no account \"\(account)\" in \(store.store)") }
-                for origin in try await ReturnOrigins(store: directory.store).list(accountID: account) { print(origin) }
+                for origin in try await ReturnOrigins(storage: directory.storage).list(accountID: account) { print(origin) }
             }
         }
 
@@ -82,7 +82,7 @@ struct AdminCommand: AsyncParsableCommand {
 
             func change(_ body: (ReturnOrigins) async throws -> [String]) async throws {
                 do {
-                    let list = try await body(ReturnOrigins(store: try store.open().store))
+                    let list = try await body(ReturnOrigins(storage: try store.open().storage))
                     print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
                 } catch let error as FleetError {
                     throw ValidationError(error.message)
@@ -98,7 +98,7 @@ struct AdminCommand: AsyncParsableCommand {
 
             func run() async throws {
                 do {
-                    let list = try await ReturnOrigins(store: try store.open().store).remove(accountID: account, origins)
+                    let list = try await ReturnOrigins(storage: try store.open().storage).remove(accountID: account, origins)
                     print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
                 } catch let error as FleetError {
                     throw ValidationError(error.message)

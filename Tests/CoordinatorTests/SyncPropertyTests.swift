@@ -100,7 +100,7 @@ import Testing
             #expect(summary.sequences == (1...UInt64(perDevice)).map { $0 }, "\(summary.deviceID) (seed \(seed))")
             #expect(summary.lastAppliedSequence == UInt64(perDevice))
         }
-        let transactions = try await services.ingest.store.database.read { db in
+        let transactions = try await fixture.temporary.store.database.read { db in
             try String.fetchAll(db, sql: "SELECT transactionID FROM envelope ORDER BY deviceID, sequence")
         }
         #expect(transactions == devices.flatMap { device in (1...perDevice).map { "\(device.forger.id)-t\($0)" } })

@@ -240,10 +240,8 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         let reply = try await registry.enroll(again, credential: .curveKey(newKey.publicKey))
         let late = SyncPush(deviceID: "lost-tablet", items: items)
         await expectFleetError(.forbidden) {
-            _ = try await coordinator.temporary.store.database.write { db in
-                try SyncIngest.walk(
-                    db, push: late, verdicts: [nil], device: stale, key: nil, verification: .everySignature, recordedAt: Date())
-            }
+            let push = IngestPush(device: stale, push: late, key: nil, verification: .everySignature, recordedAt: Date(), verdicts: [nil])
+            _ = try await coordinator.temporary.store.ingest([push])[0].get()
         }
         #expect(reply.lastAppliedSequence == 1, "the device's history stays with it")
         #expect(try await registry.device(id: "lost-tablet")?.curveKey == newKey.publicKey)

@@ -1,0 +1,152 @@
+import Coordinator
+import FleetProtocol
+import Foundation
+import Logging
+import Metrics
+import PostgresNIO
+import SyncContract
+
+/// The coordinator store on PostgreSQL, through postgres-nio (docs/storage.md): the same
+/// ``Coordinator/CoordinatorStorage`` rules as the SQLite store, for coordinators that share one
+/// database. Each store lives in one schema of the database (`public` unless given), so one
+/// server can hold several independent stores.
+///
+/// Serialisation between coordinators: an ingest locks the rows of the devices it applies for
+/// (`SELECT … FOR UPDATE`, in one order), so two coordinators applying the same device's pushes
+/// run one after the other and exactly-once holds; everything else is one transaction that relies
+/// on keys and unique indexes.
+public final class PostgresCoordinatorStore: Sendable {
+    /// Where the store is: the URL without its password, and the schema.
+    public let location: String
+    /// The schema that holds the store's tables.
+    public let schema: String
+    public let faults: StoreFaultMonitor
+    public let regressions: StoreRegressionMonitor
+    let client: PostgresClient
+    let logger: Logger
+    private let running: Task<Void, Never>
+
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creates `schema` if
+    /// needed and applies the migrations it lacks.
+    /// - Throws: ``FleetError`` `invalid_request` for a malformed URL or schema name; the driver's
+    ///   error when the server cannot be reached or the migration fails.
+    public init(
+        url: String, schema: String = "public", logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) async throws {
+        let target = try PostgresURL(url)
+        guard (1...63).contains(schema.utf8.count),
+            schema.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }),
+            let first = schema.utf8.first, !(0x30...0x39).contains(first)
+        else {
+            throw FleetError(.invalidRequest, "a PostgreSQL schema name is 1 to 63 lowercase letters, digits or _, not starting with a digit; got \"\(schema)\"")
+        }
+        var configuration = PostgresClient.Configuration(
+            host: target.host, port: target.port, username: target.user, password: target.password, database: target.database, tls: .disable)
+        // Every connection resolves the store's tables in its schema.
+        configuration.options.additionalStartupParameters = [("search_path", schema)]
+        configuration.options.maximumConnections = 16
+        client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let client = self.client
+        running = Task { await client.run() }
+        self.logger = logger
+        self.schema = schema
+        location = "\(target.redacted) schema \(schema)"
+        faults = StoreFaultMonitor(path: location, logger: logger, metricsFactory: metricsFactory)
+        regressions = StoreRegressionMonitor(path: location, logger: logger, metricsFactory: metricsFactory)
+        do {
+            _ = try await PostgresSchema.migrate(client, schema: schema, logger: logger)
+        } catch {
+            running.cancel()
+            throw Self.translated(error)
+        }
+    }
+
+    deinit {
+        running.cancel()
+    }
+
+    /// Closes the connections.
+    public func close() {
+        running.cancel()
+    }
+
+    // MARK: Running statements
+
+    /// A read in its own transaction.
+    func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        do {
+            return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        } catch {
+            throw Self.translated(error)
+        }
+    }
+
+    /// A write transaction reported to ``faults``: a disk fault is recorded (and rethrown as
+    /// ``Coordinator/StoreDiskFault``); a committed write ends an episode.
+    func write<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await faults.observe(changed: { _ in true }) {
+            do {
+                return try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+            } catch {
+                throw Self.translated(error)
+            }
+        }
+    }
+
+    /// The driver's error as the coordinator knows it: SQLSTATE `53100` (disk full) and class `58`
+    /// (I/O error) become ``Coordinator/StoreDiskFault``; typed refusals pass through.
+    static func translated(_ error: any Error) -> any Error {
+        if let failed = error as? PostgresTransactionError {
+            // The closure's own error (a typed refusal) first; else what failed around it.
+            if let inner = failed.closureError ?? failed.beginError ?? failed.commitError { return translated(inner) }
+        }
+        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return error }
+        let message = "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "no message")"
+        if state == "53100" { return StoreDiskFault(kind: .diskFull, message: message) }
+        if state.hasPrefix("58") { return StoreDiskFault(kind: .ioError, message: message) }
+        return error
+    }
+
+    /// SQLSTATE of a unique-key violation.
+    static func isUniqueViolation(_ error: any Error) -> Bool {
+        (translated(error) as? PSQLError)?.serverInfo?[.sqlState] == "23505"
+    }
+}
+
+/// A `postgres://` URL's parts.
+struct PostgresURL {
+    var user: String
+    var password: String?
+    var host: String
+    var port: Int
+    var database: String
+
+    init(_ text: String) throws {
+        guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+            let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
+        else {
+            throw FleetError(.invalidRequest, "a PostgreSQL URL reads postgres://user[:password]@host[:port]/database; got \"\(Self.redact(text))\"")
+        }
+        let database = String(components.path.drop(while: { $0 == "/" }))
+        guard !database.isEmpty, !database.contains("/") else {
+            throw FleetError(.invalidRequest, "the PostgreSQL URL names no database (postgres://user@host:port/database)")
+        }
+        self.user = user
+        self.password = components.password
+        self.host = host
+        self.port = components.port ?? 5432
+        self.database = database
+    }
+
+    /// The URL without the password.
+    var redacted: String { "postgres://\(user)@\(host):\(port)/\(database)" }
+
+    /// `text` with anything between `://` and `@` past a `:` replaced, for error messages.
+    static func redact(_ text: String) -> String {
+        guard let scheme = text.range(of: "://"), let at = text.range(of: "@", range: scheme.upperBound..<text.endIndex),
+            let colon = text.range(of: ":", range: scheme.upperBound..<at.lowerBound)
+        else { return text }
+        return text.replacingCharacters(in: colon.upperBound..<at.lowerBound, with: "***")
+    }
+}

@@ -1,0 +1,331 @@
+import CoordinatorPostgres
+import DeviceNode
+import SignatureCapture
+import Envelopes
+import FleetProtocol
+import Foundation
+import SyncContract
+import Testing
+
+@testable import Coordinator
+
+/// The services of one coordinator on any ``CoordinatorStorage``.
+struct StorageServices {
+    let accounts: AccountDirectory
+    let auth: AuthService
+    let devices: DeviceRegistry
+    let ingest: SyncIngest
+    let envelopes: EnvelopeService
+    let templates: TemplateCatalog
+    let origins: ReturnOrigins
+
+    init(_ storage: any CoordinatorStorage) {
+        accounts = AccountDirectory(storage: storage)
+        auth = AuthService(storage: storage)
+        devices = DeviceRegistry(storage: storage, auth: auth)
+        ingest = SyncIngest(storage: storage, devices: devices)
+        envelopes = EnvelopeService(storage: storage, auth: auth)
+        templates = TemplateCatalog(storage: storage, auth: auth)
+        origins = ReturnOrigins(storage: storage)
+    }
+
+    /// Account `acme` with one user, and a token of that user.
+    func seed() async throws -> String {
+        _ = try await accounts.createAccount(id: "acme", name: "Acme")
+        _ = try await accounts.createUser(accountID: "acme", name: "Ann", email: "ann@acme.example", secret: "secret-123")
+        return try await auth.issueToken(email: "ann@acme.example", secret: "secret-123").accessToken
+    }
+}
+
+/// One suite, run against the SQLite store and the PostgreSQL store (docs/storage.md): both must
+/// give the same answers to the same requests, refusals included.
+@Suite struct StoreConformanceTests {
+    @Test(arguments: StoreBackend.allCases)
+    func accountsUsersAndTokens(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        _ = try await services.accounts.createAccount(id: "b", name: "Beta")
+        _ = try await services.accounts.createAccount(id: "a", name: "Alpha", offlineSigning: false, rateLimits: RateLimits(hourly: 7, burst: 3, burstWindowSeconds: 9))
+        let duplicate = await #expect(throws: FleetError.self) { try await services.accounts.createAccount(id: "a", name: "Again") }
+        #expect(duplicate?.code == .alreadyExists)
+        #expect(try await services.accounts.accounts().map(\.id) == ["a", "b"])
+        let alpha = try #require(try await services.accounts.account(id: "a"))
+        #expect(alpha.offlineSigning == false && alpha.rateLimits == RateLimits(hourly: 7, burst: 3, burstWindowSeconds: 9))
+        #expect(try await services.accounts.account(id: "zz") == nil)
+
+        _ = try await services.accounts.createUser(accountID: "a", name: "Zed", email: "zed@a.example", secret: "secret-123")
+        _ = try await services.accounts.createUser(accountID: "a", name: "Amy", email: "amy@a.example", secret: "secret-456")
+        let taken = await #expect(throws: FleetError.self) {
+            try await services.accounts.createUser(accountID: "b", name: "Z", email: "ZED@a.example", secret: "secret-789")
+        }
+        #expect(taken?.code == .alreadyExists, "emails are unique without regard to case")
+        let noAccount = await #expect(throws: FleetError.self) {
+            try await services.accounts.createUser(accountID: "nope", name: "N", email: "n@x.example", secret: "secret-123")
+        }
+        #expect(noAccount?.code == .notFound)
+        #expect(try await services.accounts.users(accountID: "a").map(\.email) == ["amy@a.example", "zed@a.example"])
+
+        let token = try await services.auth.issueToken(email: "zed@a.example", secret: "secret-123")
+        let (user, account) = try await services.auth.authenticate(token.accessToken)
+        #expect(user.email == "zed@a.example" && account.id == "a")
+        let wrong = await #expect(throws: FleetError.self) { try await services.auth.issueToken(email: "zed@a.example", secret: "wrong-secret") }
+        #expect(wrong?.code == .unauthenticated)
+        let unknown = await #expect(throws: FleetError.self) { try await services.auth.authenticate("not-a-token") }
+        #expect(unknown?.code == .unauthenticated)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func expiredTokensAreRefusedAndDropped(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let clock = TestClock()
+        let services = StorageServices(store.storage)
+        _ = try await services.seed()
+        let auth = AuthService(storage: store.storage, tokenLifetime: .seconds(60), now: clock.now)
+        let old = try await auth.issueToken(email: "ann@acme.example", secret: "secret-123")
+        clock.advance(120)
+        let expired = await #expect(throws: FleetError.self) { try await auth.authenticate(old.accessToken) }
+        #expect(expired?.code == .tokenExpired)
+        // Issuing a new token drops the expired one: it is then unknown.
+        _ = try await auth.issueToken(email: "ann@acme.example", secret: "secret-123")
+        let dropped = await #expect(throws: FleetError.self) { try await auth.authenticate(old.accessToken) }
+        #expect(dropped?.code == .unauthenticated)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func enrollmentRules(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let key = Forger(id: "d1").publicKey
+        let curve = [UInt8](repeating: 7, count: 32)
+        let first = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: "d1", publicKey: key), credential: .curveKey(curve))
+        let again = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: "d1", publicKey: key), credential: .curveKey(curve))
+        #expect(first == again, "a retried enrollment is answered the same way")
+        let otherKey = await #expect(throws: FleetError.self) {
+            try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: "d1", publicKey: Forger(id: "x").publicKey), credential: .curveKey(curve))
+        }
+        #expect(otherKey?.code == .forbidden)
+        let keyTaken = await #expect(throws: FleetError.self) {
+            try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: "d2", publicKey: Forger(id: "d2").publicKey), credential: .curveKey(curve))
+        }
+        #expect(keyTaken?.code == .forbidden, "one CURVE key, one device")
+        #expect(try await services.devices.authenticate(deviceID: "d1", credential: .curveKey(curve)).id == "d1")
+        let impostor = await #expect(throws: FleetError.self) {
+            try await services.devices.authenticate(deviceID: "d1", credential: .curveKey([UInt8](repeating: 8, count: 32)))
+        }
+        #expect(impostor?.code == .forbidden)
+
+        #expect(try await services.devices.revoke(deviceID: "d1"))
+        #expect(try await services.devices.revoke(deviceID: "missing") == false)
+        let revoked = await #expect(throws: FleetError.self) { try await services.devices.authenticate(deviceID: "d1", credential: .curveKey(curve)) }
+        #expect(revoked?.code == .forbidden)
+        let newKey = Forger(id: "d1b").publicKey
+        let renewed = try await services.devices.enroll(
+            EnrollDevice(accessToken: token, deviceID: "d1", publicKey: newKey), credential: .curveKey([UInt8](repeating: 9, count: 32)))
+        #expect(renewed.enrolledAt == first.enrolledAt, "re-enrolling after a revocation keeps the device's history")
+        #expect(try await services.devices.device(id: "d1")?.publicKey == newKey)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func ingestIsExactlyOnceAndOrdered(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let (items, forger) = try await forgedItems(count: 4)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        func push(_ items: [SyncItem]) async throws -> SyncAck {
+            try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        }
+
+        let gap = try await push([items[1]])
+        #expect(gap.status == .gap && gap.expectedSequence == 1 && gap.lastApplied == 0)
+        let applied = try await push(Array(items[0...1]))
+        #expect(applied.status == .ok && applied.lastApplied == 2 && applied.results.map(\.outcome) == [.applied, .applied])
+        let again = try await push(Array(items[0...2]))
+        #expect(again.results.map(\.outcome) == [.duplicate, .duplicate, .applied])
+        #expect(again.results[0].envelopeID == applied.results[0].envelopeID)
+
+        // The same sequence with another payload is a conflict: nothing changes.
+        let other = try forger.item(from: items[3], sequence: 2, transaction: "tx-other")
+        let conflict = try await push([other])
+        #expect(conflict.status == .refused && conflict.results.map(\.outcome) == [.conflict] && conflict.lastApplied == 3)
+        // A forged signature uses up no sequence number.
+        var forged = items[3]
+        forged.signature[0] ^= 0xFF
+        let bad = try await push([forged])
+        #expect(bad.status == .refused && bad.results.map(\.outcome) == [.badSignature] && bad.lastApplied == 3)
+        // A second item with an applied transaction id is its duplicate, never a second envelope.
+        let replay = try forger.item(from: items[3], sequence: 4, transaction: "tx-0")
+        let duplicateTransaction = try await push([replay])
+        #expect(duplicateTransaction.results.map(\.outcome) == [.duplicate] && duplicateTransaction.lastApplied == 4)
+        #expect(duplicateTransaction.results[0].envelopeID == applied.results[0].envelopeID)
+
+        let counts = try await store.storage.counts()
+        #expect(counts.envelopes == 3 && counts.devicesEnrolled == 1)
+        #expect(counts.syncOutcomes == ["applied": 3, "duplicate": 1], "an item repeating an applied transaction is stored as its duplicate")
+        let summaries = try await store.storage.envelopeSummaries()
+        #expect(summaries.map(\.sequences) == [[1, 2, 3]] && summaries.first?.lastAppliedSequence == 4)
+
+        // sync.results pages through what was stored.
+        let page = try await services.ingest.results(SyncResultsQuery(deviceID: forger.id, after: 0, limit: 3), routingID: forger.id)
+        #expect(page.results.map(\.sequence) == [1, 2, 3] && page.nextAfter == 3 && page.lastApplied == 4)
+        #expect(page.results[0].transactionID == "tx-0" && page.results[0].envelopeSequence == 1)
+        let rest = try await services.ingest.results(SyncResultsQuery(deviceID: forger.id, after: 3, limit: 3), routingID: forger.id)
+        #expect(rest.results.map(\.sequence) == [4] && rest.nextAfter == nil)
+        #expect(rest.results[0].envelopeSequence == 1, "item 4 names the envelope item 1 made")
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func envelopeLifecycleAfterSync(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let (items, forger) = try await forgedItems(count: 1, remoteSigners: 1)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        let envelopeID = try #require(ack.results.first?.envelopeID)
+        let synced = try await services.envelopes.envelope(id: envelopeID, accountID: "acme")
+        #expect(synced.status == "sent")
+        let missing = await #expect(throws: FleetError.self) { try await services.envelopes.envelope(id: envelopeID, accountID: "other") }
+        #expect(missing?.code == .notFound)
+        let voided = try await services.envelopes.void(envelopeID: envelopeID, reason: "changed my mind", accountID: "acme")
+        #expect(voided.status == "voided" && voided.voidReason == "changed my mind")
+        #expect(try await services.envelopes.envelope(id: envelopeID).status == "voided")
+        let twice = await #expect(throws: FleetError.self) { try await services.envelopes.void(envelopeID: envelopeID, reason: "again") }
+        #expect(twice?.code == .invalidRequest)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func templatesAndReturnOrigins(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        _ = try await services.seed()
+        for (id, name, folder) in [("t1", "Mutual NDA", "Legal"), ("t2", "nda addendum", "legal"), ("t3", "Onboarding 100%", "HR")] {
+            try await services.templates.create(
+                accountID: "acme", template: TemplateCatalog.sampleTemplate(id: id, name: name, folder: folder, pages: 1))
+        }
+        let exists = await #expect(throws: FleetError.self) {
+            try await services.templates.create(accountID: "acme", template: TemplateCatalog.sampleTemplate(id: "t1", name: "x", folder: nil, pages: 1))
+        }
+        #expect(exists?.code == .invalidRequest)
+        let noAccount = await #expect(throws: FleetError.self) {
+            try await services.templates.create(accountID: "nobody", template: TemplateCatalog.sampleTemplate(id: "t9", name: "x", folder: nil, pages: 1))
+        }
+        #expect(noAccount?.code == .notFound)
+
+        let all = try await services.templates.list(accountID: "acme")
+        #expect(all.templates.map(\.templateID) == ["t1", "t2", "t3"] && all.total == 3, "by name without regard to case")
+        #expect(try await services.templates.list(accountID: "acme", searchText: "NDA").templates.map(\.templateID) == ["t1", "t2"])
+        #expect(try await services.templates.list(accountID: "acme", searchText: "nda", nameMatch: .prefix).templates.map(\.templateID) == ["t2"])
+        #expect(try await services.templates.list(accountID: "acme", searchText: "mutual nda", nameMatch: .exact).templates.map(\.templateID) == ["t1"])
+        #expect(try await services.templates.list(accountID: "acme", searchText: "100%", nameMatch: .suffix).templates.map(\.templateID) == ["t3"])
+        #expect(try await services.templates.list(accountID: "acme", searchText: "0_", nameMatch: .contains).templates.isEmpty, "LIKE wildcards are literal")
+        #expect(try await services.templates.list(accountID: "acme", folder: "LEGAL").total == 2)
+        let paged = try await services.templates.list(accountID: "acme", start: 1, count: 1)
+        #expect(paged.templates.map(\.templateID) == ["t2"] && paged.nextStart == 2)
+
+        let before = try await services.templates.template(accountID: "acme", id: "t1")
+        let edited = try await services.templates.editTab(accountID: "acme", templateID: "t1", tab: .tabId("company"), change: TabChange(value: "Initech"))
+        #expect(edited.summary.lastModified > before.lastModified)
+        #expect(try await services.templates.template(accountID: "acme", id: "t1").tabs.first { $0.tabId == "company" }?.value == "Initech")
+        let elsewhere = await #expect(throws: FleetError.self) { try await services.templates.template(accountID: "other", id: "t1") }
+        #expect(elsewhere?.code == .notFound)
+
+        #expect(try await services.origins.list(accountID: "acme").isEmpty)
+        #expect(try await services.origins.add(accountID: "acme", ["https://App.example/done", "http://b.example:8080"]) == ["http://b.example:8080", "https://app.example"])
+        #expect(try await services.origins.add(accountID: "acme", ["https://app.example"]) == ["http://b.example:8080", "https://app.example"])
+        #expect(try await services.origins.remove(accountID: "acme", ["http://b.example:8080/x"]) == ["https://app.example"])
+        let unknown = await #expect(throws: FleetError.self) { try await services.origins.add(accountID: "nobody", ["https://a.example"]) }
+        #expect(unknown?.code == .notFound)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func reopeningKeepsEverythingAndMigratesNothingTwice(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let key = try await store.storage.curveKeyPair()
+        let second = try await store.reopened()
+        #expect(try await second.curveKeyPair().publicKey == key.publicKey, "every coordinator on a store serves with its one CURVE key")
+        #expect(try await StorageServices(second).auth.authenticate(token).1.id == "acme")
+        #expect(try await second.accounts().map(\.id) == ["acme"])
+    }
+}
+
+/// `count` items signed by a real device, re-signed by a ``Forger`` (whose key the test enrolls),
+/// with transaction ids `tx-0`, `tx-1`… (`transactionPrefix` instead of `tx`)
+func forgedItems(count: Int, remoteSigners: Int = 0, transactionPrefix: String = "tx") async throws -> ([SyncItem], Forger) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = DeviceConfiguration(storePath: directory.appendingPathComponent("base.sqlite").path)
+    configuration.deviceId = "base"
+    let user = UserInfo(accountId: "acme", accountName: "Acme", userId: "u1", userName: "Ann Host", email: "host@example.com", host: "h")
+    let node = try await DeviceNode.open(configuration: configuration, accountService: InMemoryAccountService(tokens: ["t": user]))
+    try await node.login(accessToken: "t")
+    let id = try await node.compose(try SampleEnvelope.inPerson(signers: 1, remoteSigners: remoteSigners, transactionId: "base-tx"), mode: .offline)
+    _ = try await node.resumeSigning(envelopeId: id, driver: SyntheticSigner(seed: 1))
+    let base = try await node.pendingOutboxItems().compactMap(\.syncItem)
+    let forger = Forger(id: "dev-\(UUID().uuidString.prefix(8).lowercased())")
+    let items = try (0..<count).map { index in try forger.item(from: base[0], sequence: UInt64(index + 1), transaction: "\(transactionPrefix)-\(index)") }
+    return (items, forger)
+}
+
+
+/// Several coordinators on one PostgreSQL (issue #15 part 2's core): the same device's pushes
+/// reaching two coordinators at once are still applied exactly once and in order.
+@Suite struct SharedPostgresStoreTests {
+    @Test func twoCoordinatorsApplyTheSameDevicesPushesExactlyOnce() async throws {
+        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        print("shared-store race seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
+        var random = SyncPropertyTests.Random(state: seed)
+        let first = try await ConformanceStore.make(.postgres)
+        defer { first.remove() }
+        let second = try await first.reopened()
+        let a = StorageServices(first.storage), b = StorageServices(second)
+        let token = try await a.seed()
+        let devices = try await [forgedItems(count: 12, transactionPrefix: "a"), forgedItems(count: 12, transactionPrefix: "b")]
+        for (_, forger) in devices {
+            _ = try await b.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        }
+        // Rounds of pushes: each round sends every device's items from a random start to a random
+        // end to both coordinators at once; a resend or an overlap is answered, never re-applied.
+        var envelopeOf: [String: [UInt64: String]] = [:]
+        for _ in 0..<25 {
+            var jobs: [(SyncIngest, SyncPush)] = []
+            for (items, forger) in devices {
+                let start = random.below(items.count), end = start + random.below(items.count - start)
+                let push = SyncPush(deviceID: forger.id, items: Array(items[start...end]))
+                jobs.append((a.ingest, push))
+                jobs.append((b.ingest, push))
+            }
+            let acks = try await withThrowingTaskGroup(of: (String, SyncAck).self) { group in
+                for (ingest, push) in jobs {
+                    group.addTask { (push.deviceID, try await ingest.apply(push, routingID: push.deviceID)) }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            for (device, ack) in acks {
+                for result in ack.results where result.outcome == .applied || result.outcome == .duplicate {
+                    let known = envelopeOf[device]?[result.sequence]
+                    #expect(known == nil || known == result.envelopeID, "sequence \(result.sequence) of \(device) named two envelopes (seed \(seed))")
+                    envelopeOf[device, default: [:]][result.sequence] = result.envelopeID
+                }
+            }
+        }
+        // Then every item, in order, through the second coordinator: everything is applied once.
+        for (items, forger) in devices {
+            _ = try await b.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        }
+        let summaries = try await second.envelopeSummaries()
+        #expect(summaries.map(\.sequences) == [Array(1...12), Array(1...12)], "seed \(seed)")
+        #expect(try await first.storage.counts().syncOutcomes == ["applied": 24], "seed \(seed)")
+    }
+}
