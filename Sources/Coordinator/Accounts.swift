@@ -111,19 +111,19 @@ public struct AccountDirectory: Sendable {
         accountName: String = "Demo Co", userCount: Int = 1, rateLimits: RateLimits = DemoData.rateLimits
     ) async throws -> (Account, [User]) {
         let accountID = "demo"
-        let account: Account
-        if let existing = try await self.account(id: accountID) {
-            account = existing
-        } else {
-            account = try await createAccount(id: accountID, name: accountName, rateLimits: rateLimits)
-        }
-        var users = try await self.users(accountID: accountID)
-        for index in users.count..<max(users.count, userCount) {
-            users.append(
-                try await createUser(
+        // Coordinators sharing a store may seed at once: whatever another one created first is kept.
+        do {
+            _ = try await createAccount(id: accountID, name: accountName, rateLimits: rateLimits)
+        } catch let error as FleetError where error.code == .alreadyExists {}
+        guard let account = try await self.account(id: accountID) else { throw StoreRefusal.noAccount(accountID) }
+        for index in try await self.users(accountID: accountID).count..<userCount {
+            do {
+                _ = try await createUser(
                     id: "demo-user-\(index + 1)", accountID: accountID, name: "Demo User \(index + 1)",
-                    email: "user\(index + 1)@demo.example", secret: DemoData.secret))
+                    email: "user\(index + 1)@demo.example", secret: DemoData.secret)
+            } catch let error as FleetError where error.code == .alreadyExists {}
         }
+        let users = try await self.users(accountID: accountID)
         try await TemplateCatalog(storage: storage, auth: AuthService(storage: storage, now: now), now: now).seedDemo(accountID: accountID)
         return (account, users)
     }

@@ -3,7 +3,6 @@ import SyncContract
 import Envelopes
 import FleetProtocol
 import Foundation
-import GRDB
 import Metrics
 import Synchronization
 
@@ -61,7 +60,7 @@ public struct CaptiveSigningService: Sendable {
         case recipientID(String)
     }
 
-    let store: CoordinatorStore
+    let store: any CoordinatorStorage
     let auth: AuthService
     let now: @Sendable () -> Date
     public let configuration: CaptiveSigningConfiguration
@@ -73,6 +72,14 @@ public struct CaptiveSigningService: Sendable {
 
     public init(
         store: CoordinatorStore, auth: AuthService, configuration: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
+        links: CaptiveSigningLinks = CaptiveSigningLinks(), metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        now: @escaping @Sendable () -> Date = Date.init
+    ) {
+        self.init(storage: store, auth: auth, configuration: configuration, links: links, metricsFactory: metricsFactory, now: now)
+    }
+
+    package init(
+        storage store: any CoordinatorStorage, auth: AuthService, configuration: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
         links: CaptiveSigningLinks = CaptiveSigningLinks(), metricsFactory: any MetricsFactory = MetricsSystem.factory,
         now: @escaping @Sendable () -> Date = Date.init
     ) {
@@ -145,35 +152,31 @@ public struct CaptiveSigningService: Sendable {
         let token = Self.randomToken()
         let at = now()
         let expiresAt = at.addingTimeInterval(configuration.urlLifetime)
-        let recipientID = try await store.write { db in
-            let (record, recipients) = try EnvelopeService.load(db, id: envelopeID, accountID: accountID)
+        let recipientID = try await store.insertCaptiveSession(envelopeID: envelopeID, accountID: accountID) { envelope, allowed in
+            let (record, recipients) = (envelope.envelope, envelope.recipients)
             if ownPage {
                 _ = try ReturnURLPolicy.origin(of: returnURL)
             } else {
-                try ReturnURLPolicy.check(returnURL, allowed: try CoordinatorStore.returnOrigins(db, accountID: record.accountID), account: record.accountID)
+                try ReturnURLPolicy.check(returnURL, allowed: allowed, account: record.accountID)
             }
             let payload = try Self.payload(of: record)
             let recipient = try Self.select(selection, in: payload, envelopeID: envelopeID)
             try Self.checkSignable(record, recipients, recipient: recipient)
-            try CaptiveSessionRecord(
+            return CaptiveSessionRecord(
                 tokenHash: Self.hash(token), accountID: record.accountID, envelopeID: record.id,
                 recipientID: recipient.recipientId, returnURL: returnURL, locale: locale, issuedBy: issuedBy, issuedAt: at,
-                expiresAt: expiresAt
-            ).insert(db)
-            return recipient.recipientId
-        }
+                expiresAt: expiresAt)
+        }.recipientID
         metrics.issued.increment()
         return RecipientViewReply(url: "\(base)/signing/\(token)", expiresAt: expiresAt, recipientID: recipientID)
     }
 
     /// The tab values a captive session stored for an envelope, by tab index.
     public func storedTabs(envelopeID: String) async throws -> [CaptiveTabValue] {
-        try await store.database.read { db in
-            try CaptiveTabRecord.filter(Column("envelopeID") == envelopeID).order(Column("tabIndex")).fetchAll(db).map {
-                CaptiveTabValue(
-                    tabIndex: $0.tabIndex, recipientID: $0.recipientID, type: $0.type, value: $0.value, selected: $0.selected,
-                    isoRecord: $0.isoRecord.map { Array($0) }, svg: $0.svg, pointerType: $0.pointerType, pointCount: $0.pointCount)
-            }
+        try await store.captiveTabs(envelopeID: envelopeID).map {
+            CaptiveTabValue(
+                tabIndex: $0.tabIndex, recipientID: $0.recipientID, type: $0.type, value: $0.value, selected: $0.selected,
+                isoRecord: $0.isoRecord.map { Array($0) }, svg: $0.svg, pointerType: $0.pointerType, pointCount: $0.pointCount)
         }
     }
 

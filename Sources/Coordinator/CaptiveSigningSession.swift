@@ -3,7 +3,6 @@ import SyncContract
 import Envelopes
 import FleetProtocol
 import Foundation
-import GRDB
 
 /// What the HTTP routes answer for a signing URL (``CaptiveSigningRoutes`` turns it into a response).
 enum CaptiveResponse: Sendable {
@@ -62,48 +61,48 @@ extension CaptiveSigningService {
         guard let tokenHash = Self.hashIfWellFormed(token) else { return .notFound }
         let at = now()
         let inactivity = configuration.inactivityTimeout
-        return try await store.write { db in
-            guard var session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return .notFound }
-            if let outcome = session.outcome {
+        return try await store.updateCaptiveSession(tokenHash: tokenHash) { found in
+            guard var unit = found else { return .notFound }
+            defer { found = unit }
+            if let outcome = unit.session.outcome {
                 // Single use: a finished URL only ever says so.
                 let event: SigningViewEvent = outcome == SigningViewEvent.ttlExpired.rawValue ? .ttlExpired : .viewingComplete
-                return .redirect(Self.redirect(session.returnURL, event), event)
+                return .redirect(Self.redirect(unit.session.returnURL, event), event)
             }
-            if session.openedAt != nil {
-                guard let presented, Self.hash(presented) == session.sessionHash else {
+            if unit.session.openedAt != nil {
+                guard let presented, Self.hash(presented) == unit.session.sessionHash else {
                     // Single use, as DocuSign: another browser is sent back with ttl_expired (the app
                     // learns it must ask for a new URL); the session of the browser that opened it goes on.
-                    return .redirect(Self.redirect(session.returnURL, .ttlExpired), .ttlExpired)
+                    return .redirect(Self.redirect(unit.session.returnURL, .ttlExpired), .ttlExpired)
                 }
-                if let last = session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
-                    return try Self.finish(db, &session, .sessionTimeout, at: at)
+                if let last = unit.session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
+                    return Self.finish(&unit.session, .sessionTimeout, at: at)
                 }
-                session.lastActivityAt = at
-                try session.update(db)
-                return .page(try Self.model(db, session, token: token, sessionID: presented), session: nil, status: 200)
+                unit.session.lastActivityAt = at
+                return .page(try Self.model(unit, token: token, sessionID: presented), session: nil, status: 200)
             }
-            guard at < session.expiresAt else { return try Self.finish(db, &session, .ttlExpired, at: at) }
-            let (record, recipients) = try EnvelopeService.load(db, id: session.envelopeID, accountID: session.accountID)
+            guard at < unit.session.expiresAt else { return Self.finish(&unit.session, .ttlExpired, at: at) }
+            var envelope = try unit.requireEnvelope()
+            let (record, recipients) = (envelope.envelope, envelope.recipients)
             let payload = try Self.payload(of: record)
-            guard let recipient = payload.recipients.first(where: { $0.recipientId == session.recipientID }) else {
-                return try Self.finish(db, &session, .exception, at: at)
+            guard let recipient = payload.recipients.first(where: { $0.recipientId == unit.session.recipientID }) else {
+                return Self.finish(&unit.session, .exception, at: at)
             }
             do {
                 try Self.checkSignable(record, recipients, recipient: recipient)
             } catch {
                 let done = recipients.first { $0.recipientID == recipient.recipientId }.flatMap { EnvelopeLifecycle.RecipientStatus(rawValue: $0.status) }?.isDone ?? false
-                return try Self.finish(db, &session, done ? .viewingComplete : .exception, at: at)
+                return Self.finish(&unit.session, done ? .viewingComplete : .exception, at: at)
             }
             if recipients.first(where: { $0.recipientID == recipient.recipientId })?.status == EnvelopeLifecycle.RecipientStatus.sent.rawValue {
-                _ = try EnvelopeService.apply(
-                    db, envelopeID: record.id, accountID: record.accountID, event: .recipientDelivered(recipient.recipientId), at: at)
+                _ = try EnvelopeService.apply(.recipientDelivered(recipient.recipientId), to: &envelope, at: at)
+                unit.envelope = envelope
             }
             let sessionID = Self.randomToken()
-            session.openedAt = at
-            session.sessionHash = Self.hash(sessionID)
-            session.lastActivityAt = at
-            try session.update(db)
-            return .page(try Self.model(db, session, token: token, sessionID: sessionID), session: sessionID, status: 200)
+            unit.session.openedAt = at
+            unit.session.sessionHash = Self.hash(sessionID)
+            unit.session.lastActivityAt = at
+            return .page(try Self.model(unit, token: token, sessionID: sessionID), session: sessionID, status: 200)
         }
     }
 
@@ -112,98 +111,92 @@ extension CaptiveSigningService {
         guard let tokenHash = Self.hashIfWellFormed(token) else { return .notFound }
         let at = now()
         let inactivity = configuration.inactivityTimeout
-        return try await store.write { db in
-            guard var session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return .notFound }
-            guard session.openedAt != nil, let presented, Self.hash(presented) == session.sessionHash,
+        return try await store.updateCaptiveSession(tokenHash: tokenHash) { found in
+            guard var unit = found else { return .notFound }
+            defer { found = unit }
+            guard unit.session.openedAt != nil, let presented, Self.hash(presented) == unit.session.sessionHash,
                 let csrf = form.fields["csrf"], Self.constantTimeEqual(csrf, Self.csrf(sessionID: presented, tokenHash: tokenHash))
             else { return .forbidden }
-            if session.outcome != nil { return .redirect(Self.redirect(session.returnURL, .viewingComplete), .viewingComplete) }
-            if let last = session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
-                return try Self.finish(db, &session, .sessionTimeout, at: at)
+            if unit.session.outcome != nil { return .redirect(Self.redirect(unit.session.returnURL, .viewingComplete), .viewingComplete) }
+            if let last = unit.session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
+                return Self.finish(&unit.session, .sessionTimeout, at: at)
             }
-            session.lastActivityAt = at
-            try session.update(db)
+            unit.session.lastActivityAt = at
             switch form.fields["action"] {
             case "later":
-                return try Self.finish(db, &session, .cancel, at: at)
+                return Self.finish(&unit.session, .cancel, at: at)
             case "decline":
                 let reason = (form.fields["reason"] ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
                 do {
                     try EnvelopeService.checkReason(reason)
                 } catch let error as FleetError {
-                    return try Self.refused(db, session, token: token, sessionID: presented, error.message)
+                    return try Self.refused(unit, token: token, sessionID: presented, error.message)
                 }
+                var envelope = try unit.requireEnvelope()
                 do {
-                    _ = try EnvelopeService.apply(
-                        db, envelopeID: session.envelopeID, accountID: session.accountID,
-                        event: .recipientDeclined(session.recipientID, reason: reason), at: at)
+                    _ = try EnvelopeService.apply(.recipientDeclined(unit.session.recipientID, reason: reason), to: &envelope, at: at)
                 } catch is FleetError {
-                    return try Self.finish(db, &session, .exception, at: at)
+                    return Self.finish(&unit.session, .exception, at: at)
                 }
-                return try Self.finish(db, &session, .decline, at: at)
+                unit.envelope = envelope
+                return Self.finish(&unit.session, .decline, at: at)
             case "finish":
-                let (record, _) = try EnvelopeService.load(db, id: session.envelopeID, accountID: session.accountID)
-                let payload = try Self.payload(of: record)
-                guard let recipient = payload.recipients.first(where: { $0.recipientId == session.recipientID }) else {
-                    return try Self.finish(db, &session, .exception, at: at)
+                var envelope = try unit.requireEnvelope()
+                let payload = try Self.payload(of: envelope.envelope)
+                guard let recipient = payload.recipients.first(where: { $0.recipientId == unit.session.recipientID }) else {
+                    return Self.finish(&unit.session, .exception, at: at)
                 }
                 let values: [CaptiveTabRecord]
                 do {
-                    values = try form.tabValues(payload: payload, recipient: recipient, envelopeID: record.id, at: at)
+                    values = try form.tabValues(payload: payload, recipient: recipient, envelopeID: envelope.envelope.id, at: at)
                 } catch let error as SigningForm.Invalid {
-                    return try Self.refused(db, session, token: token, sessionID: presented, error.message)
+                    return try Self.refused(unit, token: token, sessionID: presented, error.message)
                 }
                 do {
-                    _ = try EnvelopeService.apply(
-                        db, envelopeID: record.id, accountID: session.accountID, event: .recipientSigned(session.recipientID), at: at)
+                    _ = try EnvelopeService.apply(.recipientSigned(unit.session.recipientID), to: &envelope, at: at)
                 } catch is FleetError {
-                    return try Self.finish(db, &session, .exception, at: at)
+                    return Self.finish(&unit.session, .exception, at: at)
                 }
-                for value in values { try value.save(db) }
-                return try Self.finish(db, &session, .signingComplete, at: at)
+                unit.envelope = envelope
+                unit.newTabs = values
+                return Self.finish(&unit.session, .signingComplete, at: at)
             default:
-                return try Self.refused(db, session, token: token, sessionID: presented, "choose Finish, Finish Later or Decline")
+                return try Self.refused(unit, token: token, sessionID: presented, "choose Finish, Finish Later or Decline")
             }
         }
     }
 
     /// `GET /signing/<token>/documents/<id>`: a document's PDF, for the browser that opened the URL.
     func document(token: String, session presented: String?, documentID: String) async throws -> CaptiveResponse {
-        guard let tokenHash = Self.hashIfWellFormed(token) else { return .notFound }
-        return try await store.database.read { db in
-            guard let session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return .notFound }
-            guard session.outcome == nil, let presented, Self.hash(presented) == session.sessionHash else { return .forbidden }
-            let (record, _) = try EnvelopeService.load(db, id: session.envelopeID, accountID: session.accountID)
-            guard let document = try Self.payload(of: record).documents.first(where: { $0.documentId == documentID }) else {
-                return .notFound
-            }
-            return .document(document.pdf)
+        guard let tokenHash = Self.hashIfWellFormed(token), let unit = try await store.captiveSession(tokenHash: tokenHash) else {
+            return .notFound
         }
+        guard unit.session.outcome == nil, let presented, Self.hash(presented) == unit.session.sessionHash else { return .forbidden }
+        guard let document = try Self.payload(of: try unit.requireEnvelope().envelope).documents.first(where: { $0.documentId == documentID }) else {
+            return .notFound
+        }
+        return .document(document.pdf)
     }
 
     // MARK: Helpers
 
     /// Ends the session with `event` and answers with the redirect to the return URL.
-    static func finish(_ db: Database, _ session: inout CaptiveSessionRecord, _ event: SigningViewEvent, at: Date) throws
-        -> CaptiveResponse
-    {
+    static func finish(_ session: inout CaptiveSessionRecord, _ event: SigningViewEvent, at: Date) -> CaptiveResponse {
         session.finishedAt = at
         session.outcome = event.rawValue
-        try session.update(db)
         return .redirect(redirect(session.returnURL, event), event)
     }
 
     /// The page again, with what was wrong (`422`).
-    static func refused(_ db: Database, _ session: CaptiveSessionRecord, token: String, sessionID: String, _ message: String) throws
-        -> CaptiveResponse
-    {
-        var model = try model(db, session, token: token, sessionID: sessionID)
+    static func refused(_ unit: CaptiveUnit, token: String, sessionID: String, _ message: String) throws -> CaptiveResponse {
+        var model = try model(unit, token: token, sessionID: sessionID)
         model.error = message
         return .page(model, session: nil, status: 422)
     }
 
-    static func model(_ db: Database, _ session: CaptiveSessionRecord, token: String, sessionID: String) throws -> SigningPageModel {
-        let (record, _) = try EnvelopeService.load(db, id: session.envelopeID, accountID: session.accountID)
+    static func model(_ unit: CaptiveUnit, token: String, sessionID: String) throws -> SigningPageModel {
+        let session = unit.session
+        let record = try unit.requireEnvelope().envelope
         let payload = try payload(of: record)
         let recipient = payload.recipients.first { $0.recipientId == session.recipientID }
         return SigningPageModel(

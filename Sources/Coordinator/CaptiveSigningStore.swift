@@ -41,40 +41,71 @@ enum CaptiveSigningStore {
 }
 
 /// A signing URL and the browser session opened with it.
-struct CaptiveSessionRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "captiveSession"
-    var tokenHash: Data
-    var accountID: String
-    var envelopeID: String
-    var recipientID: String
-    var returnURL: String
-    var locale: String?
+package struct CaptiveSessionRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "captiveSession"
+    package var tokenHash: Data
+    package var accountID: String
+    package var envelopeID: String
+    package var recipientID: String
+    package var returnURL: String
+    package var locale: String?
     /// `recipient.view:<userID>`, `signing.url.create:<userID>` or `admin`.
-    var issuedBy: String
-    var issuedAt: Date
-    var expiresAt: Date
-    var openedAt: Date?
-    var sessionHash: Data?
-    var lastActivityAt: Date?
-    var finishedAt: Date?
+    package var issuedBy: String
+    package var issuedAt: Date
+    package var expiresAt: Date
+    package var openedAt: Date?
+    package var sessionHash: Data?
+    package var lastActivityAt: Date?
+    package var finishedAt: Date?
     /// The `event` value the session ended with.
-    var outcome: String?
+    package var outcome: String?
+
+    package init(tokenHash: Data, accountID: String, envelopeID: String, recipientID: String, returnURL: String, locale: String? = nil, issuedBy: String, issuedAt: Date, expiresAt: Date, openedAt: Date? = nil, sessionHash: Data? = nil, lastActivityAt: Date? = nil, finishedAt: Date? = nil, outcome: String? = nil) {
+        self.tokenHash = tokenHash
+        self.accountID = accountID
+        self.envelopeID = envelopeID
+        self.recipientID = recipientID
+        self.returnURL = returnURL
+        self.locale = locale
+        self.issuedBy = issuedBy
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.openedAt = openedAt
+        self.sessionHash = sessionHash
+        self.lastActivityAt = lastActivityAt
+        self.finishedAt = finishedAt
+        self.outcome = outcome
+    }
 }
 
 /// One tab's value as the recipient entered it in a captive session.
-struct CaptiveTabRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
-    static let databaseTableName = "captiveTab"
-    var envelopeID: String
-    var tabIndex: Int
-    var recipientID: String
-    var type: String
-    var value: String?
-    var selected: Bool?
-    var isoRecord: Data?
-    var svg: String?
-    var pointerType: String?
-    var pointCount: Int?
-    var capturedAt: Date
+package struct CaptiveTabRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
+    package static let databaseTableName = "captiveTab"
+    package var envelopeID: String
+    package var tabIndex: Int
+    package var recipientID: String
+    package var type: String
+    package var value: String?
+    package var selected: Bool?
+    package var isoRecord: Data?
+    package var svg: String?
+    package var pointerType: String?
+    package var pointCount: Int?
+    package var capturedAt: Date
+
+    package init(envelopeID: String, tabIndex: Int, recipientID: String, type: String, value: String? = nil, selected: Bool? = nil, isoRecord: Data? = nil, svg: String? = nil, pointerType: String? = nil, pointCount: Int? = nil, capturedAt: Date) {
+        self.envelopeID = envelopeID
+        self.tabIndex = tabIndex
+        self.recipientID = recipientID
+        self.type = type
+        self.value = value
+        self.selected = selected
+        self.isoRecord = isoRecord
+        self.svg = svg
+        self.pointerType = pointerType
+        self.pointCount = pointCount
+        self.capturedAt = capturedAt
+    }
 }
 
 /// A tab value stored by a captive session, for tests, checkers and operators.

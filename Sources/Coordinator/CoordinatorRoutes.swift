@@ -24,16 +24,25 @@ public struct CoordinatorServices: Sendable {
                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
                 now: @escaping @Sendable () -> Date = Date.init) {
-        accounts = AccountDirectory(store: store, now: now)
+        self.init(
+            storage: store, host: host, tokenLifetime: tokenLifetime, metricsFactory: metricsFactory, captive: captive, now: now)
+    }
+
+    /// The same services on any ``CoordinatorStorage`` (SQLite or PostgreSQL; docs/storage.md).
+    package init(storage store: any CoordinatorStorage, host: String? = nil, tokenLifetime: Duration = .seconds(3600),
+                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
+                 captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
+                 now: @escaping @Sendable () -> Date = Date.init) {
+        accounts = AccountDirectory(storage: store, now: now)
         let links = CaptiveSigningLinks()
-        auth = AuthService(store: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)
-        devices = DeviceRegistry(store: store, auth: auth, now: now)
-        ingest = SyncIngest(store: store, devices: devices, metricsFactory: metricsFactory, now: now)
+        auth = AuthService(storage: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)
+        devices = DeviceRegistry(storage: store, auth: auth, now: now)
+        ingest = SyncIngest(storage: store, devices: devices, metricsFactory: metricsFactory, now: now)
         rateLimiter = RateLimiter(now: now)
-        templates = TemplateCatalog(store: store, auth: auth, now: now)
-        envelopes = EnvelopeService(store: store, auth: auth, now: now)
+        templates = TemplateCatalog(storage: store, auth: auth, now: now)
+        envelopes = EnvelopeService(storage: store, auth: auth, now: now)
         self.captive = CaptiveSigningService(
-            store: store, auth: auth, configuration: captive, links: links, metricsFactory: metricsFactory, now: now)
+            storage: store, auth: auth, configuration: captive, links: links, metricsFactory: metricsFactory, now: now)
     }
 
     /// Adds the handlers this build serves: `auth.token`, `auth.userinfo`, `device.enroll`, `sync.push`, `sync.results`,

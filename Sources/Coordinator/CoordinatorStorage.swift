@@ -91,6 +91,25 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
         accountID: String, id: String, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
     ) async throws -> T?
 
+    // MARK: Captive signing
+
+    /// Loads the envelope (of `accountID`; any account when nil) and its account's allowed return
+    /// origins, lets `make` build the session (or refuse), and stores it.
+    /// - Throws: ``StoreRefusal/noEnvelope(_:inAccount:)`` when there is no such envelope.
+    func insertCaptiveSession(
+        envelopeID: String, accountID: String?,
+        _ make: @escaping @Sendable (EnvelopeAggregate, _ allowedOrigins: [String]) throws -> CaptiveSessionRecord
+    ) async throws -> CaptiveSessionRecord
+    /// The session with this token hash and its envelope, or nil.
+    func captiveSession(tokenHash: Data) async throws -> CaptiveUnit?
+    /// Loads the session with this token hash and its envelope, lets `change` edit both and list
+    /// tab values to store, then stores the session, the envelope's lifecycle state and the tabs
+    /// (a tab replaces the one of the same envelope and index). `change` gets nil for an unknown
+    /// token, and then nothing is stored.
+    func updateCaptiveSession<T: Sendable>(tokenHash: Data, _ change: @escaping @Sendable (inout CaptiveUnit?) throws -> T) async throws -> T
+    /// The tab values stored for an envelope, by tab index.
+    func captiveTabs(envelopeID: String) async throws -> [CaptiveTabRecord]
+
     // MARK: Return origins, transport key
 
     /// An account's allowed return-URL origins, sorted.
@@ -213,6 +232,26 @@ package struct EnvelopeAggregate: Sendable {
     package init(envelope: EnvelopeRecord, recipients: [EnvelopeRecipientRecord]) {
         self.envelope = envelope
         self.recipients = recipients
+    }
+}
+
+/// A signing URL's session with its envelope: what a captive-signing step reads and changes.
+package struct CaptiveUnit: Sendable {
+    package var session: CaptiveSessionRecord
+    /// Nil when the envelope is gone (deleting an envelope deletes its sessions, so only a damaged store has this).
+    package var envelope: EnvelopeAggregate?
+    /// Tab values to store with this step.
+    package var newTabs: [CaptiveTabRecord] = []
+
+    package init(session: CaptiveSessionRecord, envelope: EnvelopeAggregate?) {
+        self.session = session
+        self.envelope = envelope
+    }
+
+    /// The envelope, or the refusal for a session whose envelope is gone.
+    package func requireEnvelope() throws -> EnvelopeAggregate {
+        guard let envelope else { throw StoreRefusal.noEnvelope(session.envelopeID, inAccount: session.accountID) }
+        return envelope
     }
 }
 

@@ -326,6 +326,51 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    // MARK: Captive signing
+
+    package func insertCaptiveSession(
+        envelopeID: String, accountID: String?,
+        _ make: @escaping @Sendable (EnvelopeAggregate, _ allowedOrigins: [String]) throws -> CaptiveSessionRecord
+    ) async throws -> CaptiveSessionRecord {
+        try await write { db in
+            guard let envelope = try Self.loadEnvelope(db, id: envelopeID, accountID: accountID) else {
+                throw StoreRefusal.noEnvelope(envelopeID, inAccount: accountID)
+            }
+            let session = try make(envelope, try Self.returnOrigins(db, accountID: envelope.envelope.accountID))
+            try session.insert(db)
+            return session
+        }
+    }
+
+    package func captiveSession(tokenHash: Data) async throws -> CaptiveUnit? {
+        try await database.read { db in try Self.loadCaptive(db, tokenHash: tokenHash) }
+    }
+
+    package func updateCaptiveSession<T: Sendable>(
+        tokenHash: Data, _ change: @escaping @Sendable (inout CaptiveUnit?) throws -> T
+    ) async throws -> T {
+        try await write { db in
+            var unit = try Self.loadCaptive(db, tokenHash: tokenHash)
+            let value = try change(&unit)
+            guard let unit else { return value }
+            try unit.session.update(db)
+            if let envelope = unit.envelope { try Self.saveEnvelope(envelope, db) }
+            for tab in unit.newTabs { try tab.save(db) }
+            return value
+        }
+    }
+
+    private static func loadCaptive(_ db: Database, tokenHash: Data) throws -> CaptiveUnit? {
+        guard let session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return nil }
+        return CaptiveUnit(session: session, envelope: try loadEnvelope(db, id: session.envelopeID, accountID: session.accountID))
+    }
+
+    package func captiveTabs(envelopeID: String) async throws -> [CaptiveTabRecord] {
+        try await database.read { db in
+            try CaptiveTabRecord.filter(Column("envelopeID") == envelopeID).order(Column("tabIndex")).fetchAll(db)
+        }
+    }
+
     // MARK: Return origins, transport key
 
     package func returnOrigins(accountID: String) async throws -> [String] {

@@ -1,7 +1,6 @@
 import SyncContract
 import FleetProtocol
 import Foundation
-import GRDB
 
 /// Serves the envelope lifecycle after sync (docs/sync.md, "After sync"): `envelope.get`,
 /// `envelope.void` and the `envelope.recipient.action` simulation hook, scoped to the
@@ -100,18 +99,6 @@ public struct EnvelopeService: Sendable {
         }
     }
 
-    /// Applies one lifecycle event inside the caller's SQLite transaction (captive signing,
-    /// which stores the recipient's tabs in the same transaction).
-    static func apply(
-        _ db: Database, envelopeID: String, accountID: String?, event: EnvelopeLifecycle.Event, at: Date
-    ) throws -> EnvelopeQueryReply {
-        let (envelope, recipients) = try load(db, id: envelopeID, accountID: accountID)
-        var aggregate = EnvelopeAggregate(envelope: envelope, recipients: recipients)
-        let reply = try apply(event, to: &aggregate, at: at)
-        try CoordinatorStore.saveEnvelope(aggregate, db)
-        return reply
-    }
-
     /// Applies one lifecycle event to an envelope and its recipients; recipients the event
     /// changed get `at` as their change time.
     static func apply(_ event: EnvelopeLifecycle.Event, to aggregate: inout EnvelopeAggregate, at: Date) throws -> EnvelopeQueryReply {
@@ -144,15 +131,6 @@ public struct EnvelopeService: Sendable {
                 routingOrder: recipient.routingOrder, status: state.status.rawValue,
                 statusChangedAt: routed.contains(recipient.recipientId) ? at : deviceTime, declineReason: state.declineReason)
         }
-    }
-
-    /// An envelope and its recipients in the caller's SQLite transaction (captive signing).
-    /// - Throws: ``FleetError`` `not_found`.
-    static func load(_ db: Database, id: String, accountID: String?) throws -> (EnvelopeRecord, [EnvelopeRecipientRecord]) {
-        guard let aggregate = try CoordinatorStore.loadEnvelope(db, id: id, accountID: accountID) else {
-            throw StoreRefusal.noEnvelope(id, inAccount: accountID)
-        }
-        return (aggregate.envelope, aggregate.recipients)
     }
 
     static func lifecycle(_ record: EnvelopeRecord, _ recipients: [EnvelopeRecipientRecord]) throws(FleetError) -> EnvelopeLifecycle {

@@ -216,6 +216,6 @@ extension CaptiveSigningService {
     /// The return URL of a signing URL, for reporting a failure to the browser.
     func returnURL(token: String) async throws -> String? {
         guard let hash = Self.hashIfWellFormed(token) else { return nil }
-        return try await store.database.read { db in try CaptiveSessionRecord.fetchOne(db, key: hash)?.returnURL }
+        return try await store.captiveSession(tokenHash: hash)?.session.returnURL
     }
 }

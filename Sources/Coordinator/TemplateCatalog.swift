@@ -310,7 +310,13 @@ public struct TemplateCatalog: Sendable {
         var created: [String] = []
         for (id, name, folder, pages) in [("demo-nda", "Mutual NDA", "Legal", 2), ("demo-onboarding", "Employee Onboarding", "HR", 1)] {
             if try await store.templateExists(id: id) { continue }
-            try await create(accountID: accountID, template: Self.sampleTemplate(id: id, name: name, folder: folder, pages: pages))
+            do {
+                try await create(accountID: accountID, template: Self.sampleTemplate(id: id, name: name, folder: folder, pages: pages))
+            } catch let error as FleetError where error.code == .invalidRequest {
+                // Another coordinator on the same store seeded it in between.
+                if try await store.templateExists(id: id) { continue }
+                throw error
+            }
             created.append(id)
         }
         return created

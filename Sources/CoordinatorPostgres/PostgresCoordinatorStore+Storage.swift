@@ -29,10 +29,14 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                 """
                 INSERT INTO "user" (id, accountID, name, email, secretSalt, secretHash, createdAt)
                 VALUES (\(user.id), \(user.accountID), \(user.name), \(user.email), \(user.secretSalt), \(user.secretHash), \(user.createdAt))
-                ON CONFLICT ((lower(email))) DO NOTHING RETURNING id
+                ON CONFLICT DO NOTHING RETURNING id
                 """, logger: logger
             ).collect()
-            guard !inserted.isEmpty else { throw StoreRefusal.emailTaken(user.email) }
+            guard inserted.isEmpty else { return }
+            if try await Self.exists(c, "SELECT 1 FROM \"user\" WHERE lower(email) = lower(\(user.email))", logger) {
+                throw StoreRefusal.emailTaken(user.email)
+            }
+            throw FleetError(.alreadyExists, "a user with id \"\(user.id)\" already exists")
         }
     }
 
@@ -276,16 +280,21 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                 throw StoreRefusal.noEnvelope(id, inAccount: accountID)
             }
             let value = try change(&aggregate)
-            let e = aggregate.envelope
-            try await c.query("UPDATE envelope SET status = \(e.status), voidReason = \(e.voidReason) WHERE id = \(e.id)", logger: logger)
-            for r in aggregate.recipients {
-                try await c.query(
-                    """
-                    UPDATE envelopeRecipient SET status = \(r.status), statusChangedAt = \(r.statusChangedAt), declineReason = \(r.declineReason)
-                    WHERE envelopeID = \(r.envelopeID) AND recipientID = \(r.recipientID)
-                    """, logger: logger)
-            }
+            try await Self.saveEnvelope(aggregate, c, logger)
             return value
+        }
+    }
+
+    /// Stores what a lifecycle event may change: the envelope's status and void reason, each recipient's state.
+    static func saveEnvelope(_ aggregate: EnvelopeAggregate, _ c: PostgresConnection, _ logger: Logger) async throws {
+        let e = aggregate.envelope
+        try await c.query("UPDATE envelope SET status = \(e.status), voidReason = \(e.voidReason) WHERE id = \(e.id)", logger: logger)
+        for r in aggregate.recipients {
+            try await c.query(
+                """
+                UPDATE envelopeRecipient SET status = \(r.status), statusChangedAt = \(r.statusChangedAt), declineReason = \(r.declineReason)
+                WHERE envelopeID = \(r.envelopeID) AND recipientID = \(r.recipientID)
+                """, logger: logger)
         }
     }
 
@@ -448,6 +457,102 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
             return TemplateRecord(id: id, accountID: account, name: name, folder: folder, lastModified: lastModified, definition: definition)
         }
         return nil
+    }
+
+    // MARK: Captive signing
+
+    package func insertCaptiveSession(
+        envelopeID: String, accountID: String?,
+        _ make: @escaping @Sendable (EnvelopeAggregate, _ allowedOrigins: [String]) throws -> CaptiveSessionRecord
+    ) async throws -> CaptiveSessionRecord {
+        try await write { c in
+            guard let envelope = try await Self.loadEnvelope(c, id: envelopeID, accountID: accountID, lock: false, logger) else {
+                throw StoreRefusal.noEnvelope(envelopeID, inAccount: accountID)
+            }
+            let s = try make(envelope, try await Self.returnOrigins(c, accountID: envelope.envelope.accountID, logger))
+            try await c.query(
+                """
+                INSERT INTO captiveSession (tokenHash, accountID, envelopeID, recipientID, returnURL, locale, issuedBy, issuedAt, expiresAt,
+                                            openedAt, sessionHash, lastActivityAt, finishedAt, outcome)
+                VALUES (\(s.tokenHash), \(s.accountID), \(s.envelopeID), \(s.recipientID), \(s.returnURL), \(s.locale), \(s.issuedBy),
+                        \(s.issuedAt), \(s.expiresAt), \(s.openedAt), \(s.sessionHash), \(s.lastActivityAt), \(s.finishedAt), \(s.outcome))
+                """, logger: logger)
+            return s
+        }
+    }
+
+    package func captiveSession(tokenHash: Data) async throws -> CaptiveUnit? {
+        try await read { c in try await Self.loadCaptive(c, tokenHash: tokenHash, lock: false, logger) }
+    }
+
+    package func updateCaptiveSession<T: Sendable>(
+        tokenHash: Data, _ change: @escaping @Sendable (inout CaptiveUnit?) throws -> T
+    ) async throws -> T {
+        try await write { c in
+            var unit = try await Self.loadCaptive(c, tokenHash: tokenHash, lock: true, logger)
+            let value = try change(&unit)
+            guard let unit else { return value }
+            let s = unit.session
+            try await c.query(
+                """
+                UPDATE captiveSession SET openedAt = \(s.openedAt), sessionHash = \(s.sessionHash), lastActivityAt = \(s.lastActivityAt),
+                       finishedAt = \(s.finishedAt), outcome = \(s.outcome)
+                WHERE tokenHash = \(s.tokenHash)
+                """, logger: logger)
+            if let envelope = unit.envelope { try await Self.saveEnvelope(envelope, c, logger) }
+            for t in unit.newTabs {
+                try await c.query(
+                    """
+                    INSERT INTO captiveTab (envelopeID, tabIndex, recipientID, type, value, selected, isoRecord, svg, pointerType, pointCount, capturedAt)
+                    VALUES (\(t.envelopeID), \(t.tabIndex), \(t.recipientID), \(t.type), \(t.value), \(t.selected), \(t.isoRecord), \(t.svg),
+                            \(t.pointerType), \(t.pointCount), \(t.capturedAt))
+                    ON CONFLICT (envelopeID, tabIndex) DO UPDATE SET recipientID = excluded.recipientID, type = excluded.type,
+                        value = excluded.value, selected = excluded.selected, isoRecord = excluded.isoRecord, svg = excluded.svg,
+                        pointerType = excluded.pointerType, pointCount = excluded.pointCount, capturedAt = excluded.capturedAt
+                    """, logger: logger)
+            }
+            return value
+        }
+    }
+
+    static func loadCaptive(_ c: PostgresConnection, tokenHash: Data, lock: Bool, _ logger: Logger) async throws -> CaptiveUnit? {
+        var sessions: [CaptiveSessionRecord] = []
+        for try await row in try await c.query(
+            """
+            SELECT tokenHash, accountID, envelopeID, recipientID, returnURL, locale, issuedBy, issuedAt, expiresAt, openedAt, sessionHash,
+                   lastActivityAt, finishedAt, outcome
+            FROM captiveSession WHERE tokenHash = \(tokenHash) \(unescaped: lock ? "FOR UPDATE" : "")
+            """, logger: logger
+        ).decode((Data, String, String, String, String, String?, String, Date, Date, Date?, Data?, Date?, Date?, String?).self) {
+            let (hash, account, envelope, recipient, returnURL, locale, issuedBy, issuedAt, expiresAt, openedAt, sessionHash, lastActivity, finished, outcome) = row
+            sessions.append(
+                CaptiveSessionRecord(
+                    tokenHash: hash, accountID: account, envelopeID: envelope, recipientID: recipient, returnURL: returnURL, locale: locale,
+                    issuedBy: issuedBy, issuedAt: issuedAt, expiresAt: expiresAt, openedAt: openedAt, sessionHash: sessionHash,
+                    lastActivityAt: lastActivity, finishedAt: finished, outcome: outcome))
+        }
+        guard let session = sessions.first else { return nil }
+        let envelope = try await loadEnvelope(c, id: session.envelopeID, accountID: session.accountID, lock: lock, logger)
+        return CaptiveUnit(session: session, envelope: envelope)
+    }
+
+    package func captiveTabs(envelopeID: String) async throws -> [CaptiveTabRecord] {
+        try await read { c in
+            var tabs: [CaptiveTabRecord] = []
+            for try await row in try await c.query(
+                """
+                SELECT envelopeID, tabIndex, recipientID, type, value, selected, isoRecord, svg, pointerType, pointCount, capturedAt
+                FROM captiveTab WHERE envelopeID = \(envelopeID) ORDER BY tabIndex
+                """, logger: logger
+            ).decode((String, Int, String, String, String?, Bool?, Data?, String?, String?, Int?, Date).self) {
+                let (envelope, index, recipient, type, value, selected, iso, svg, pointer, points, capturedAt) = row
+                tabs.append(
+                    CaptiveTabRecord(
+                        envelopeID: envelope, tabIndex: index, recipientID: recipient, type: type, value: value, selected: selected,
+                        isoRecord: iso, svg: svg, pointerType: pointer, pointCount: points, capturedAt: capturedAt))
+            }
+            return tabs
+        }
     }
 
     // MARK: Return origins, transport key

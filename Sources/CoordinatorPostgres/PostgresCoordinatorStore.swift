@@ -26,15 +26,20 @@ public final class PostgresCoordinatorStore: Sendable {
     let logger: Logger
     private let running: Task<Void, Never>
 
-    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creates `schema` if
-    /// needed and applies the migrations it lacks.
+    /// Whether `text` names a PostgreSQL store (`postgres://` or `postgresql://`) rather than a file.
+    public static func isURL(_ text: String) -> Bool { text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") }
+
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?schema=name]`), creates
+    /// the schema if needed and applies the migrations it lacks. `schema` wins over the URL's;
+    /// `public` when neither names one.
     /// - Throws: ``FleetError`` `invalid_request` for a malformed URL or schema name; the driver's
     ///   error when the server cannot be reached or the migration fails.
     public init(
-        url: String, schema: String = "public", logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        url: String, schema: String? = nil, logger: Logger = Logger(label: "signfleet.coordinator.store"),
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) async throws {
         let target = try PostgresURL(url)
+        let schema = schema ?? target.schema ?? "public"
         guard (1...63).contains(schema.utf8.count),
             schema.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }),
             let first = schema.utf8.first, !(0x30...0x39).contains(first)
@@ -121,6 +126,8 @@ struct PostgresURL {
     var host: String
     var port: Int
     var database: String
+    /// The `schema` query item, if any.
+    var schema: String?
 
     init(_ text: String) throws {
         guard let components = URLComponents(string: text), ["postgres", "postgresql"].contains(components.scheme ?? ""),
@@ -137,6 +144,7 @@ struct PostgresURL {
         self.host = host
         self.port = components.port ?? 5432
         self.database = database
+        self.schema = components.queryItems?.first { $0.name == "schema" }?.value
     }
 
     /// The URL without the password.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Coordinator
+import CoordinatorPostgres
 import FleetProtocol
 import Foundation
 
@@ -28,13 +29,8 @@ struct AdminCommand: AsyncParsableCommand {
             @Option(help: "The device's account (needed only when several accounts have a device with this id).") var account: String?
 
             func run() async throws {
-                let coordinatorStore: CoordinatorStore
-                do {
-                    coordinatorStore = try CoordinatorStore(path: store.store)
-                } catch {
-                    throw ValidationError("cannot open the store at \(store.store): \(error)")
-                }
-                let devices = DeviceRegistry(store: coordinatorStore, auth: AuthService(store: coordinatorStore))
+                let coordinatorStore = try await store.storage()
+                let devices = DeviceRegistry(storage: coordinatorStore, auth: AuthService(storage: coordinatorStore))
                 let revoked: Bool
                 do {
                     revoked = try await devices.revoke(deviceID: id, accountID: account)
@@ -64,7 +60,7 @@ struct AdminCommand: AsyncParsableCommand {
             @Option(help: "The account's id.") var account: String
 
             func run() async throws {
-                let directory = try store.open()
+                let directory = try await store.open()
                 guard try await directory.account(id: account) != nil else { throw ValidationError("no account \"\(account)\" in \(store.store)") }
                 for origin in try await ReturnOrigins(storage: directory.storage).list(accountID: account) { print(origin) }
             }
@@ -82,7 +78,7 @@ struct AdminCommand: AsyncParsableCommand {
 
             func change(_ body: (ReturnOrigins) async throws -> [String]) async throws {
                 do {
-                    let list = try await body(ReturnOrigins(storage: try store.open().storage))
+                    let list = try await body(ReturnOrigins(storage: try await store.storage()))
                     print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
                 } catch let error as FleetError {
                     throw ValidationError(error.message)
@@ -98,7 +94,7 @@ struct AdminCommand: AsyncParsableCommand {
 
             func run() async throws {
                 do {
-                    let list = try await ReturnOrigins(storage: try store.open().storage).remove(accountID: account, origins)
+                    let list = try await ReturnOrigins(storage: try await store.storage()).remove(accountID: account, origins)
                     print("account \(account) return origins: \(list.isEmpty ? "any http or https origin" : list.joined(separator: " "))")
                 } catch let error as FleetError {
                     throw ValidationError(error.message)
@@ -108,15 +104,22 @@ struct AdminCommand: AsyncParsableCommand {
     }
 
     struct StoreOption: ParsableArguments {
-        @Option(help: "Path of the coordinator's SQLite store (created if missing).")
+        @Option(help: "The coordinator's store: a SQLite file (created if missing) or a postgres:// URL (docs/storage.md).")
         var store: String = "signfleet-coordinator.sqlite"
 
-        func open() throws -> AccountDirectory {
+        /// The store, SQLite or PostgreSQL.
+        func storage() async throws -> any CoordinatorStorage {
             do {
-                return AccountDirectory(store: try CoordinatorStore(path: store))
+                if PostgresCoordinatorStore.isURL(store) { return try await PostgresCoordinatorStore(url: store) }
+                return try CoordinatorStore(path: store)
             } catch {
-                throw ValidationError("cannot open the store at \(store): \(error)")
+                let shown = PostgresCoordinatorStore.isURL(store) ? "the PostgreSQL store" : "the store at \(store)"
+                throw ValidationError("cannot open \(shown): \(String(reflecting: error))")
             }
+        }
+
+        func open() async throws -> AccountDirectory {
+            AccountDirectory(storage: try await storage())
         }
     }
 
@@ -169,7 +172,7 @@ struct AdminCommand: AsyncParsableCommand {
         @OptionGroup var store: StoreOption
 
         func run() async throws {
-            let directory = try store.open()
+            let directory = try await store.open()
             for account in try await directory.accounts() {
                 let limits = account.rateLimits
                 print(
@@ -197,7 +200,7 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let summaries: [DeviceEnvelopeSummary]
             do {
-                summaries = try await CoordinatorStore(path: store.store).envelopeSummaries()
+                summaries = try await store.storage().envelopeSummaries()
             } catch {
                 throw ValidationError("cannot read the store at \(store.store): \(error)")
             }

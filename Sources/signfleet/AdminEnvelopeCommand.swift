@@ -16,13 +16,9 @@ struct AdminEnvelopeCommand: AsyncParsableCommand {
         @OptionGroup var store: AdminCommand.StoreOption
         @Option(help: "The server's envelope id (env-...).") var id: String
 
-        func service() throws -> EnvelopeService {
-            do {
-                let store = try CoordinatorStore(path: store.store)
-                return EnvelopeService(store: store, auth: AuthService(store: store))
-            } catch {
-                throw ValidationError("cannot open the store at \(store.store): \(error)")
-            }
+        func service() async throws -> EnvelopeService {
+            let storage = try await store.storage()
+            return EnvelopeService(storage: storage, auth: AuthService(storage: storage))
         }
     }
 
@@ -59,7 +55,7 @@ struct AdminEnvelopeCommand: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            let service = try target.service()
+            let service = try await target.service()
             try await AdminEnvelopeCommand.run { try await service.envelope(id: target.id) }
         }
     }
@@ -70,7 +66,7 @@ struct AdminEnvelopeCommand: AsyncParsableCommand {
         @Option(help: "Why the envelope is voided (required).") var reason: String
 
         func run() async throws {
-            let service = try target.service()
+            let service = try await target.service()
             try await AdminEnvelopeCommand.run { try await service.void(envelopeID: target.id, reason: reason) }
         }
     }
@@ -93,7 +89,7 @@ struct AdminEnvelopeCommand: AsyncParsableCommand {
             guard let action = RecipientAction.Action(rawValue: action) else {
                 throw ValidationError("--action must be deliver, sign or decline")
             }
-            let service = try target.service()
+            let service = try await target.service()
             try await AdminEnvelopeCommand.run {
                 try await service.act(envelopeID: target.id, recipientID: recipient, action: action, reason: reason)
             }

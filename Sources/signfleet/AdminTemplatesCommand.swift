@@ -16,13 +16,9 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
         @OptionGroup var store: AdminCommand.StoreOption
         @Option(help: "The account's id.") var account = "demo"
 
-        func catalog() throws -> TemplateCatalog {
-            do {
-                let store = try CoordinatorStore(path: store.store)
-                return TemplateCatalog(store: store, auth: AuthService(store: store))
-            } catch {
-                throw ValidationError("cannot open the store at \(store.store): \(error)")
-            }
+        func catalog() async throws -> TemplateCatalog {
+            let storage = try await store.storage()
+            return TemplateCatalog(storage: storage, auth: AuthService(storage: storage))
         }
     }
 
@@ -54,7 +50,7 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
         func run() async throws {
             guard (1...50).contains(pages) else { throw ValidationError("--pages must be 1 to 50") }
             let template = TemplateCatalog.sampleTemplate(id: id ?? UUID().uuidString, name: name, folder: folder, pages: pages)
-            let catalog = try target.catalog()
+            let catalog = try await target.catalog()
             let summary = try await AdminTemplatesCommand.run { try await catalog.create(accountID: target.account, template: template) }
             print(AdminTemplatesCommand.describe(summary))
         }
@@ -71,7 +67,7 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
             guard let nameMatch = NameMatch(rawValue: match) else {
                 throw ValidationError("--match must be contains, exact, prefix or suffix")
             }
-            let catalog = try target.catalog()
+            let catalog = try await target.catalog()
             var start: UInt32? = 0
             var shown = 0
             while let from = start {
@@ -119,7 +115,7 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
             default:
                 throw ValidationError("give exactly one of --pdf FILE or --sample-pages N")
             }
-            let catalog = try target.catalog()
+            let catalog = try await target.catalog()
             let result = try await AdminTemplatesCommand.run {
                 try await catalog.replaceDocument(accountID: target.account, templateID: id, documentID: document, pdf: bytes, rule: rule)
             }
@@ -150,7 +146,7 @@ struct AdminTemplatesCommand: AsyncParsableCommand {
             default: throw ValidationError("give exactly one of --tab-id or --index")
             }
             let change = TabChange(value: value, label: label, pageNumber: page, x: x, y: y)
-            let catalog = try target.catalog()
+            let catalog = try await target.catalog()
             let result = try await AdminTemplatesCommand.run {
                 try await catalog.editTab(accountID: target.account, templateID: id, tab: reference, change: change)
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Coordinator
+import CoordinatorPostgres
 import FleetProtocol
 import Foundation
 import Logging
@@ -41,7 +42,11 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "A device silent for this many heartbeat intervals is reported lost (default 3).")
     var liveness: Int?
 
-    @Option(help: "Path of the coordinator's SQLite store, created if missing (default signfleet-coordinator.sqlite).")
+    @Option(
+        help: """
+            The coordinator's store: a SQLite file path, created if missing (default signfleet-coordinator.sqlite), or a \
+            PostgreSQL URL postgres://user[:password]@host[:port]/database[?schema=name] shared by several coordinators (docs/storage.md).
+            """)
     var store: String?
 
     @Flag(
@@ -124,14 +129,20 @@ struct CoordinatorCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
 
-        let coordinatorStore: CoordinatorStore
+        let coordinatorStore: any CoordinatorStorage
         let security: WireSecurity
+        let shown = PostgresCoordinatorStore.isURL(settings.store) ? "the PostgreSQL store" : "the store at \(settings.store)"
         do {
-            coordinatorStore = try CoordinatorStore(path: settings.store, logger: logger)
-            security = settings.plaintext ? .plaintext : .curve(try coordinatorStore.transportKeyPair())
+            if PostgresCoordinatorStore.isURL(settings.store) {
+                coordinatorStore = try await PostgresCoordinatorStore(url: settings.store, logger: logger)
+            } else {
+                coordinatorStore = try CoordinatorStore(path: settings.store, logger: logger)
+            }
+            security = settings.plaintext ? .plaintext : .curve(try await coordinatorStore.curveKeyPair())
         } catch {
-            throw ValidationError("cannot open the store at \(settings.store): \(error)")
+            throw ValidationError("cannot open \(shown): \(String(reflecting: error))")
         }
+        logger.info("store ready", metadata: ["store": "\(coordinatorStore.location)"])
         let configuration = FleetServerConfiguration(
             endpoint: settings.bind,
             security: security,
@@ -140,7 +151,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
             limits: WireLimits(maxMessageSize: settings.maxMessageSize)
         )
         let services = CoordinatorServices(
-            store: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime),
+            storage: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime),
             captive: CaptiveSigningConfiguration(
                 urlLifetime: TimeInterval(settings.signingURLLifetime), inactivityTimeout: TimeInterval(settings.signingSessionTimeout)))
         if settings.seedDemo {
@@ -182,7 +193,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         configuration: .init(host: address.host, port: address.port, maxConnections: settings.httpMaxConnections),
                         registry: registry,
                         instance: server.instance,
-                        status: { try await CoordinatorStatus.current(store: coordinatorStore, server: server) },
+                        status: { try await CoordinatorStatus.current(storage: coordinatorStore, server: server) },
                         logger: logger,
                         admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
                         captive: CaptiveSigningRoutes(service: services.captive, logger: logger),

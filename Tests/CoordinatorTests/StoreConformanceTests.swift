@@ -259,9 +259,78 @@ struct StorageServices {
     }
 }
 
+extension StoreConformanceTests {
+    @Test(arguments: StoreBackend.allCases)
+    func captiveSessionsAndTheirTabs(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let (items, forger) = try await forgedItems(count: 1, remoteSigners: 1, embedded: ["app-user-1"])
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        let envelopeID = try #require(ack.results.first?.envelopeID)
+        let clock = TestClock()
+        let captive = CaptiveSigningService(
+            storage: store.storage, auth: services.auth, links: CaptiveSigningLinks(baseURL: "http://127.0.0.1:9"), now: clock.now)
+
+        _ = try await services.origins.add(accountID: "acme", ["https://app.example"])
+        let refused = await #expect(throws: FleetError.self) {
+            try await captive.issue(
+                accountID: "acme", envelopeID: envelopeID, selection: .clientUserID("app-user-1"), returnURL: "https://evil.example/x",
+                locale: nil, issuedBy: "admin")
+        }
+        #expect(refused?.code == .invalidRequest, "a return URL outside the account's allow-list")
+        let issued = try await captive.issue(
+            accountID: "acme", envelopeID: envelopeID, selection: .clientUserID("app-user-1"), returnURL: "https://app.example/done",
+            locale: nil, issuedBy: "admin")
+        let url = try #require(URL(string: issued.url))
+        let urlToken = url.lastPathComponent
+
+        guard case .page(let model, let session?, 200) = try await captive.open(token: urlToken, session: nil) else {
+            Issue.record("the first open shows the page with a new session")
+            return
+        }
+        #expect(model.recipientID == issued.recipientID)
+        #expect(try await services.envelopes.envelope(id: envelopeID).recipients.first { $0.recipientID == issued.recipientID }?.status == "delivered")
+        guard case .redirect(_, .ttlExpired) = try await captive.open(token: urlToken, session: "another-browser") else {
+            Issue.record("a second browser is sent back with ttl_expired")
+            return
+        }
+        let form = try SigningForm(urlEncoded: "csrf=\(Self.formEncoded(model.csrf))&action=decline&reason=not+today")
+        guard case .redirect(let to, .decline) = try await captive.submit(token: urlToken, session: session, form: form) else {
+            Issue.record("declining ends the session with event=decline")
+            return
+        }
+        #expect(to == "https://app.example/done?event=decline")
+        #expect(try await services.envelopes.envelope(id: envelopeID).status == "declined")
+        guard case .redirect(_, .viewingComplete) = try await captive.open(token: urlToken, session: session) else {
+            Issue.record("a finished URL only ever says so")
+            return
+        }
+
+        // Tab values: stored with a step, a later value for the same tab replaces it.
+        let hash = CaptiveSigningService.hash(urlToken)
+        for value in ["first", "second"] {
+            try await store.storage.updateCaptiveSession(tokenHash: hash) { unit in
+                unit?.newTabs = [
+                    CaptiveTabRecord(envelopeID: envelopeID, tabIndex: 3, recipientID: issued.recipientID ?? "r1", type: "text", value: value, capturedAt: Date())
+                ]
+            }
+        }
+        let tabs = try await captive.storedTabs(envelopeID: envelopeID)
+        #expect(tabs.map(\.value) == ["second"] && tabs.first?.tabIndex == 3)
+        #expect(try await store.storage.captiveSession(tokenHash: Data(repeating: 0, count: 32)) == nil)
+    }
+
+    static func formEncoded(_ value: String) -> String {
+        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
+    }
+}
+
 /// `count` items signed by a real device, re-signed by a ``Forger`` (whose key the test enrolls),
 /// with transaction ids `tx-0`, `tx-1`… (`transactionPrefix` instead of `tx`)
-func forgedItems(count: Int, remoteSigners: Int = 0, transactionPrefix: String = "tx") async throws -> ([SyncItem], Forger) {
+func forgedItems(count: Int, remoteSigners: Int = 0, embedded: [String?] = [], transactionPrefix: String = "tx") async throws -> ([SyncItem], Forger) {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -270,7 +339,7 @@ func forgedItems(count: Int, remoteSigners: Int = 0, transactionPrefix: String =
     let user = UserInfo(accountId: "acme", accountName: "Acme", userId: "u1", userName: "Ann Host", email: "host@example.com", host: "h")
     let node = try await DeviceNode.open(configuration: configuration, accountService: InMemoryAccountService(tokens: ["t": user]))
     try await node.login(accessToken: "t")
-    let id = try await node.compose(try SampleEnvelope.inPerson(signers: 1, remoteSigners: remoteSigners, transactionId: "base-tx"), mode: .offline)
+    let id = try await node.compose(try SampleEnvelope.inPerson(signers: 1, remoteSigners: remoteSigners, transactionId: "base-tx", remoteClientUserIds: embedded), mode: .offline)
     _ = try await node.resumeSigning(envelopeId: id, driver: SyntheticSigner(seed: 1))
     let base = try await node.pendingOutboxItems().compactMap(\.syncItem)
     let forger = Forger(id: "dev-\(UUID().uuidString.prefix(8).lowercased())")
