@@ -303,13 +303,26 @@ public actor DeviceConnection {
         guard let transport = session?.transport else {
             throw DeviceNodeError(.notConnected, "the device is \(isShutDown ? "shut down" : "offline"); connect or go online first")
         }
-        let token: String
-        do {
-            token = try await accessToken(over: transport)
-        } catch {
-            throw DeviceNodeError(.loginFailed, "the coordinator did not issue an access token for these credentials", underlying: error)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let instance = await transport.serverInstance
+            let token: String
+            do {
+                token = try await accessToken(over: transport)
+            } catch {
+                throw DeviceNodeError(.loginFailed, "the coordinator did not issue an access token for these credentials", underlying: error)
+            }
+            do {
+                return try await node.login(accessToken: token, using: RemoteAccountService(client: transport))
+            } catch let error as DeviceNodeError where attempt == 1 && error.code == .loginFailed {
+                // The session moved to another coordinator between the token and its use (a
+                // failover): that one does not know the token. Once more, with its own.
+                guard await transport.serverInstance != instance, case .password = credentials.kind else { throw error }
+                if let instance { tokens[instance] = nil }
+                logger.notice("login met another coordinator than the token's; logging in again")
+            }
         }
-        return try await node.login(accessToken: token, using: RemoteAccountService(client: transport))
     }
 
     /// The session's transport while online (for the remote services: templates, recipient views).

@@ -150,7 +150,7 @@ struct DeviceConnectionTests {
 struct DeviceConnectionFailoverTests {
     static func configuration(_ coordinator: TestCoordinator) -> DeviceConnectionConfiguration {
         DeviceConnectionConfiguration(
-            serverKey: coordinator.keys.publicKey, requestTimeout: .seconds(1), maxAttempts: 3,
+            serverKey: coordinator.keys.publicKey, requestTimeout: .seconds(2), maxAttempts: 3,
             reconnectBackoff: Backoff(initial: .milliseconds(100), maximum: .seconds(1)),
             retryBackoff: Backoff(initial: .milliseconds(200), maximum: .seconds(1)))
     }
@@ -198,22 +198,23 @@ struct DeviceConnectionFailoverTests {
         let connection = try await node.connect(
             to: [endpointA, endpointB], credentials: Self.credentials, configuration: Self.configuration(a), logger: quietLogger())
         let states = connection.states()
-        let first = try await awaitState(states, "connected to A") { $0.status == .connected }
-        #expect(first.endpoint == endpointA)
         try await connection.login()
         let one = try await signOne(node, seed: 21)
         try await awaitSynced(events, one)
 
+        // Whichever coordinator has the session now (A, unless a slow answer already moved it on) is killed.
+        let first = try await awaitState(states, "connected") { $0.status == .connected }
+        let (victim, survivor) = first.endpoint == endpointA ? (a, (b, endpointB)) : (b, (a, endpointA))
         let killed = ContinuousClock.now
-        await a.kill()
-        let moved = try await awaitState(states, "connected to B") { $0.status == .connected && $0.endpoint == endpointB }
+        await victim.kill()
+        let moved = try await awaitState(states, "connected to the survivor") { $0.status == .connected && $0.endpoint == survivor.1 }
         print("failover after a kill took \(killed.duration(to: .now))")
         #expect(moved.serverInstance != first.serverInstance)
         let two = try await signOne(node, seed: 22)
         try await awaitSynced(events, two)
-        let onB = try await b.results(of: node)
-        #expect(onB.map(\.sequence) == [1, 2], "B got the retained item 1 again, then item 2")
-        #expect(onB.allSatisfy { $0.outcome == .applied })
+        let onSurvivor = try await survivor.0.results(of: node)
+        #expect(onSurvivor.map(\.sequence) == [1, 2], "the survivor got the retained item 1 again, then item 2")
+        #expect(onSurvivor.allSatisfy { $0.outcome == .applied })
         await connection.shutdown()
         try await node.close()
         withExtendedLifetime(directory) {}
@@ -233,15 +234,17 @@ struct DeviceConnectionFailoverTests {
         let connection = try await node.connect(
             to: [endpointA, endpointB], credentials: Self.credentials, configuration: Self.configuration(a), logger: quietLogger())
         let states = connection.states()
-        try await awaitState(states, "connected to A") { $0.status == .connected && $0.endpoint == endpointA }
         try await connection.login()
-        // A still answers heartbeats but never a push: the push goes unanswered (Lazy Pirate).
-        a.hangsOnPush = true
+        // The coordinator with the session (A, unless a slow answer already moved it on) still
+        // answers heartbeats but never a push: the push goes unanswered (Lazy Pirate).
+        let first = try await awaitState(states, "connected") { $0.status == .connected }
+        let (hung, other) = first.endpoint == endpointA ? (a, (b, endpointB)) : (b, (a, endpointA))
+        hung.hangsOnPush = true
         let sequence = try await signOne(node, seed: 31)
-        try await awaitState(states, "connected to B") { $0.status == .connected && $0.endpoint == endpointB }
+        try await awaitState(states, "connected to the other") { $0.status == .connected && $0.endpoint == other.1 }
         try await awaitSynced(events, sequence)
-        #expect(try await b.results(of: node).map(\.sequence) == [sequence])
-        #expect(try await a.results(of: node).isEmpty, "A never applied it")
+        #expect(try await other.0.results(of: node).map(\.sequence) == [sequence])
+        #expect(try await hung.results(of: node).isEmpty, "the hung coordinator never applied it")
         await connection.shutdown()
         try await node.close()
         withExtendedLifetime(directory) {}
