@@ -197,6 +197,9 @@ extension DeviceNode {
 /// - ``sync()`` runs a pass now, whatever the policy.
 /// - ``shutdown()`` ends it in order: the pass in flight stops with nothing lost, the socket and
 ///   the loop close. ``connect()`` starts it again.
+///
+/// A running connection keeps itself alive (its tasks hold it) until ``shutdown()``: dropping the
+/// last reference does not end it, so call ``shutdown()`` when you are done.
 public actor DeviceConnection {
     typealias TransportFactory = @Sendable () throws -> (any ClientTransport, close: @Sendable () async -> Void)
 

@@ -173,7 +173,10 @@ struct DeviceConnectionFailoverTests {
         let took = started.duration(to: .now)
         print("failover from a dead endpoint took \(took)")
         #expect(connected.endpoint == liveEndpoint)
-        #expect(took < .seconds(10), "within a few seconds: \(took)")
+        // Idle, about the hello timeout (2 s) and one back-off (100 ms); the bound leaves room for a
+        // machine loaded by the whole suite (8.7 s seen), and a client that never moves on fails
+        // the deadline above.
+        #expect(took < .seconds(15), "within a few seconds: \(took)")
         try await connection.login()
         let sequence = try await signOne(node, seed: 11)
         try await awaitSynced(events, sequence)
