@@ -55,6 +55,10 @@ func connectingExample(storePath: String, endpoints: [String], serverKey: [UInt8
 }
 // END EXAMPLE
 
+struct ExampleDeadline: Error, CustomStringConvertible {
+    var description: String { "the connecting example did not finish within its deadline" }
+}
+
 @Suite("docs/embedding.md: connecting")
 struct ConnectingExampleTests {
     @Test("the connecting example in docs/embedding.md is this file's code, verbatim")
@@ -77,8 +81,20 @@ struct ConnectingExampleTests {
         let endpoint = try await coordinator.serve()
         let dead = try RefusingPort()
         let directory = try TempDirectory()
-        let outbox = try await connectingExample(
-            storePath: directory.storePath, endpoints: ["tcp://127.0.0.1:\(dead.port)", endpoint], serverKey: keys.publicKey)
+        // The example waits without deadlines, as an app would; the test gives it one.
+        let outbox = try await withThrowingTaskGroup(of: [OutboxItem]?.self) { group in
+            group.addTask {
+                try await connectingExample(
+                    storePath: directory.storePath, endpoints: ["tcp://127.0.0.1:\(dead.port)", endpoint], serverKey: keys.publicKey)
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(90))  // the deadline, raced against the example
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let outbox = first else { throw ExampleDeadline() }
+            return outbox
+        }
         #expect(outbox.map(\.sequence) == [1, 2])
         #expect(outbox.allSatisfy { $0.receipt?.outcome == .applied }, "\(outbox.map(\.receipt))")
         let node = try await openDevice(in: directory)
