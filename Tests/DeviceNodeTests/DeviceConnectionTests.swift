@@ -120,7 +120,8 @@ struct DeviceConnectionTests {
         let sequence = try await signOne(node, seed: 4)
         // Nothing pushed it: the manual pass finds it still pending and pushes it.
         let summary = try await connection.sync()
-        #expect(summary.attempted == 1 && summary.succeeded == 1 && summary.remaining == 0)
+        // (attempted may exceed 1 when a slow reply made the client send the push again)
+        #expect(summary.attempted >= 1 && summary.succeeded == 1 && summary.remaining == 0, "\(summary)")
         #expect(try await coordinator.results(of: node).map(\.sequence) == [sequence])
         await connection.shutdown()
         try await node.close()
