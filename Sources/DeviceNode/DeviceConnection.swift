@@ -318,12 +318,13 @@ public actor DeviceConnection {
             }
             do {
                 return try await node.login(accessToken: token, using: RemoteAccountService(client: transport))
-            } catch let error as DeviceNodeError where attempt == 1 && error.code == .loginFailed {
-                // The session moved to another coordinator between the token and its use (a
-                // failover): that one does not know the token. Once more, with its own.
-                guard await transport.serverInstance != instance, case .password = credentials.kind else { throw error }
+            } catch let error as DeviceNodeError where attempt < 3 && error.code == .loginFailed {
+                // The session may have moved to another coordinator between the token and its use
+                // (a failover), and that one does not know the token: again, with a fresh token.
+                guard case .password = credentials.kind else { throw error }
                 if let instance { tokens[instance] = nil }
-                logger.notice("login met another coordinator than the token's; logging in again")
+                if let now = await transport.serverInstance { tokens[now] = nil }
+                logger.notice("login refused; asking for a token again (the session may have moved to another coordinator)")
             }
         }
     }

@@ -40,7 +40,9 @@ private func quietLogger() -> Logger {
     return logger
 }
 
-@Suite("DeviceConnection: connect in one call")
+// Serialized: each test runs coordinators and devices with real stores; side by side they would
+// load the two cores the whole suite shares for nothing.
+@Suite("DeviceConnection: connect in one call", .serialized)
 struct DeviceConnectionTests {
     /// Connects `node` to `coordinator` over `transport` with the password credentials.
     func connect(
@@ -147,7 +149,7 @@ struct DeviceConnectionTests {
     }
 }
 
-@Suite("DeviceConnection: failover between coordinators (ZeroMQ, CURVE)")
+@Suite("DeviceConnection: failover between coordinators (ZeroMQ, CURVE)", .serialized)
 struct DeviceConnectionFailoverTests {
     static func configuration(_ coordinator: TestCoordinator) -> DeviceConnectionConfiguration {
         DeviceConnectionConfiguration(

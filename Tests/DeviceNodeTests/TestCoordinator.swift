@@ -28,7 +28,10 @@ final class TestCoordinator: Sendable {
         directory = try TempDirectory()
         var logger = Logger(label: "test-coordinator")
         logger.logLevel = .critical
-        let store = try CoordinatorStore(path: directory.path + "/coordinator.sqlite", logger: logger)
+        // Opening and migrating the store blocks (SQLite, fsync): on a thread of its own, not on the
+        // two-thread cooperative pool every other test shares.
+        let path = directory.path + "/coordinator.sqlite"
+        let store = try await offPool { [logger] in try CoordinatorStore(path: path, logger: logger) }
         services = CoordinatorServices(store: store)
         _ = try await services.accounts.createAccount(id: "acme", name: "Acme")
         _ = try await services.accounts.createUser(accountID: "acme", name: "Ann Host", email: Self.email, secret: Self.secret)
@@ -107,6 +110,15 @@ final class TestCoordinator: Sendable {
     func tearDown() async {
         release.continuation.finish()
         await kill()
+    }
+}
+
+/// Runs blocking work on a thread of its own and returns its result.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.name = "test-blocking"
+        thread.start()
     }
 }
 
