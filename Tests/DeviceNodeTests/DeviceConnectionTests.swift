@@ -172,14 +172,13 @@ struct DeviceConnectionFailoverTests {
         let connection = try await node.connect(
             to: ["tcp://127.0.0.1:\(dead.port)", liveEndpoint], credentials: Self.credentials,
             configuration: Self.configuration(live), logger: quietLogger())
-        let connected = try await awaitState(connection.states(), "connected to the live coordinator") { $0.status == .connected }
-        let took = started.duration(to: .now)
-        print("failover from a dead endpoint took \(took)")
+        // The deadline is the bound: idle, a failover costs the hello timeout (2 s) and one back-off
+        // (100 ms), 1.1 s measured; the whole suite on two busy cores has stretched it to 10 s.
+        let connected = try await awaitState(connection.states(), "connected to the live coordinator", within: .seconds(20)) {
+            $0.status == .connected
+        }
+        print("failover from a dead endpoint took \(started.duration(to: .now))")
         #expect(connected.endpoint == liveEndpoint)
-        // Idle, about the hello timeout (2 s) and one back-off (100 ms); the bound leaves room for a
-        // machine loaded by the whole suite (8.7 s seen), and a client that never moves on fails
-        // the deadline above.
-        #expect(took < .seconds(15), "within a few seconds: \(took)")
         try await connection.login()
         let sequence = try await signOne(node, seed: 11)
         try await awaitSynced(events, sequence)
