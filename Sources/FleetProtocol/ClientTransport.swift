@@ -18,9 +18,9 @@
 ///   failover), and whatever a session established (enrollment) is established again.
 ///
 /// ```swift
-/// func ping(_ transport: some ClientTransport) async throws -> String {
-///     async let session: Void = transport.run()
-///     defer { Task { await transport.stop() } }
+/// func serverInstance(over transport: some ClientTransport) async throws -> String {
+///     let session = Task { await transport.run() }   // ends when cancelled
+///     defer { session.cancel() }
 ///     return try await transport.request(Heartbeat()).serverInstance
 /// }
 /// ```
