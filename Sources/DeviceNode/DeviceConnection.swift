@@ -65,7 +65,8 @@ public struct DeviceConnectionConfiguration: Sendable {
     /// How long one request waits for its reply before it is sent again, and to the next
     /// endpoint after a failure (Lazy Pirate): with several endpoints, a failover takes about this.
     public var requestTimeout: Duration
-    /// Sends of one request before it fails with a retryable `timeout`.
+    /// Sends of one request to each endpoint before it fails with a retryable `timeout` (with two
+    /// endpoints, twice as many in all: the client moves on to the next endpoint after an unanswered one).
     public var maxAttempts: Int
     /// Delay before each reconnection; doubles per failure, resets on success.
     public var reconnectBackoff: Backoff
@@ -155,7 +156,8 @@ extension DeviceNode {
         let security: ClientSecurity = configuration.serverKey.map { .curve(serverKey: $0, keys: transportKeys) } ?? .plaintext
         let client = FleetClientConfiguration(
             endpoint: first, failoverEndpoints: Array(endpoints.dropFirst()), deviceID: deviceId, security: security,
-            requestTimeout: configuration.requestTimeout, maxAttempts: configuration.maxAttempts,
+            // Attempts per endpoint: an attempt spent on a dead endpoint must not use up the live one's.
+            requestTimeout: configuration.requestTimeout, maxAttempts: configuration.maxAttempts * endpoints.count,
             reconnectBackoff: configuration.reconnectBackoff)
         let sharedLoop = configuration.loop
         let factory: DeviceConnection.TransportFactory = {
