@@ -22,8 +22,8 @@ public struct CoordinatorCredentials: Sendable, Hashable {
     /// each other's tokens: with several endpoints, prefer ``password(email:secret:)``.
     public static func accessToken(_ token: String) -> CoordinatorCredentials { .init(kind: .token(token)) }
 
-    /// A user's email and secret: the connection asks each coordinator it reaches for a token
-    /// (`auth.token`), again after a failover to another one.
+    /// A user's email and secret: the connection asks the session's coordinator for a fresh token
+    /// (`auth.token`) at each enrollment and login (after a failover, the new coordinator).
     public static func password(email: String, secret: String) -> CoordinatorCredentials {
         .init(kind: .password(email: email, secret: secret))
     }
@@ -225,8 +225,6 @@ public actor DeviceConnection {
     private var sessions: UInt64 = 0
     private var reachability: Reachability = .online
     private var isShutDown = true
-    /// Tokens from `auth.token`, per coordinator run (``CoordinatorCredentials/password(email:secret:)``).
-    private var tokens: [String: String] = [:]
     private var current = DeviceConnectionState(status: .shutDown)
 
     init(
@@ -311,7 +309,6 @@ public actor DeviceConnection {
         var attempt = 0
         while true {
             attempt += 1
-            let instance = await transport.serverInstance
             let token: String
             do {
                 token = try await accessToken(over: transport)
@@ -324,8 +321,6 @@ public actor DeviceConnection {
                 // The session may have moved to another coordinator between the token and its use
                 // (a failover), and that one does not know the token: again, with a fresh token.
                 guard case .password = credentials.kind else { throw error }
-                if let instance { tokens[instance] = nil }
-                if let now = await transport.serverInstance { tokens[now] = nil }
                 logger.notice("login refused; asking for a token again (the session may have moved to another coordinator)")
             }
         }
@@ -432,18 +427,15 @@ public actor DeviceConnection {
         }
     }
 
-    /// The token to present on `transport`'s coordinator: the configured one, or one asked for
-    /// with the password, once per coordinator run.
+    /// The token to present on `transport`'s coordinator: the configured one, or a fresh one asked
+    /// for with the password each time (once per enrollment, that is per session: never one that
+    /// expired, or that another coordinator issued before a failover).
     private func accessToken(over transport: any ClientTransport) async throws -> String {
         switch credentials.kind {
         case .token(let token):
             return token
         case .password(let email, let secret):
-            if let instance = await transport.serverInstance, let token = tokens[instance] { return token }
-            let reply = try await transport.request(AccessTokenRequest(email: email, secret: secret))
-            // Keyed by the run that answered (the request may have waited for the session).
-            if let instance = await transport.serverInstance { tokens[instance] = reply.accessToken }
-            return reply.accessToken
+            return try await transport.request(AccessTokenRequest(email: email, secret: secret)).accessToken
         }
     }
 
