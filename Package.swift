@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "MessagePack", targets: ["MessagePack"]),
         .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
+        .library(name: "FleetZeroMQTransport", targets: ["FleetZeroMQTransport"]),
         .library(name: "SyncContract", targets: ["SyncContract"]),
         .library(name: "SignatureCapture", targets: ["SignatureCapture"]),
         .library(name: "Envelopes", targets: ["Envelopes"]),
@@ -59,6 +60,11 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // The device side of the wire over ZeroMQ: `FleetClient`, the real `ClientTransport`.
+        .target(
+            name: "FleetZeroMQTransport",
+            dependencies: ["FleetProtocol", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "SignatureCapture",
             dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]
@@ -76,7 +82,7 @@ let package = Package(
         .target(
             name: "DeviceNode",
             dependencies: [
-                "Envelopes", "SignatureCapture", "FleetProtocol", "MessagePack", "ZeroMQ", "SyncContract",
+                "Envelopes", "SignatureCapture", "FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "SyncContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -110,7 +116,7 @@ let package = Package(
         .target(
             name: "Fleet",
             dependencies: [
-                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "SyncContract",
+                "DeviceNode", "Envelopes", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "SignatureCapture", "SyncContract",
                 // The launcher drives the fault proxy with its client.
                 "Chaos",
                 .product(name: "Logging", package: "swift-log"),
@@ -141,20 +147,21 @@ let package = Package(
         .target(
             name: "LoadGenerator",
             dependencies: [
-                "DeviceNode", "Envelopes", "FleetProtocol", "ZeroMQ", "SignatureCapture", "CZlib", "Thresholds",
+                "DeviceNode", "Envelopes", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "SignatureCapture", "CZlib", "Thresholds",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The threshold grammar (`METRIC OP VALUE`) shared by `signfleet load` and fleet scenarios.
         .target(name: "Thresholds"),
-        // Test support shipped as a library: real child processes with deadlines.
-        .target(name: "FleetTesting", dependencies: ["MessagePack"]),
+        // Test support shipped as a library: real child processes with deadlines, and the in-process
+        // client transport (a coordinator's request router driven without sockets).
+        .target(name: "FleetTesting", dependencies: ["MessagePack", "FleetProtocol", "ZeroMQ"]),
         .executableTarget(
             name: "signfleet",
             dependencies: [
-                "FleetProtocol", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes", "Coordinator",
-                "CoordinatorPostgres", "Fleet",
+                "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes",
+                "Coordinator", "CoordinatorPostgres", "Fleet",
                 "Chaos", "LoadGenerator", "FleetTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -167,7 +174,7 @@ let package = Package(
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
         .testTarget(
-            name: "FleetProtocolTests", dependencies: ["FleetProtocol", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),
+            name: "FleetProtocolTests", dependencies: ["FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),
         .testTarget(
             name: "SignatureCaptureTests",
             dependencies: ["SignatureCapture", .product(name: "Crypto", package: "swift-crypto")]),
@@ -175,8 +182,8 @@ let package = Package(
         .testTarget(
             name: "CoordinatorTests",
             dependencies: [
-                "Coordinator", "CoordinatorPostgres", "FleetProtocol", "ZeroMQ", "FleetTesting", "DeviceNode", "SignatureCapture",
-                "Envelopes", "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
+                "Coordinator", "CoordinatorPostgres", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "DeviceNode",
+                "SignatureCapture", "Envelopes", "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -191,11 +198,15 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),
         .testTarget(
-            name: "DeviceNodeTests", dependencies: ["DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting", "MessagePack", "SyncContract"]),
+            name: "DeviceNodeTests",
+            dependencies: [
+                "DeviceNode", "Envelopes", "SignatureCapture", "FleetTesting", "MessagePack", "SyncContract", "FleetProtocol",
+                "FleetZeroMQTransport", "ZeroMQ", "Coordinator", .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "LoadGeneratorTests",
             dependencies: [
-                "LoadGenerator", "FleetProtocol", "ZeroMQ", "FleetTesting", "Coordinator",
+                "LoadGenerator", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "Coordinator",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -11,11 +11,11 @@ public protocol RecipientViewService: Sendable {
     func recipientView(_ request: RecipientViewRequest) async throws -> RecipientViewReply
 }
 
-/// The ``RecipientViewService`` of a device talking to a real coordinator over ZeroMQ.
+/// The ``RecipientViewService`` of a device talking to a real coordinator (over any ``FleetProtocol/ClientTransport``).
 public struct RemoteRecipientViewService: RecipientViewService {
-    private let client: FleetClient
+    private let client: any ClientTransport
 
-    public init(client: FleetClient) {
+    public init(client: any ClientTransport) {
         self.client = client
     }
 

@@ -23,9 +23,12 @@ extension DeviceNode {
         try await outboxItems().last?.sequence ?? 0
     }
 
+    // The calls below change what the device believes the server has: only the sync engine makes
+    // them (internal, so an app cannot forge a receipt); tests reach them with `@testable import`.
+
     /// Records that a push carrying these items starts: their envelopes become `syncing` and a
     /// ``DeviceEvent/syncStarted(_:)`` is sent for each. Settled or unknown items are skipped.
-    public func beginSync(sequences: [UInt64]) async throws {
+    func beginSync(sequences: [UInt64]) async throws {
         try ensureOpen()
         let changed = try await storeCall {
             try await self.store.syncTransition(sequences: sequences, event: .syncStarted, kind: .syncStarted, detail: nil, countAttempt: true)
@@ -42,7 +45,7 @@ extension DeviceNode {
     /// lost-then-retried acknowledgement never duplicates anything.
     ///
     /// - Throws: ``DeviceNodeError/Code/unknownSequence`` for a sequence this device never assigned.
-    public func recordReceipt(sequence: UInt64, _ receipt: SyncReceipt) async throws {
+    func recordReceipt(sequence: UInt64, _ receipt: SyncReceipt) async throws {
         try ensureOpen()
         let (ids, changed) = try await storeCall { try await self.store.recordReceipt(sequence: sequence, receipt: receipt) }
         guard changed else { return }
@@ -57,7 +60,7 @@ extension DeviceNode {
 
     /// Records that a push failed (timeout, gap, transport): the items stay queued (`syncFailed`) and
     /// will be pushed again; ``DeviceEvent/syncFailed(_:)`` with `willRetry: true` for each.
-    public func recordSyncFailure(sequences: [UInt64], error: String) async throws {
+    func recordSyncFailure(sequences: [UInt64], error: String) async throws {
         try ensureOpen()
         let changed = try await storeCall {
             try await self.store.syncTransition(sequences: sequences, event: .syncFailed, kind: .syncFailed, detail: error, countAttempt: false)
@@ -68,7 +71,7 @@ extension DeviceNode {
     }
 
     /// Stops the push in flight: its items go back to `pendingSync` (they stay in the outbox).
-    public func cancelSync(sequences: [UInt64]) async throws {
+    func cancelSync(sequences: [UInt64]) async throws {
         try ensureOpen()
         _ = try await storeCall {
             try await self.store.syncTransition(sequences: sequences, event: .cancelSync, kind: .syncCancelled, detail: nil, countAttempt: false)
@@ -76,7 +79,7 @@ extension DeviceNode {
     }
 
     /// Announces the end of a sync pass (``DeviceEvent/syncEnded(_:)``).
-    public func endSync(_ summary: SyncSummary) {
+    func endSync(_ summary: SyncSummary) {
         publish(.syncEnded(summary))
     }
 

@@ -18,9 +18,10 @@ import ZeroMQ
 /// - **Templates** (`TemplatesManager`): ``listTemplates()``, ``cacheTemplate(id:)``, ``cachedTemplates()``,
 ///   ``compose(fromTemplate:_:mode:transactionId:)``, ``autoUpdateCachedTemplates()``,
 ///   ``removeCachedTemplate(id:)``.
-/// - **Outbox** (for the sync engine): ``pendingOutboxItems(after:limit:)``, ``outboxItems()``,
-///   ``beginSync(sequences:)``, ``recordReceipt(sequence:_:)``, ``recordSyncFailure(sequences:error:)``,
-///   ``cancelSync(sequences:)``, ``endSync(_:)``.
+/// - **Outbox**: ``pendingOutboxItems(after:limit:)``, ``outboxItems()``, ``lastSequence()``; only the
+///   sync engine records what the server answered.
+/// - **Connection**: ``connect(to:credentials:configuration:logger:)`` returns a ``DeviceConnection`` that
+///   keeps the coordinator session, syncs by policy, goes offline and back, and shuts down.
 /// - **Events**: ``events()`` — one `AsyncStream` per subscriber.
 ///
 /// ```swift
@@ -134,10 +135,14 @@ public actor DeviceNode {
     ///   cannot be reached (then try ``loginOffline()``).
     @discardableResult
     public func login(accessToken: String) async throws -> AccountInfo {
+        try await login(accessToken: accessToken, using: accountService)
+    }
+
+    /// ``login(accessToken:)`` asking `service` (a ``DeviceConnection`` asks its coordinator).
+    func login(accessToken: String, using service: any AccountService) async throws -> AccountInfo {
         try ensureOpen()
         let user: UserInfo
         do {
-            let service = accountService
             user = try await withAPITimeout("the account service") { try await service.userInfo(accessToken: accessToken) }
         } catch {
             throw DeviceNodeError(.loginFailed, "login with the access token failed; check the token, or log in offline with the persisted account", underlying: error)

@@ -58,6 +58,8 @@ public struct DeviceNodeError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let storeFailure = Code("store.failure")
         /// An outbox sequence number is unknown or out of order.
         public static let unknownSequence = Code("outbox.unknownSequence")
+        /// The device's connection is offline or shut down (``DeviceConnection``); go online first.
+        public static let notConnected = Code("connection.notConnected")
     }
 
     /// What went wrong.

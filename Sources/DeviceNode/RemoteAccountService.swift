@@ -3,9 +3,9 @@ import FleetProtocol
 /// The ``AccountService`` of a device talking to a real coordinator: login asks it
 /// for the token's user info over the wire (`auth.userinfo`).
 public struct RemoteAccountService: AccountService {
-    private let client: FleetClient
+    private let client: any ClientTransport
 
-    public init(client: FleetClient) {
+    public init(client: any ClientTransport) {
         self.client = client
     }
 

@@ -10,13 +10,13 @@ import MessagePack
 /// the reply's definition bytes (MessagePack of `EnvelopeTemplate`) and checks that they describe
 /// the template asked for.
 public struct RemoteTemplateService: TemplateService {
-    private let client: FleetClient
+    private let client: any ClientTransport
 
     /// The most pages one ``listTemplates(accessToken:)`` reads (10,000 templates).
     public static let maxPages = 100
 
     /// Creates the service over a connected client.
-    public init(client: FleetClient) {
+    public init(client: any ClientTransport) {
         self.client = client
     }
 

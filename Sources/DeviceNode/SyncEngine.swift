@@ -34,8 +34,10 @@ public struct SyncEngineConfiguration: Sendable {
 public actor SyncEngine {
     public let configuration: SyncEngineConfiguration
     private let node: DeviceNode
-    private let client: FleetClient
-    private let accessToken: String
+    private let client: any ClientTransport
+    /// The token enrollment presents, asked for at each enrollment: a ``DeviceConnection`` that
+    /// failed over to another coordinator gets one from that coordinator.
+    private let accessToken: @Sendable () async throws -> String
     private let logger: Logger
     private var enrolled = false
     /// The server instance the session's enrollment was answered by: a restarted coordinator (its
@@ -50,13 +52,25 @@ public actor SyncEngine {
     private var rateLimitedUntil: ContinuousClock.Instant?
     private var running: Task<SyncSummary, any Error>?
 
+    /// - Parameters:
+    ///   - node: the device whose outbox is pushed.
+    ///   - client: the session with the coordinator (``FleetProtocol/ClientTransport``: ZeroMQ's
+    ///     `FleetClient`, or an in-process transport in tests).
+    ///   - accessToken: what enrollment presents.
     public init(
-        node: DeviceNode, client: FleetClient, accessToken: String, configuration: SyncEngineConfiguration = SyncEngineConfiguration(),
+        node: DeviceNode, client: any ClientTransport, accessToken: String, configuration: SyncEngineConfiguration = SyncEngineConfiguration(),
         logger: Logger = Logger(label: "signfleet.sync")
     ) {
+        self.init(node: node, client: client, token: { accessToken }, configuration: configuration, logger: logger)
+    }
+
+    init(
+        node: DeviceNode, client: any ClientTransport, token: @escaping @Sendable () async throws -> String,
+        configuration: SyncEngineConfiguration, logger: Logger
+    ) {
+        self.accessToken = token
         self.node = node
         self.client = client
-        self.accessToken = accessToken
         self.configuration = configuration
         self.logger = logger
     }
@@ -227,7 +241,7 @@ public actor SyncEngine {
         let position = try await node.outboxPosition()
         // How far this device's receipts reach: a server that applied less says so too.
         let reply = try await client.request(EnrollDevice(
-            accessToken: accessToken, deviceID: node.deviceId, publicKey: node.publicKey,
+            accessToken: try await accessToken(), deviceID: node.deviceId, publicKey: node.publicKey,
             acknowledgedThrough: position.lastSettled > 0 ? position.lastSettled : nil))
         enrolled = true
         enrolledWith = await client.serverInstance

@@ -18,8 +18,9 @@ extension DeviceNode {
     ///
     /// - Throws: ``DeviceNodeError/Code/unknownSequence`` when a result names a sequence this device
     ///   never assigned (results before it are recorded).
+    /// Internal, as the other outbox hooks: only the sync engine records what the server answered.
     @discardableResult
-    public func recordAcknowledgement(_ ack: SyncAck) async throws -> [UInt64] {
+    func recordAcknowledgement(_ ack: SyncAck) async throws -> [UInt64] {
         var settled: [UInt64] = []
         let now = configuration.clock()
         for result in ack.results {

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import FleetProtocol
+import FleetZeroMQTransport
 import GRDB
 import Logging
 import SignatureCapture

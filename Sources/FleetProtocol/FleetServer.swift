@@ -104,12 +104,13 @@ public actor FleetServer {
     /// Liveness changes of devices, for logs and tests.
     public nonisolated let peerEvents: AsyncStream<PeerEvent>
 
-    private let router: RequestRouter
+    /// What is answered, apart from the socket: `hello`, `heartbeat` and the router's requests.
+    private let responder: FleetResponder
     private let codec: WireCodec
     private let loop: ZMQIOLoop
     private let logger: Logger
     /// Identifies this server run (sent in ``HelloReply`` and ``HeartbeatReply``; fresh on every start).
-    public nonisolated let instance = UUID().uuidString
+    public nonisolated var instance: String { responder.instance }
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
     private var socket: AsyncSocket?
     private var boundEndpoint: String?
@@ -131,7 +132,7 @@ public actor FleetServer {
     ) {
         self.metrics = FleetServerMetrics(factory: metricsFactory)
         self.configuration = configuration
-        self.router = router
+        self.responder = FleetResponder(router: router, configuration: configuration)
         self.codec = WireCodec(limits: configuration.limits)
         self.loop = loop
         self.logger = logger
@@ -373,14 +374,10 @@ public actor FleetServer {
         _ request: InboundMessage, peer: [UInt8], credential: PeerCredential, receivedAt: ContinuousClock.Instant, on socket: AsyncSocket
     ) async {
         let context = RequestContext(peer: peer, header: request.header, receivedAt: receivedAt, credential: credential)
-        let result: Result<EncodedReply, FleetError>
-        switch request.header.type {
-        case Hello.messageType: result = hello(request, context: context)
-        case Heartbeat.messageType:
+        if request.header.type == Heartbeat.messageType {
             logger.debug("heartbeat", metadata: ["device": "\(peerNames[peer] ?? context.peerName)"])
-            result = encoded(HeartbeatReply(serverInstance: instance))
-        default: result = await router.route(request, context: context)
         }
+        let result = await responder.answer(request, context: context)
         metrics.countRequest(type: request.header.type, outcome: Self.outcome(of: result))
         await reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
@@ -395,34 +392,6 @@ public actor FleetServer {
 
     /// How many devices are alive now (heard from within the liveness timeout).
     public var aliveDeviceCount: Int { liveness.alivePeers.count }
-
-    private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
-        do {
-            let hello = try codec.decodeBody(Hello.self, from: message)
-            // Under CURVE the key is the identity and `hello` grants nothing, so its device id is
-            // only checked (against the enrollment) by the requests that act for a device.
-            if case .claimedName(let name) = context.credential, hello.deviceID != name {
-                return .failure(
-                    FleetError(
-                        .invalidRequest,
-                        "hello names device \"\(hello.deviceID)\" but the socket's routing id is \"\(context.peerName)\"; set the DEALER's routing id to the device id"
-                    ))
-            }
-            guard hello.supportedMajorVersions.contains(ProtocolVersion.current.major) else {
-                return .failure(
-                    FleetError(.unsupportedVersion, "this server speaks protocol \(ProtocolVersion.current.major).x only"))
-            }
-            return encoded(
-                HelloReply(
-                    server: configuration.serverName,
-                    heartbeatIntervalMs: UInt32(configuration.heartbeatInterval.milliseconds),
-                    heartbeatLiveness: UInt32(configuration.heartbeatLiveness),
-                    maxMessageSize: UInt32(clamping: configuration.limits.maxMessageSize),
-                    serverInstance: instance))
-        } catch {
-            return .failure(error)
-        }
-    }
 
     private func encoded<Body: FleetMessageBody>(_ body: Body) -> Result<EncodedReply, FleetError> {
         Result { () throws(FleetError) in EncodedReply(type: Body.messageType, body: try codec.encodeBody(body)) }

@@ -1,6 +1,7 @@
 import DeviceNode
 import Envelopes
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import Logging
 import Synchronization

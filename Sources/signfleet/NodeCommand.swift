@@ -2,6 +2,7 @@ import ArgumentParser
 import DeviceNode
 import Fleet
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import SignatureCapture
 import Logging

@@ -1,5 +1,6 @@
 import Crypto
 import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import Foundation
 import Logging

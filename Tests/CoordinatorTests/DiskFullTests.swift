@@ -1,5 +1,6 @@
 import DeviceNode
 import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import Foundation
 import Logging

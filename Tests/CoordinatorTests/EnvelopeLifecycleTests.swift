@@ -1,5 +1,6 @@
 import DeviceNode
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import GRDB
 import Logging

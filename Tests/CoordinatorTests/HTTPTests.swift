@@ -1,6 +1,7 @@
 import Coordinator
 import DeviceNode
 import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import Foundation
 import SyncContract

@@ -1,5 +1,6 @@
 import DeviceNode
 import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import Foundation
 import Logging
@@ -9,36 +10,65 @@ import ZeroMQ
 
 @testable import Coordinator
 
-/// A coordinator on a free port, a device with signed envelopes, and a sync engine between them.
+/// How a ``SyncRig``'s device reaches its coordinator: the same tests run over both.
+enum RigTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// FleetTesting's in-process transport: the coordinator's router without sockets, under CURVE identities.
+    case inProcess
+    /// A real FleetServer on a free port and a FleetClient over ZeroMQ.
+    case zeroMQ
+
+    var testDescription: String { rawValue }
+}
+
+/// A coordinator, a device with signed envelopes, and a sync engine between them.
 final class SyncRig: Sendable {
     let fixture: IngestFixture
-    let context: ZMQContext
-    let loop: ZMQIOLoop
-    let serving: Task<Void, Never>
+    /// ZeroMQ only: the context, the loop, the server's task and its endpoint.
+    let context: ZMQContext?
+    let loop: ZMQIOLoop?
+    let serving: Task<Void, Never>?
     let endpoint: String
     let node: DeviceNode
-    let client: FleetClient
+    let client: any ClientTransport
     let connection: Task<Void, Never>
     let engine: SyncEngine
 
-    init(envelopes: Int, offlineSigning: Bool = true, batchSize: Int = 2, customize: (inout RequestRouter, CoordinatorServices) -> Void = { _, _ in }) async throws {
+    init(
+        envelopes: Int, transport: RigTransport = .zeroMQ, offlineSigning: Bool = true, batchSize: Int = 2,
+        customize: (inout RequestRouter, CoordinatorServices) -> Void = { _, _ in }
+    ) async throws {
         fixture = try await IngestFixture(offlineSigning: offlineSigning)
         var router = RequestRouter()
         fixture.services.register(in: &router)
         customize(&router, fixture.services)
         var logger = Logger(label: "sync-rig")
         logger.logLevel = .critical
-        context = try ZMQContext()
-        loop = try ZMQIOLoop(context: context, label: "sync-rig")
-        let server = FleetServer(configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
-        endpoint = try await server.bind()
-        serving = Task { try? await server.run() }
         (node, _) = try await signedItems(count: envelopes, directory: fixture.temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
-        // 2 s, not less: with the whole suite running in parallel (fleets, Chromium) a first
-        // request can take longer than a few hundred milliseconds, and one attempt only.
-        client = FleetClient(
-            configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(3), maxAttempts: 1),
-            loop: loop, logger: logger)
+        switch transport {
+        case .inProcess:
+            let serverKeys = try CurveKeyPair.generate()
+            let server = InProcessServer(router: router, security: .curve(serverKeys))
+            context = nil
+            loop = nil
+            serving = nil
+            endpoint = "inproc"
+            client = server.client(
+                deviceID: node.deviceId, security: .curve(serverKey: serverKeys.publicKey, keys: node.transportKeys),
+                requestTimeout: .seconds(3), maxAttempts: 1)
+        case .zeroMQ:
+            let context = try ZMQContext()
+            let loop = try ZMQIOLoop(context: context, label: "sync-rig")
+            let server = FleetServer(configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
+            endpoint = try await server.bind()
+            serving = Task { try? await server.run() }
+            self.context = context
+            self.loop = loop
+            // 2 s, not less: with the whole suite running in parallel (fleets, Chromium) a first
+            // request can take longer than a few hundred milliseconds, and one attempt only.
+            client = FleetClient(
+                configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(3), maxAttempts: 1),
+                loop: loop, logger: logger)
+        }
         let client = self.client
         connection = Task { await client.run() }
         engine = SyncEngine(
@@ -51,18 +81,21 @@ final class SyncRig: Sendable {
         try? await node.close()
         connection.cancel()
         await connection.value
-        serving.cancel()
-        await serving.value
-        await loop.shutdown()
-        context.shutdown()
+        serving?.cancel()
+        await serving?.value
+        await loop?.shutdown()
+        context?.shutdown()
         fixture.temporary.remove()
     }
 }
 
 @Suite struct SyncEndToEndTests {
-    @Test func syncAllPushesEveryEnvelopeInOrderAndKeepsReceipts() async throws {
-        let rig = try await SyncRig(envelopes: 5)
+    @Test(arguments: RigTransport.allCases)
+    func syncAllPushesEveryEnvelopeInOrderAndKeepsReceipts(transport: RigTransport) async throws {
+        let rig = try await SyncRig(envelopes: 5, transport: transport)
+        let started = ContinuousClock.now
         let summary = try await rig.engine.syncAll()
+        print("sync of 5 items (enroll + 3 pushes) over \(transport): \(started.duration(to: .now))")
         #expect(summary.attempted == 5 && summary.succeeded == 5 && summary.failed == 0 && summary.remaining == 0)
         #expect(try await rig.fixture.envelopeCount() == 5)
         let outbox = try await rig.node.outboxItems()
@@ -77,14 +110,15 @@ final class SyncRig: Sendable {
         await rig.tearDown()
     }
 
-    @Test func aPushAppliedByTheServerWhoseReplyWasLostNeverBecomesADuplicate() async throws {
+    @Test(arguments: RigTransport.allCases)
+    func aPushAppliedByTheServerWhoseReplyWasLostNeverBecomesADuplicate(transport: RigTransport) async throws {
         // Failpoint: the first push is applied and committed, then its reply is held back
         // until the device has given up on it (its timeout), exactly the SDK users' trap.
         let (release, releaseContinuation) = AsyncStream<Void>.makeStream()
         let calls = Mutex(0)
-        let rig = try await SyncRig(envelopes: 3, batchSize: 3) { router, services in
+        let rig = try await SyncRig(envelopes: 3, transport: transport, batchSize: 3) { router, services in
             router.on(SyncPush.self) { [ingest = services.ingest] push, context throws(FleetError) in
-                let ack = try await CoordinatorServices.typed { try await ingest.apply(push, routingID: context.peerName) }
+                let ack = try await CoordinatorServices.typed { try await ingest.apply(push, credential: context.credential) }
                 if calls.withLock({ $0 += 1; return $0 }) == 1 {
                     for await _ in release { break }
                 }
@@ -109,8 +143,9 @@ final class SyncRig: Sendable {
         await rig.tearDown()
     }
 
-    @Test func anAccountWithoutOfflineSigningKeepsEverythingQueued() async throws {
-        let rig = try await SyncRig(envelopes: 2, offlineSigning: false)
+    @Test(arguments: RigTransport.allCases)
+    func anAccountWithoutOfflineSigningKeepsEverythingQueued(transport: RigTransport) async throws {
+        let rig = try await SyncRig(envelopes: 2, transport: transport, offlineSigning: false)
         await expectFleetError(.featureDisabled) { _ = try await rig.engine.syncAll() }
         #expect(try await rig.node.pendingOutboxItems().count == 2)
         #expect(try await rig.fixture.envelopeCount() == 0)

@@ -1,6 +1,7 @@
 import DeviceNode
 import Envelopes
 import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import Foundation
 import Logging

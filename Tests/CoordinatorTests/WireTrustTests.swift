@@ -1,6 +1,7 @@
 import Crypto
 import DeviceNode
 @testable import FleetProtocol
+import FleetZeroMQTransport
 import FleetTesting
 import GRDB
 import Foundation

@@ -1,4 +1,4 @@
-import DeviceNode
+@testable import DeviceNode
 import Envelopes
 import Foundation
 import Logging

@@ -6,6 +6,7 @@ import Testing
 import ZeroMQ
 
 @testable import FleetProtocol
+import FleetZeroMQTransport
 
 /// Returns the first element of `sequence` matching `predicate`, or throws after `timeout`.
 func first<S: AsyncSequence & Sendable>(

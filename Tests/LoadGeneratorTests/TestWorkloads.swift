@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import Logging
 import Synchronization

@@ -1,21 +1,16 @@
+import FleetProtocol
 import Foundation
 import Logging
 import ZeroMQ
 
-/// How a client secures its connection (docs/protocol.md, "Security model").
-public enum ClientSecurity: Sendable, Hashable {
-    /// Plain TCP; the DEALER's routing id is the device id, which is all the server knows of it.
-    case plaintext
-    /// CURVE: the connection is encrypted to the pinned `serverKey` (a wrong one never
-    /// completes the handshake), and the device proves `keys`, which its enrollment binds to it.
-    /// The DEALER sets no routing id.
-    case curve(serverKey: [UInt8], keys: CurveKeyPair)
-}
-
 /// Settings of the device side of the wire.
 public struct FleetClientConfiguration: Sendable {
-    /// The coordinator's (or the fault proxy's) ROUTER endpoint.
+    /// The coordinator's (or the fault proxy's) ROUTER endpoint: the first one tried.
     public var endpoint: String
+    /// Other coordinators' endpoints, tried in order after ``endpoint`` when a connection fails
+    /// (no answer to `hello`, the server fell silent, or a request went unanswered): the client
+    /// side of the zguide's Binary Star, cycling through the list.
+    public var failoverEndpoints: [String]
     /// The device id; under plain TCP also the DEALER's routing id.
     public var deviceID: String
     /// CURVE or plain TCP; must match the server's.
@@ -35,6 +30,7 @@ public struct FleetClientConfiguration: Sendable {
 
     public init(
         endpoint: String,
+        failoverEndpoints: [String] = [],
         deviceID: String,
         security: ClientSecurity = .plaintext,
         clientName: String = "signfleet-node/\(FleetProtocolInfo.softwareVersion)",
@@ -46,6 +42,7 @@ public struct FleetClientConfiguration: Sendable {
         limits: WireLimits = WireLimits()
     ) {
         self.endpoint = endpoint
+        self.failoverEndpoints = failoverEndpoints
         self.deviceID = deviceID
         self.security = security
         self.clientName = clientName
@@ -56,27 +53,18 @@ public struct FleetClientConfiguration: Sendable {
         self.heartbeatLiveness = heartbeatLiveness
         self.limits = limits
     }
+
+    /// Every endpoint, in the order the client tries them.
+    public var endpoints: [String] { [endpoint] + failoverEndpoints }
 }
 
-/// A change in the client's connection to the server.
-public enum ConnectionEvent: Sendable, Hashable {
-    /// The server answered `hello`.
-    case connected(serverInstance: String)
-    /// Nothing heard from the server for the liveness timeout.
-    case lost
-    /// The socket was closed; a new one opens after this delay.
-    case reconnecting(after: Duration)
-    /// CURVE: the handshake failed (the server's key is not the pinned one, it does not serve
-    /// CURVE, or its ZAP handler refused this key); the reason is for people.
-    case handshakeFailed(String)
-}
-
-/// The DEALER side of the wire, for one device.
+/// The DEALER side of the wire, for one device: the ZeroMQ ``ClientTransport``.
 ///
 /// `run()` keeps a connection: it opens the socket, says `hello`, sends
 /// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
 /// or a request times out (Lazy Pirate) it closes the socket and opens a new
-/// one after an exponential back-off. `request(_:)` sends a typed request and
+/// one after an exponential back-off, to the next of its endpoints when it has
+/// several (``FleetClientConfiguration/failoverEndpoints``). `request(_:)` sends a typed request and
 /// waits for its reply, resending it with the same request id on timeout and
 /// on every new connection (a reply sent to a closing socket is lost);
 /// requests are idempotent, so a resend is always safe.
@@ -86,7 +74,7 @@ public enum ConnectionEvent: Sendable, Hashable {
 /// async let connection: Void = client.run()
 /// let reply = try await client.request(Heartbeat())
 /// ```
-public actor FleetClient {
+public actor FleetClient: ClientTransport {
     public let configuration: FleetClientConfiguration
     /// Connection changes, for logs and tests.
     public nonisolated let events: AsyncStream<ConnectionEvent>
@@ -96,6 +84,10 @@ public actor FleetClient {
     /// The instance of the server that answered the latest `hello` (a restarted coordinator has a
     /// new one); nil before the first.
     public private(set) var serverInstance: String?
+    /// The endpoint of the connection now up (its `hello` answered); nil while there is none.
+    public private(set) var connectedEndpoint: String?
+    /// ``events`` (the ``ClientTransport`` name).
+    public nonisolated var connectionEvents: AsyncStream<ConnectionEvent> { events }
 
     private enum ReplySlot {
         case waiting(CheckedContinuation<InboundMessage, any Error>?)
@@ -117,6 +109,8 @@ public actor FleetClient {
     private var unanswered: [UInt64: (frames: [[UInt8]], connection: UInt64)] = [:]
     /// Counts the connections `run()` has opened.
     private var connection: UInt64 = 0
+    /// Which of ``FleetClientConfiguration/endpoints`` the next socket connects to.
+    private var endpointIndex = 0
     private var nextRequestID: UInt64
     private var liveness: PeerLiveness
     private var backoff: Backoff
@@ -142,20 +136,26 @@ public actor FleetClient {
     /// Keeps the connection up until the calling task is cancelled.
     public func run() async {
         while !Task.isCancelled {
-            if let socket = await openSocket() {
+            let endpoint = configuration.endpoints[endpointIndex % configuration.endpoints.count]
+            if let socket = await openSocket(to: endpoint) {
                 self.socket = socket
                 connection &+= 1
                 resumeSocketWaiters()
                 await withTaskGroup(of: Void.self) { group in
                     group.addTask { await self.receive(from: socket) }
-                    group.addTask { await self.keepAlive(socket) }
+                    group.addTask { await self.keepAlive(socket, endpoint: endpoint) }
                     await group.next()
                     group.cancelAll()
                 }
                 self.socket = nil
+                connectedEndpoint = nil
                 await socket.close()
             }
             if Task.isCancelled { break }
+            // This endpoint failed (no hello answer, silence, or an unanswered request): the next
+            // connection tries the next one (Binary Star's client side). Unanswered requests are
+            // resent there.
+            endpointIndex = (endpointIndex + 1) % configuration.endpoints.count
             let delay = backoff.next()
             eventsContinuation.yield(.reconnecting(after: delay))
             logger.info("reconnecting", metadata: ["after": "\(delay)"])
@@ -164,7 +164,7 @@ public actor FleetClient {
         stop()
     }
 
-    private func openSocket() async -> AsyncSocket? {
+    private func openSocket(to endpoint: String) async -> AsyncSocket? {
         var options = SocketOptions()
         switch configuration.security {
         case .plaintext:
@@ -181,22 +181,21 @@ public actor FleetClient {
         do {
             let socket = try await loop.makeSocket(.dealer, options: options)
             do {
-                try await socket.connect(configuration.endpoint)
-                if options.monitor { watchHandshakes(of: socket) }
+                try await socket.connect(endpoint)
+                if options.monitor { watchHandshakes(of: socket, endpoint: endpoint) }
                 return socket
             } catch {
                 await socket.close()
                 throw error
             }
         } catch {
-            logger.error("cannot open connection", metadata: ["endpoint": "\(configuration.endpoint)", "error": "\(error)"])
+            logger.error("cannot open connection", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
             return nil
         }
     }
 
     /// Reports failed CURVE handshakes of `socket` (once per socket: libzmq keeps retrying).
-    private nonisolated func watchHandshakes(of socket: AsyncSocket) {
-        let endpoint = configuration.endpoint
+    private nonisolated func watchHandshakes(of socket: AsyncSocket, endpoint: String) {
         Task { [logger, eventsContinuation] in
             for await event in socket.monitorEvents {
                 let reason: String
@@ -217,7 +216,7 @@ public actor FleetClient {
 
     /// Says hello, then sends heartbeats while idle; returns when the server
     /// is lost or a reconnection was requested.
-    private func keepAlive(_ socket: AsyncSocket) async {
+    private func keepAlive(_ socket: AsyncSocket, endpoint: String) async {
         liveness = PeerLiveness(interval: liveness.interval, liveness: liveness.liveness)
         _ = liveness.heard(at: .now)  // the liveness clock starts with the connection
         do {
@@ -227,8 +226,10 @@ public actor FleetClient {
             liveness.interval = .milliseconds(Int64(reply.heartbeatIntervalMs))
             liveness.liveness = max(1, Int(reply.heartbeatLiveness))
             backoff.reset()
-            logger.info("connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)"])
+            logger.info(
+                "connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)", "endpoint": "\(endpoint)"])
             serverInstance = reply.serverInstance
+            connectedEndpoint = endpoint
             eventsContinuation.yield(.connected(serverInstance: reply.serverInstance))
             await resendUnanswered(on: socket)
         } catch {
