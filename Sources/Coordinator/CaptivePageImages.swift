@@ -55,7 +55,7 @@ public struct CaptivePageImages: Sendable {
                     return try CaptiveSigningService.payload(of: record).documents.first { $0.documentId == documentID }?.pdf
                 }
             } catch {
-                throw .failed("the document could not be read: \(error)")
+                throw .transient("the document could not be read: \(error)")
             }
             guard let pdf else { throw .noSuchPage(page) }
             let pages = (try? PDFInspector().pageGeometry(pdf)) ?? []

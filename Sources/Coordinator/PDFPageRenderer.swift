@@ -17,6 +17,8 @@ public struct PDFPageRenderer: Sendable {
         case timedOut(Duration)
         /// `pdftoppm` exited non-zero, was killed, or produced too much or no PNG.
         case failed(String)
+        /// Something around the render that may pass (the store could not be read).
+        case transient(String)
 
         public var description: String {
             switch self {
@@ -25,6 +27,7 @@ public struct PDFPageRenderer: Sendable {
             case .noSuchPage(let page): "the document has no page \(page)"
             case .timedOut(let limit): "drawing the page took longer than \(limit)"
             case .failed(let why): "the page could not be drawn: \(why)"
+            case .transient(let why): "the page could not be drawn now: \(why)"
             }
         }
     }

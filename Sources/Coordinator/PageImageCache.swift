@@ -43,7 +43,10 @@ actor PageImageCache {
             entries[key] = entry
             return (entry.image, true)
         }
-        if let task = inFlight[key] { return (await task.value, true) }
+        if let task = inFlight[key] {
+            joined += 1
+            return (await task.value, true)
+        }
         let task = Task { () -> Result<[UInt8], PDFPageRenderer.Failure> in
             await self.acquire()
             let image: Result<[UInt8], PDFPageRenderer.Failure>
@@ -62,12 +65,19 @@ actor PageImageCache {
         return (image, false)
     }
 
+    /// How many requests waited for another request's render (for tests and metrics).
+    private(set) var joined = 0
+
     /// How many images (and failures) are held, and their bytes.
     var usage: (count: Int, bytes: Int) { (entries.count, bytes) }
 
     private func store(_ key: Key, _ image: Result<[UInt8], PDFPageRenderer.Failure>) {
-        // A timeout may be the machine's load, not the PDF: it is not remembered.
-        if case .failure(.timedOut) = image { return }
+        // Only what the PDF itself caused is remembered: a timeout may be the machine's load, a
+        // store error may pass, and a missing renderer may be installed.
+        switch image {
+        case .failure(.timedOut), .failure(.transient), .failure(.missing): return
+        default: break
+        }
         let entry = Entry(image: image, lastUse: tick)
         guard entry.cost <= maxBytes else { return }
         entries[key] = entry

@@ -343,8 +343,8 @@ enum SigningPage {
         else if(name){value={typed:name};ink=function(c){typedInk(c,name);};}
         else{info.textContent=text.drawFirst;typed.focus();return;}
         document.getElementById('sig-'+current).value=JSON.stringify(value);
-        var preview=document.getElementById('preview-'+current);ink(fitted(preview));
-        opener.parentNode.classList.add('signed');opener.setAttribute('aria-label',text.signedAgain);pad.close();
+        opener.parentNode.classList.add('signed');opener.setAttribute('aria-label',text.signedAgain);
+        var preview=document.getElementById('preview-'+current);ink(fitted(preview));pad.close();
         if((errorKind==='sign'||errorKind==='server')&&!missingSignature())hideError();});
         document.getElementById('decline-reason').addEventListener('input',function(e){if(errorKind==='reason'&&e.target.value.trim())hideError();});
         form.addEventListener('submit',function(e){var action=e.submitter?e.submitter.value:'finish';

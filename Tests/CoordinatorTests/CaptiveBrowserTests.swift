@@ -93,22 +93,10 @@ private struct BrowserResult: Decodable {
             ["name": "expired", "url": expiredURL.url, "action": "open", "expect_redirect": true],
             ["name": "hostile", "url": hostileURL.url, "action": "open", "read": ["signer-name", "envelope-name"]],
         ]
-        let planFile = directory.appendingPathComponent("plan.json")
-        try JSONSerialization.data(withJSONObject: plan).write(to: planFile)
-        let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
-        let browser = try ChildProcess.launch("/usr/bin/env", [python, Self.script.path, planFile.path], name: "selenium")
-        let status: Int32
-        do {
-            status = try await browser.waitForExit(timeout: .seconds(240))
-        } catch {
-            await browser.terminate()
-            throw error
-        }
-        #expect(status == 0, "\(browser.output)")
-        let results = try Self.results(of: browser)
+        let results = try await Self.browse(plan, in: directory)
 
         // Signed with a pen: redirected with signing_complete, an ISO record with pressure stored.
-        let sign = try #require(results["sign"], "\(browser.output)")
+        let sign = try #require(results["sign"])
         #expect(sign.event == "signing_complete")
         #expect(sign.final_url?.hasPrefix(returnURL) == true)
         #expect(sign.reopened_event == "viewing_complete", "single use: reopening a finished URL")
@@ -162,10 +150,6 @@ private struct BrowserResult: Decodable {
             throw error
         }
         #expect(status == 0, "\(browser.output)")
-        return try results(of: browser)
-    }
-
-    private static func results(of browser: ChildProcess) throws -> [String: BrowserResult] {
         var results: [String: BrowserResult] = [:]
         for line in browser.lines(.standardOutput) where line.hasPrefix("{") {
             let result = try JSONDecoder().decode(BrowserResult.self, from: Data(line.utf8))

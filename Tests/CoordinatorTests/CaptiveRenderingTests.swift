@@ -2,6 +2,7 @@ import DeviceNode
 import Envelopes
 import FleetTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Coordinator
@@ -157,6 +158,70 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> String {
         // The largest page a PDF may declare (200 x 200 inches) is drawn at a lower resolution, within 4096 px.
         let huge = PDFPageGeometry(mediaBox: PDFRect(0, 0, 14_400, 14_400), cropBox: PDFRect(0, 0, 14_400, 14_400), rotation: 0)
         #expect(Double(14_400) * renderer.dpi(for: huge, scale: 2) / 72 <= 4096)
+    }
+
+    @Test func theCacheDrawsEachPageOnceRemembersPDFFailuresAndStaysWithinItsBudget() async throws {
+        // A failure is held as 1,024 bytes.
+        let cache = PageImageCache(maxBytes: 2_000, maxConcurrentRenders: 1)
+        let renders = RenderCounter()
+        let key = Self.key
+        // Two requests for a page being drawn share one render.
+        let (opened, gate) = AsyncStream<Void>.makeStream()
+        let (started, signal) = AsyncStream<Void>.makeStream()
+        let first = Task {
+            await cache.image(key(1)) { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+                renders.count.withLock { $0 += 1 }
+                signal.yield()
+                for await _ in opened { break }
+                return [UInt8](repeating: 1, count: 600)
+            }
+        }
+        for await _ in started { break }
+        let second = Task { await cache.image(key(1), render: renders.image(600)) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while await cache.joined == 0 {
+            try #require(ContinuousClock.now < deadline, "the second request never joined the render")
+            await Task.yield()
+        }
+        gate.yield()
+        let (a, b) = (await first.value, await second.value)
+        #expect(a.cached == false && b.cached == true)
+        #expect((try? a.image.get()) == (try? b.image.get()))
+        #expect(renders.count.withLock { $0 } == 1)
+        #expect(await cache.image(key(1), render: renders.image(600)).cached)
+
+        // A PDF's failure is remembered; a timeout is not.
+        let failing: @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] = { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+            renders.count.withLock { $0 += 1 }
+            throw .failed("broken")
+        }
+        _ = await cache.image(key(2), render: failing)
+        #expect(await cache.image(key(2), render: failing).cached)
+        let slow: @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] = { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+            throw .timedOut(.seconds(1))
+        }
+        _ = await cache.image(key(3), render: slow)
+        #expect(await cache.image(key(3), render: renders.image(10)).cached == false, "a timeout is tried again")
+
+        // Within 2,000 bytes: page 4 (800 bytes) pushes out the least recently used, page 1.
+        _ = await cache.image(key(4), render: renders.image(800))
+        #expect(await cache.usage.bytes <= 2_000)
+        #expect(await cache.image(key(4), render: renders.image(800)).cached)
+        #expect(await cache.image(key(2), render: failing).cached, "page 2 was used after page 1")
+        #expect(await cache.image(key(1), render: renders.image(600)).cached == false, "page 1 was evicted")
+    }
+
+    static func key(_ page: Int) -> PageImageCache.Key { .init(envelopeID: "e", documentID: "d", page: page, scale: 1) }
+
+    /// Counts renders; its renders make an image of a given size.
+    final class RenderCounter: Sendable {
+        let count = Mutex(0)
+        func image(_ size: Int) -> @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] {
+            { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+                self.count.withLock { $0 += 1 }
+                return [UInt8](repeating: 7, count: size)
+            }
+        }
     }
 
     @Test func thePageImageRouteServesTheSessionsBrowserAndCaches() async throws {
