@@ -187,7 +187,8 @@ private struct BrowserResult: Decodable {
             document.pages.indices.map { ["pdf": document.file, "page": $0 + 1] as [String: Any] }
         }
         let results = try await Self.browse([
-            ["name": "render", "url": viewURL.url, "action": "render", "pages": pages, "axe": true],
+            // Page 6 is Ghostscript's rotated page: its field is tall and narrow, unlike the 3:1 pad.
+            ["name": "render", "url": viewURL.url, "action": "render", "pages": pages, "axe": true, "sign_page": 5],
             ["name": "keyboard", "url": typedURL.url, "action": "keyboard", "typed": "Bea Buyer", "text": "Bern", "axe": true],
             ["name": "fallback", "url": brokenURL.url, "action": "fallback"],
         ], in: directory)
@@ -215,6 +216,10 @@ private struct BrowserResult: Decodable {
                 #expect(abs(a - b) <= 2, "\(name): field \(tab) vs marker \(marker)")
             }
         }
+
+        let tall = try #require(render.previews?.first, "the preview of the tall field was measured")
+        #expect(tall.box < 0.5, "a tall field: \(tall)")
+        #expect(abs(tall.canvas / tall.box - 1) < 0.05 && abs(tall.ink / (tall.pad ?? 0) - 1) < 0.15, "not stretched: \(tall)")
 
         let keyboard = try #require(results["keyboard"])
         #expect(keyboard.axe?.isEmpty == true, "axe-core: \(keyboard.axe ?? [])")

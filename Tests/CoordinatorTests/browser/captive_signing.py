@@ -270,6 +270,16 @@ def run(driver, scenario):
         result["axe"] = axe_violations(driver)
     if action == "render":
         result["pages"] = render_pages(driver, scenario["pages"])
+        if "sign_page" in scenario:
+            # One field drawn with the mouse: its preview must keep the drawing's aspect in a field of another shape.
+            page = driver.find_elements(By.CSS_SELECTOR, ".page")[scenario["sign_page"]]
+            button = page.find_element(By.CSS_SELECTOR, ".sign-tab")
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+            button.click()
+            draw_signature(driver, "mouse")
+            driver.find_element(By.ID, "pad-adopt").click()
+            WebDriverWait(driver, WAIT).until(EC.invisibility_of_element_located((By.ID, "pad")))
+            result["previews"] = preview_shapes(driver)
     elif action == "keyboard":
         keyboard_sign(driver, scenario, result)
     elif action == "fallback":
