@@ -99,6 +99,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // The captive page renders PDF pages with poppler's pdftoppm as a child process.
+                .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
         // The coordinator store on PostgreSQL (docs/storage.md): the same ``CoordinatorStorage``

@@ -43,6 +43,8 @@ COMPARISONS = [
     ("proxy", "ZeroMQ round trip 6 KB through the fault proxy (no toxics) vs direct", "via_proxy.rtt.6KB.per_s", "direct.rtt.6KB.per_s", True, "(cost of the extra hop)"),
     ("captive", "captive ceremonies (issue URL, open page, finish, redirect), 8 concurrent signers vs GET /health, same server, client and concurrency", "ceremonies.k8.per_s", "health.k8.per_s", True, "(cost of the signing flow over the bare server)"),
     ("captive", "HTTP requests of those ceremonies (3 each) vs GET /health", "ceremonies.k8.requests_per_s", "health.k8.per_s", True, "(cost per request)"),
+    ("captive", "ceremonies that also fetch their 2 page images, each drawn by pdftoppm on this first view, vs ceremonies without page images", "ceremonies.k8.render_first.per_s", "ceremonies.k8.per_s", True, "(cost of drawing pages)"),
+    ("captive", "ceremonies that fetch their 2 page images from the cache (the signer came back) vs without page images", "ceremonies.k8.render_cached.per_s", "ceremonies.k8.per_s", True, "(cost of cached pages)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).
@@ -66,6 +68,8 @@ TARGETS = [
     ("ingest", "ack latency p50 at 90% of the max rate", "ingest.p50_ms_at90pct", "(no target yet)", None),
     ("ingest", "ack latency p99 at 90% of the max rate", "ingest.p99_ms_at90pct", "(no target yet)", None),
     ("captive", "complete captive ceremonies per second, 8 concurrent signers", "ceremonies.k8.per_s", "(no target yet)", None),
+    ("captive", "the same with page images drawn on first view (pdftoppm)", "ceremonies.k8.render_first.per_s", "(no target yet)", None),
+    ("captive", "the same with page images from the cache", "ceremonies.k8.render_cached.per_s", "(no target yet)", None),
 ]
 
 # Where loadtests/run keeps its outputs (kept figures by group, fleet scale).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what SignFleet needs on Debian/Ubuntu when it is missing:
-# the system libraries (apt) and Python's msgpack (for the interop tests and
-# the codec benchmark's reference). Safe to run again; does nothing when all is there.
+# the system libraries and tools (apt) and the Python packages of the interop
+# and browser tests. Safe to run again; does nothing when all is there.
 set -euo pipefail
 
 APT_PACKAGES=(libzmq3-dev libmsgpack-dev libsqlite3-dev zlib1g-dev pkg-config gcc make python3)
@@ -11,6 +11,9 @@ APT_PACKAGES+=(chromium chromium-driver)
 # PostgreSQL 15: the PostgreSQL coordinator store's tests run a throwaway cluster
 # (scripts/postgres-cluster.sh, docs/storage.md).
 APT_PACKAGES+=(postgresql)
+# poppler's pdftoppm draws the captive page's PDF pages (and pdfinfo reads their boxes in the
+# tests); Ghostscript produces test PDFs (docs/captive-signing.md).
+APT_PACKAGES+=(poppler-utils ghostscript)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 
 apt_install() {
@@ -60,4 +63,25 @@ if ! "$PYTHON" -c 'import selenium' >/dev/null 2>&1; then
         "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages selenium 2>/dev/null \
             || apt_install python3-selenium
     fi
+fi
+
+# pip first, then pip past Debian's "externally managed" guard, then Debian's package.
+pip_install() {
+    local module=$1 package=$2 debian=$3 why=$4
+    if ! "$PYTHON" -c "import $module" >/dev/null 2>&1; then
+        echo "==> installing Python $package ($why)"
+        if ! "$PYTHON" -m pip install -q --disable-pip-version-check "$package" 2>/dev/null; then
+            "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages "$package" 2>/dev/null \
+                || apt_install "$debian"
+        fi
+    fi
+}
+
+pip_install reportlab reportlab python3-reportlab "test PDFs for the captive page's rendering tests"
+pip_install PIL pillow python3-pil "comparing browser screenshots with pdftoppm's drawings"
+# axe-core's axe.min.js ships inside it; Debian has no package, so pip is the only way.
+if ! "$PYTHON" -c 'import axe_selenium_python' >/dev/null 2>&1; then
+    echo "==> installing Python axe-selenium-python (accessibility checks in the browser tests)"
+    "$PYTHON" -m pip install -q --disable-pip-version-check axe-selenium-python 2>/dev/null \
+        || "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages axe-selenium-python
 fi

@@ -20,6 +20,8 @@ struct SigningForm: Sendable {
     static let maxFields = 1000
     /// The longest text value.
     static let maxTextLength = 10_000
+    /// The longest typed signature (a name), in characters.
+    static let maxTypedLength = 100
 
     var fields: [String: String]
 
@@ -62,6 +64,15 @@ struct SigningForm: Sendable {
                     if tab.optional { continue }
                     throw Invalid(message: "sign the field \"\(label)\" before finishing")
                 }
+                if let typed = try Self.typedSignature(json, label: label) {
+                    // Adopted by typing the name (the keyboard alternative to the pad): no strokes, so no ISO record.
+                    record.value = typed
+                    record.svg = Self.typedSVG(typed)
+                    record.pointerType = "typed"
+                    record.pointCount = 0
+                    records.append(record)
+                    continue
+                }
                 let drawn = try Self.pointerSignature(json, label: label)
                 let captured: CapturedSignature
                 do {
@@ -101,6 +112,25 @@ struct SigningForm: Sendable {
             records.append(record)
         }
         return records
+    }
+
+    /// The name of a typed signature (`{"typed": "Jane Doe"}`), or `nil` when the field holds a drawn one.
+    static func typedSignature(_ json: String, label: String) throws -> String? {
+        struct Typed: Decodable { var typed: String }
+        guard json.utf8.count <= 8 * maxTypedLength + 64, let typed = try? JSONDecoder().decode(Typed.self, from: Data(json.utf8)) else {
+            return nil
+        }
+        let name = typed.typed.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !name.isEmpty, name.count <= maxTypedLength, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw Invalid(message: "the typed signature for \"\(label)\" must be a name of 1 to \(maxTypedLength) characters")
+        }
+        return name
+    }
+
+    /// A typed signature as SVG: the name in an italic serif face (escaped).
+    static func typedSVG(_ name: String) -> String {
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 600 200\"><text x=\"300\" y=\"110\" text-anchor=\"middle\" "
+            + "font-family=\"Georgia,serif\" font-style=\"italic\" font-size=\"80\" fill=\"#0a2a8a\">\(SigningPage.escape(name))</text></svg>"
     }
 
     /// The JSON a signature field carries.

@@ -32,6 +32,8 @@ struct SigningPageModel: Sendable {
         var pageCount: Int
         /// The text layer of each page (best effort; see ``PDFTextPreview``).
         var text: [[PDFTextPreview.Run]] = []
+        /// Each page's shown size and boxes (US Letter for a page whose tree cannot be read).
+        var pages: [PDFPageGeometry] = []
     }
     var token: String
     var csrf: String
@@ -205,7 +207,9 @@ extension CaptiveSigningService {
             emailSubject: payload.emailSubject, emailMessage: payload.emailMessage, recipientID: session.recipientID,
             recipientName: recipient?.name ?? "", recipientEmail: recipient?.email,
             documents: payload.documents.map {
-                .init(id: $0.documentId, name: $0.name, pageCount: $0.pageCount, text: PDFTextPreview.pages($0.pdf))
+                .init(
+                    id: $0.documentId, name: $0.name, pageCount: $0.pageCount, text: PDFTextPreview.pages($0.pdf),
+                    pages: (try? PDFInspector().pageGeometry($0.pdf)) ?? [])
             },
             tabs: payload.tabs.enumerated().filter { $0.element.recipientId == session.recipientID }.map { PageTab(index: $0.offset, tab: $0.element) },
             returnURL: session.returnURL)

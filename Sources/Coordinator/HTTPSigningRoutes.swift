@@ -11,6 +11,7 @@ import Logging
 /// | `GET /signing/{token}` | the signing page (first open sets the session cookie); `303` to the return URL with `event=` once the session has ended, the URL expired, or the recipient cannot sign any more; `404` for an unknown token; `303` with `event=ttl_expired` when another browser opened it (single use) |
 /// | `POST /signing/{token}` | the page's form (Finish, Finish Later, Decline): `303` to the return URL with `event=`, `422` with the page and what is missing, `403` without the session cookie and CSRF token |
 /// | `GET /signing/{token}/documents/{documentID}` | the document's PDF, for the browser holding the session |
+/// | `GET /signing/{token}/documents/{documentID}/pages/{n}?scale=1\|2` | page `n` drawn as a PNG (``CaptivePageImages``), for the browser holding the session |
 /// | `GET /signing-return?event=…` | a plain landing page that shows the event (a return URL for tests and demos) |
 /// | `POST /admin/signing-urls` | with the admin token: an integrator's backend creates a signing URL (``AdminSigningURLRequest``) |
 public struct CaptiveSigningRoutes: Sendable {
@@ -51,22 +52,27 @@ public struct CaptiveSigningRoutes: Sendable {
 
     let service: CaptiveSigningService
     let logger: Logger
+    let pages: CaptivePageImages
 
-    public init(service: CaptiveSigningService, logger: Logger = Logger(label: "signfleet.captive")) {
+    public init(
+        service: CaptiveSigningService, logger: Logger = Logger(label: "signfleet.captive"), pages: CaptivePageImages = CaptivePageImages()
+    ) {
         self.service = service
         self.logger = logger
+        self.pages = pages
     }
 
     func register(on router: Router<BasicRequestContext>, admin: CoordinatorAdminRoutes?, refusals: HTTPRefusals? = nil) {
         let service = self.service
         let logger = self.logger
+        let pages = self.pages
         router.get("signing-return") { request, _ -> Response in
             let event = request.uri.queryParameters.get("event") ?? ""
             return Self.html(Self.notice(title: "Signing ended", text: "event=\(event)", id: "event"), status: .ok)
         }
         router.get("signing/:token") { request, context -> Response in
             let token = context.parameters.get("token") ?? ""
-            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals, pages: pages) {
                 try await service.open(token: token, session: Self.sessionCookie(request))
             }
         }
@@ -80,15 +86,29 @@ public struct CaptiveSigningRoutes: Sendable {
                 refusals?.note(.signingForm)
                 return Self.html(Self.notice(title: "Bad request", text: "The form could not be read."), status: .badRequest)
             }
-            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals, pages: pages) {
                 try await service.submit(token: token, session: Self.sessionCookie(request), form: form)
             }
         }
         router.get("signing/:token/documents/:document") { request, context -> Response in
             let token = context.parameters.get("token") ?? ""
             let document = context.parameters.get("document") ?? ""
-            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals) {
+            return await Self.answer(token: token, service: service, logger: logger, refusals: refusals, pages: pages) {
                 try await service.document(token: token, session: Self.sessionCookie(request), documentID: document)
+            }
+        }
+        router.get("signing/:token/documents/:document/pages/:page") { request, context -> Response in
+            let token = context.parameters.get("token") ?? ""
+            let document = context.parameters.get("document") ?? ""
+            let page = context.parameters.get("page").flatMap { Int($0) } ?? 0
+            let scale = request.uri.queryParameters.get("scale").map { Int($0) ?? 0 } ?? 1
+            do {
+                let answer = try await pages.image(
+                    service: service, token: token, session: Self.sessionCookie(request), documentID: document, page: page, scale: scale)
+                return Self.pageImageResponse(answer, refusals: refusals)
+            } catch {
+                logger.error("captive page image failed", metadata: ["error": "\(error)"])
+                return Self.html(Self.notice(title: "Something went wrong", text: "The page could not be read."), status: .internalServerError)
             }
         }
         if let admin {
@@ -120,7 +140,7 @@ public struct CaptiveSigningRoutes: Sendable {
     /// Runs `body` and turns its ``CaptiveResponse`` into HTTP; a failure inside the server
     /// sends the browser to the return URL with `event=exception` when the URL is known.
     static func answer(
-        token: String, service: CaptiveSigningService, logger: Logger, refusals: HTTPRefusals? = nil,
+        token: String, service: CaptiveSigningService, logger: Logger, refusals: HTTPRefusals? = nil, pages: CaptivePageImages? = nil,
         _ body: () async throws -> CaptiveResponse
     ) async -> Response {
         let result: CaptiveResponse
@@ -142,7 +162,7 @@ public struct CaptiveSigningRoutes: Sendable {
         case .page(let model, let session, let status):
             let nonce = CaptiveSigningService.randomToken()
             var response = html(
-                SigningPage.render(model, nonce: nonce), status: HTTPResponse.Status(code: status),
+                SigningPage.render(model, nonce: nonce, pageImages: pages?.isAvailable ?? false), status: HTTPResponse.Status(code: status),
                 policy: SigningPage.contentSecurityPolicy(nonce: nonce, returnURL: model.returnURL))
             if let session {
                 let maxAge = Int64(clampingFinite: service.configuration.inactivityTimeout + service.configuration.urlLifetime)
@@ -165,6 +185,28 @@ public struct CaptiveSigningRoutes: Sendable {
             var response = Response(status: .ok, headers: securityHeaders(policy: "default-src 'none'"), body: ResponseBody(byteBuffer: buffer))
             response.headers[.contentType] = "application/pdf"
             return response
+        }
+    }
+
+    /// A page image (cacheable by this browser only: the URL holds the signing token), or why not.
+    static func pageImageResponse(_ answer: CaptivePageImages.Answer, refusals: HTTPRefusals?) -> Response {
+        switch answer {
+        case .image(let bytes, let cached):
+            var buffer = ByteBuffer()
+            buffer.writeBytes(bytes)
+            var headers = securityHeaders(policy: "default-src 'none'")
+            headers[.contentType] = "image/png"
+            headers[.cacheControl] = "private, max-age=3600, immutable"
+            if let name = HTTPField.Name("X-Page-Cache") { headers[name] = cached ? "hit" : "miss" }
+            return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: buffer))
+        case .notFound:
+            refusals?.note(.signingLink)
+            return html(notice(title: "Not found", text: "There is no such page."), status: .notFound)
+        case .forbidden:
+            refusals?.note(.signingSession)
+            return html(notice(title: "Not allowed", text: "This request does not belong to an open signing session."), status: .forbidden)
+        case .unavailable(let why):
+            return html(notice(title: "Page not drawn", text: why), status: .serviceUnavailable)
         }
     }
 

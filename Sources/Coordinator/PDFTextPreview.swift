@@ -17,10 +17,12 @@ enum PDFTextPreview {
     }
 
     static let maxRunsPerPage = 200
+    /// The page height `pages(_:)` measures `top` from unless told otherwise.
+    static let defaultPageHeight = 792.0
     static let maxStreamBytes = 256 * 1024
 
     /// The runs of each page, in page-tree order as far as the file lists page objects in order.
-    static func pages(_ pdf: Data, pageHeight: Double = 792) -> [[Run]] {
+    static func pages(_ pdf: Data, pageHeight: Double = defaultPageHeight) -> [[Run]] {
         let bytes = [UInt8](pdf)
         var pages: [[Run]] = []
         var searchFrom = 0

@@ -195,7 +195,7 @@ enum PDFObject: Equatable {
     case null
     case bool(Bool)
     case int(Int)
-    case real
+    case real(Double)
     case name(String)
     case string
     case array([PDFObject])
@@ -331,7 +331,8 @@ struct Reader {
                 }
                 return .int(n)
             }
-            if Double(token) != nil { return .real }
+            if let value = Double(token), value.isFinite { return .real(value) }
+            if Double(token) != nil { return .null }
             switch token {
             case "true": return .bool(true)
             case "false": return .bool(false)
@@ -570,6 +571,12 @@ struct Reader {
     // MARK: Strategy 1: cross-reference tables
 
     mutating func pageCountFromXref() -> Int? {
+        guard let (table, root) = xrefTableAndRoot() else { return nil }
+        return pageCount(root: root, table: table)
+    }
+
+    /// The object offsets of the classic cross-reference sections and the trailer's `/Root`.
+    func xrefTableAndRoot() -> ([Int: Int], PDFObject)? {
         guard let startxref = PDFInspector.findLast(
             Array("startxref".utf8), in: bytes, from: max(0, bytes.count - 2048), to: bytes.count)
         else { return nil }
@@ -588,8 +595,8 @@ struct Reader {
             guard case .int(let prev)? = trailer["Prev"] else { break }
             offset = prev
         }
-        guard root != nil else { return nil }
-        return pageCount(root: root, table: table)
+        guard let root else { return nil }
+        return (table, root)
     }
 
     /// Parses `xref` subsections and the `trailer` dictionary at `offset`.
@@ -633,6 +640,21 @@ struct Reader {
     mutating func pageCountFromScannedTree() -> Int? {
         let table = offsets()
         guard !table.isEmpty else { return nil }
+        if let count = pageCount(root: scannedRoot(table), table: table) { return count }
+        // No usable root: take the /Pages node without a /Parent.
+        for n in allObjectNumbers(in: table).sorted() {
+            if let dict = object(n, in: table)?.dict,
+               dict["Type"] == .name("Pages"), dict["Parent"] == nil,
+               case .int(let count)? = resolve(dict["Count"], in: table) {
+                return count
+            }
+        }
+        return nil
+    }
+
+    /// The `/Root` named by the last trailer or cross-reference stream (or the catalog itself),
+    /// for a table of scanned offsets.
+    func scannedRoot(_ table: [Int: Int]) -> PDFObject? {
         // The last trailer (or cross-reference stream dictionary) names the root.
         var root: PDFObject?
         if let at = PDFInspector.findLast(Array("trailer".utf8), in: bytes, from: 0, to: bytes.count) {
@@ -648,16 +670,7 @@ struct Reader {
                 }
             }
         }
-        if let count = pageCount(root: root, table: table) { return count }
-        // No usable root: take the /Pages node without a /Parent.
-        for n in allObjectNumbers(in: table).sorted() {
-            if let dict = object(n, in: table)?.dict,
-               dict["Type"] == .name("Pages"), dict["Parent"] == nil,
-               case .int(let count)? = resolve(dict["Count"], in: table) {
-                return count
-            }
-        }
-        return nil
+        return root
     }
 
     // MARK: Strategy 3: counting page objects

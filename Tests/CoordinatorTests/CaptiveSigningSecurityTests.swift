@@ -222,6 +222,16 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
 }
 
 @Suite struct SigningPageTests {
+    @Test func generatedCSSNumbersHaveAtMostThreeDecimalsAndNoTrailingZeros() {
+        let cases: [(Double, String)] = [
+            (12, "12"), (100.5, "100.5"), (0.0005, "0.001"), (-0.25, "-0.25"), (1.0 / 3, "0.333"), (-7.0625, "-7.063"),
+            (595.2756, "595.276"), (0, "0"), (.nan, "0"), (.infinity, "0"), (1e300, "0"), (14_400, "14400"),
+        ]
+        for (value, text) in cases { #expect(SigningPage.number(value) == text, "\(value)") }
+        #expect(SigningPage.percent(50, of: 200) == "25%" && SigningPage.percent(10, of: 0) == "0%")
+        #expect(SigningPage.imagePixels(PDFPageGeometry.letter) == (816, 1056))
+    }
+
     @Test func theTextLayerOfASamplePDFIsPlacedWhereThePDFShowsIt() throws {
         let pages = PDFTextPreview.pages(SamplePDF.make(pages: 2, title: "Lease (2026) <b>"))
         #expect(pages.count == 2)

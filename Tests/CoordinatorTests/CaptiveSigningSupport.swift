@@ -52,7 +52,8 @@ final class CaptiveRig: Sendable {
     /// - Parameters:
     ///   - storeDirectory: where the coordinator's store goes (a small disk); the devices' stay in `temporary.directory`.
     ///   - logger: the coordinator's logger (store and HTTP listener); silent unless given.
-    init(storeDirectory: URL? = nil, logger given: Logger? = nil) async throws {
+    ///   - pages: the page renderer and cache of the signing page (poppler's pdftoppm by default).
+    init(storeDirectory: URL? = nil, logger given: Logger? = nil, pages: CaptivePageImages = CaptivePageImages()) async throws {
         var logger = Logger(label: "captive-rig")
         logger.logLevel = .critical
         logger = given ?? logger
@@ -78,7 +79,7 @@ final class CaptiveRig: Sendable {
             configuration: .init(host: "127.0.0.1", port: 0), registry: registry, instance: "captive",
             status: { throw CancellationError() }, logger: logger,
             admin: CoordinatorAdminRoutes(directory: services.accounts, token: Self.adminToken),
-            captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+            captive: CaptiveSigningRoutes(service: services.captive, logger: logger, pages: pages),
             storeFaults: temporary.store.faults,
             onListening: { announced.yield($0) })
         group = ServiceGroup(services: [httpServer], logger: logger)
@@ -155,6 +156,14 @@ final class CaptiveRig: Sendable {
     func request(_ method: String, _ url: String, body: String? = nil, cookie: String? = nil) async throws -> (
         status: Int, body: String, headers: [String: String]
     ) {
+        let answer = try await requestBytes(method, url, body: body, cookie: cookie)
+        return (answer.status, String(decoding: answer.body, as: UTF8.self), answer.headers)
+    }
+
+    /// ``request(_:_:body:cookie:)`` with the body as bytes (page images).
+    func requestBytes(_ method: String, _ url: String, body: String? = nil, cookie: String? = nil) async throws -> (
+        status: Int, body: Data, headers: [String: String]
+    ) {
         var request = URLRequest(url: try #require(URL(string: url.hasPrefix("http") ? url : "http://\(http)\(url)")))
         request.httpMethod = method
         request.httpShouldHandleCookies = false
@@ -174,7 +183,7 @@ final class CaptiveRig: Sendable {
         for (key, value) in http.allHeaderFields {
             if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
         }
-        return (http.statusCode, String(decoding: data, as: UTF8.self), headers)
+        return (http.statusCode, data, headers)
     }
 
     /// `GET /metrics`, read back by sample.

@@ -27,6 +27,18 @@ import Testing
         }
     }
 
+    @Test func aTypedSignatureIsANameOfBoundedLengthAndItsSVGIsEscaped() throws {
+        #expect(try SigningForm.typedSignature(#"{"typed":"  Bea Buyer "}"#, label: "Sign") == "Bea Buyer")
+        // A drawn signature is not a typed one (and is left to the pointer parser).
+        #expect(try SigningForm.typedSignature(#"{"pointerType":"pen","width":600,"height":200,"points":[]}"#, label: "Sign") == nil)
+        let tooLong = String(repeating: "a", count: SigningForm.maxTypedLength + 1)
+        for bad in [#"{"typed":"   "}"#, "{\"typed\":\"\(tooLong)\"}", #"{"typed":"Bea\u0007"}"#] {
+            #expect(throws: SigningForm.Invalid.self, "\(bad)") { _ = try SigningForm.typedSignature(bad, label: "Sign") }
+        }
+        let svg = SigningForm.typedSVG("<script>&\"")
+        #expect(svg.contains("&lt;script&gt;&amp;&quot;") && !svg.contains("<script>"))
+    }
+
     @Test func refusesMoreFieldsThanItsBoundBeforeDecoding() {
         let body = (0...SigningForm.maxFields).map { "f\($0)=1" }.joined(separator: "&")
         #expect {

@@ -397,4 +397,34 @@ func forgedItems(count: Int, remoteSigners: Int = 0, embedded: [String?] = [], t
         #expect(summaries.map(\.sequences) == [Array(1...12), Array(1...12)], "seed \(seed)")
         #expect(try await first.storage.counts().syncOutcomes == ["applied": 24], "seed \(seed)")
     }
+
+    @Test func aSigningURLIssuedByOneCoordinatorOpensOnAnother() async throws {
+        let first = try await ConformanceStore.make(.postgres)
+        defer { first.remove() }
+        let second = try await first.reopened()
+        let services = StorageServices(first.storage)
+        let token = try await services.seed()
+        let (items, forger) = try await forgedItems(count: 1, remoteSigners: 1, embedded: ["app-user-1"])
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let envelopeID = try #require(try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id).results.first?.envelopeID)
+        func captive(_ storage: any CoordinatorStorage) -> CaptiveSigningService {
+            CaptiveSigningService(storage: storage, auth: AuthService(storage: storage), links: CaptiveSigningLinks(baseURL: "http://127.0.0.1:9"))
+        }
+        let issued = try await captive(first.storage).issue(
+            accountID: "acme", envelopeID: envelopeID, selection: .clientUserID("app-user-1"), returnURL: "", locale: nil, issuedBy: "admin")
+        let urlToken = try #require(URL(string: issued.url)).lastPathComponent
+        guard case .page(_, let session?, 200) = try await captive(second).open(token: urlToken, session: nil) else {
+            Issue.record("the other coordinator opens the URL")
+            return
+        }
+        // Single use across the cluster: the first coordinator now sends a second browser back.
+        guard case .redirect(_, .ttlExpired) = try await captive(first.storage).open(token: urlToken, session: nil) else {
+            Issue.record("a URL opened on one coordinator is used on all")
+            return
+        }
+        guard case .page = try await captive(first.storage).open(token: urlToken, session: session) else {
+            Issue.record("the browser that opened it goes on through any coordinator")
+            return
+        }
+    }
 }

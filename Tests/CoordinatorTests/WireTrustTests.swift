@@ -111,7 +111,8 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         defer { deviceConnection.cancel() }
         _ = try await device.request(EnrollDevice(accessToken: coordinator.token, deviceID: "victim", publicKey: node.publicKey))
         let first = try await device.request(SyncPush(deviceID: "victim", items: [items[0]]))
-        #expect(first.results.map(\.outcome) == [.applied])
+        // On a loaded machine the 5 s timeout can resend the push: its answer is then the stored one.
+        #expect(first.lastApplied == 1 && [[.applied], [.duplicate]].contains(first.results.map(\.outcome)), "\(first)")
 
         let attacker = try coordinator.client("victim")
         try await connected(attacker) {

@@ -24,6 +24,12 @@ import CZlib
     static var corpus: [[UInt8]] {
         var pdfs = [1, 3].map { [UInt8](SamplePDF.make(pages: $0)) }
         if let data = Data(base64Encoded: qpdfObjectStreamPDF) { pdfs.append([UInt8](data)) }
+        // Boxes and a rotation inherited down the page tree (the page geometry's paths).
+        let boxes = "%PDF-1.4\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n2 0 obj\n<< /Type /Pages /Kids [3 0 R 4 0 R] "
+            + "/Count 2 /MediaBox [0 0 595.28 841.89] /CropBox [10 10 500 800] /Rotate 90 >>\nendobj\n3 0 obj\n<< /Type /Page "
+            + "/Parent 2 0 R >>\nendobj\n4 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 842 595] /Rotate -270 >>\nendobj\n"
+            + "trailer\n<< /Root 1 0 R >>\n%%EOF\n"
+        pdfs.append(Array(boxes.utf8))
         let objects = "<< /Type /Catalog /Pages 3 0 R >>\n<< /Type /Pages /Kids [4 0 R 5 0 R] /Count 2 >>\n<< /Type /Page >>\n<< /Type /Page >>"
         let header = "2 0 3 34 4 82 5 100\n"
         let data = storedZlib(Array((header + objects).utf8))
@@ -82,6 +88,13 @@ import CZlib
                     findings.check(!error.message.isEmpty, "an error without a message", input: index)
                 } catch {
                     findings.record("untyped error \(type(of: error)): \(error)", input: index)
+                }
+                // The page geometry the captive page draws by: whatever the input, pages a renderer can be asked for.
+                if let pages = try? inspector.pageGeometry(Data(bytes)) {
+                    let sane = pages.count <= 10_000 && pages.allSatisfy {
+                        (3...14_400).contains($0.width) && (3...14_400).contains($0.height) && [0, 90, 180, 270].contains($0.rotation)
+                    }
+                    findings.check(sane, "implausible geometry \(pages.prefix(3))", input: index)
                 }
             }
         }

@@ -1,5 +1,5 @@
-// `signfleet-bench captive [--signers K] [--envelopes N] [--seconds S]`: captive signing under load
-// (defaults: 8 signers, 1,000 envelopes, 2 s measured).
+// `signfleet-bench captive [--signers K] [--envelopes N] [--seconds S] [--render none|first|cached]`:
+// captive signing under load (defaults: 8 signers, 1,000 envelopes, 2 s measured, no page images).
 //
 // A real coordinator in this process: SQLite store, FleetServer (ZeroMQ) for the sender device
 // that syncs the envelopes, and its CoordinatorHTTPServer (hummingbird) on 127.0.0.1:0. First N
@@ -9,6 +9,12 @@
 // form with action=finish and a drawn signature -> 303 to the return URL with
 // event=signing_complete. The reference, in the same run and the same server, with the same
 // client and concurrency: plain GET /health. Health and ceremonies alternate in halves.
+//
+// `--render first`: after opening the page each ceremony also fetches every page image the page
+// names, as a browser does; each is drawn then by pdftoppm (a cache miss, checked by the
+// X-Page-Cache header). `--render cached`: before measuring, every envelope is opened, its page
+// images fetched and the session left with Finish Later (the signer comes back); the measured
+// ceremonies then get every page image from the cache (a hit, checked).
 import Coordinator
 import DeviceNode
 import Envelopes
@@ -33,6 +39,16 @@ func captiveBenchmark(_ arguments: [String]) async throws {
     let signers = Int(option("--signers") ?? 8)
     let envelopes = Int(option("--envelopes") ?? 1000)
     let seconds = option("--seconds") ?? 2
+    let render = arguments.firstIndex(of: "--render").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil } ?? "none"
+    let pages: CaptiveBenchClient.PageImages
+    switch render {
+    case "none": pages = .skip
+    case "first": pages = .fetch(expect: "miss")
+    case "cached": pages = .fetch(expect: "hit")
+    default: throw CaptiveBenchFailure(message: "--render takes none, first or cached, not \(render)")
+    }
+    // Figures of the default run keep their names; the rendering runs say which they are.
+    let prefix = render == "none" ? "ceremonies.k\(signers)" : "ceremonies.k\(signers).render_\(render)"
     let bench = "captive"
     let root = NSTemporaryDirectory() + "signfleet-bench-captive-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -43,11 +59,20 @@ func captiveBenchmark(_ arguments: [String]) async throws {
     let queue = EnvelopeQueue(ids)
     let signature = try CaptiveBenchClient.signatureJSON()
     let clients = (0..<signers).map { _ in CaptiveBenchClient(base: "http://\(rig.http)") }
+    if render == "cached" {
+        // Not measured: every envelope viewed once (its pages drawn), then Finish Later.
+        let viewing = EnvelopeQueue(ids)
+        _ = try await concurrently(clients, seconds: 3600) { client in
+            guard let id = viewing.next() else { return false }
+            try await client.ceremony(envelopeID: id, signature: signature, pages: .fetch(expect: "miss"), action: "later")
+            return true
+        }
+    }
 
     // Warm-up: a few health requests and ceremonies per client (connections, caches).
     for client in clients {
         try await client.health()
-        if let id = queue.next() { try await client.ceremony(envelopeID: id, signature: signature) }
+        if let id = queue.next() { try await client.ceremony(envelopeID: id, signature: signature, pages: pages) }
     }
 
     // Halves alternate: health, ceremonies, health, ceremonies; the ceremonies stop early when
@@ -59,7 +84,7 @@ func captiveBenchmark(_ arguments: [String]) async throws {
         health.elapsed += h.elapsed
         let c = try await concurrently(clients, seconds: seconds / 2) { client in
             guard let id = queue.next() else { return false }
-            try await client.ceremony(envelopeID: id, signature: signature)
+            try await client.ceremony(envelopeID: id, signature: signature, pages: pages)
             return true
         }
         ceremonies.done += c.done
@@ -72,12 +97,15 @@ func captiveBenchmark(_ arguments: [String]) async throws {
     guard completed >= ceremonies.done else {
         throw CaptiveBenchFailure(message: "\(ceremonies.done) ceremonies finished but only \(completed) envelopes are completed")
     }
-    Report.emit(bench, "ceremonies.k\(signers).per_s", Double(ceremonies.done) / ceremonies.elapsed, "ceremonies/s")
-    Report.emit(bench, "health.k\(signers).per_s", Double(health.done) / health.elapsed, "req/s")
-    // A ceremony is 3 requests (issue, open, finish): its per-request rate against the bare server.
-    Report.emit(bench, "ceremonies.k\(signers).requests_per_s", 3 * Double(ceremonies.done) / ceremonies.elapsed, "req/s")
-    Report.emit(bench, "ceremonies.k\(signers).count", Double(ceremonies.done), "ceremonies")
-    Report.emit(bench, "ceremony.k\(signers).mean_ms", ceremonies.elapsed / Double(ceremonies.done) * Double(signers) * 1000, "ms")
+    Report.emit(bench, "\(prefix).per_s", Double(ceremonies.done) / ceremonies.elapsed, "ceremonies/s")
+    Report.emit(bench, render == "none" ? "health.k\(signers).per_s" : "health.k\(signers).render_\(render).per_s", Double(health.done) / health.elapsed, "req/s")
+    if render == "none" {
+        // A ceremony is 3 requests (issue, open, finish): its per-request rate against the bare server.
+        Report.emit(bench, "\(prefix).requests_per_s", 3 * Double(ceremonies.done) / ceremonies.elapsed, "req/s")
+    }
+    Report.emit(bench, "\(prefix).count", Double(ceremonies.done), "ceremonies")
+    let mean = render == "none" ? "ceremony.k\(signers).mean_ms" : "ceremony.k\(signers).render_\(render).mean_ms"
+    Report.emit(bench, mean, ceremonies.elapsed / Double(ceremonies.done) * Double(signers) * 1000, "ms")
     if ceremonies.done + signers >= envelopes {
         FileHandle.standardError.write(Data("captive: the \(envelopes) envelopes ran out; raise --envelopes for a longer measurement\n".utf8))
     }
@@ -258,8 +286,14 @@ private final class CaptiveBenchClient: Sendable {
         }
     }
 
-    /// Issue -> open -> finish -> redirect with event=signing_complete.
-    func ceremony(envelopeID: String, signature: String) async throws {
+    /// Whether a ceremony fetches the page images the page names, and the `X-Page-Cache` each must have.
+    enum PageImages: Sendable {
+        case skip
+        case fetch(expect: String)
+    }
+
+    /// Issue -> open (-> page images) -> finish (or Finish Later) -> redirect with the event.
+    func ceremony(envelopeID: String, signature: String, pages: PageImages = .skip, action: String = "finish") async throws {
         let issued = try await send(
             "POST", "\(base)/admin/signing-urls", body: "{\"envelopeID\":\"\(envelopeID)\",\"recipientID\":\"r1\"}",
             headers: ["Authorization": "Bearer \(CaptiveBenchRig.adminToken)", "Content-Type": "application/json"])
@@ -271,7 +305,20 @@ private final class CaptiveBenchClient: Sendable {
             throw CaptiveBenchFailure(message: "opening the signing page answered \(page.status): \(page.body.prefix(200))")
         }
         let cookie = page.headers["set-cookie"].flatMap { $0.split(separator: ";").first.map(String.init) }
-        var form = [("csrf", csrf), ("action", "finish")]
+        if case .fetch(let expected) = pages {
+            let images = Self.pageImages(page.body)
+            guard !images.isEmpty else { throw CaptiveBenchFailure(message: "the signing page names no page images (is pdftoppm installed?)") }
+            for image in images {
+                let reply = try await sendBytes("GET", "\(base)\(image)", headers: cookie.map { ["Cookie": $0] } ?? [:])
+                guard reply.status == 200, reply.headers["content-type"] == "image/png", reply.bytes > 100 else {
+                    throw CaptiveBenchFailure(message: "\(image) answered \(reply.status) \(reply.headers["content-type"] ?? "")")
+                }
+                guard reply.headers["x-page-cache"] == expected else {
+                    throw CaptiveBenchFailure(message: "\(image) was a cache \(reply.headers["x-page-cache"] ?? "?"), expected \(expected)")
+                }
+            }
+        }
+        var form = [("csrf", csrf), ("action", action)]
         for (index, type) in try Self.tabs(page.body) {
             switch type {
             case "signHere", "initialHere": form.append(("sig-\(index)", signature))
@@ -283,9 +330,21 @@ private final class CaptiveBenchClient: Sendable {
         var headers = ["Content-Type": "application/x-www-form-urlencoded"]
         if let cookie { headers["Cookie"] = cookie }
         let finished = try await send("POST", url, body: body, headers: headers)
-        guard finished.status == 303, let location = finished.headers["location"], location.contains("event=signing_complete") else {
+        let event = action == "later" ? "event=cancel" : "event=signing_complete"
+        guard finished.status == 303, let location = finished.headers["location"], location.contains(event) else {
             throw CaptiveBenchFailure(message: "finishing answered \(finished.status) \(finished.headers["location"] ?? ""): \(finished.body.prefix(300))")
         }
+    }
+
+    /// The page image URLs (`src` of each `img.page-image`) of a signing page, in page order.
+    static func pageImages(_ html: String) -> [String] {
+        html.components(separatedBy: "<img class=\"page-image\" src=\"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
+    }
+
+    /// A request whose body is only counted (page images).
+    func sendBytes(_ method: String, _ url: String, headers: [String: String] = [:]) async throws -> (status: Int, bytes: Int, headers: [String: String]) {
+        let reply = try await send(method, url, headers: headers)
+        return (reply.status, reply.body.utf8.count, reply.headers)
     }
 
     func send(_ method: String, _ url: String, body: String? = nil, headers: [String: String] = [:]) async throws -> Reply {
