@@ -21,6 +21,7 @@ let package = Package(
                 .product(name: "MessagePack", package: "SignFleet"),
                 .product(name: "ZeroMQ", package: "SignFleet"),
                 .product(name: "FleetProtocol", package: "SignFleet"),
+                .product(name: "FleetZeroMQTransport", package: "SignFleet"),
                 .product(name: "SignatureCapture", package: "SignFleet"),
                 .product(name: "DeviceNode", package: "SignFleet"),
                 .product(name: "SyncContract", package: "SignFleet"),

@@ -19,6 +19,7 @@ import Coordinator
 import DeviceNode
 import Envelopes
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import GRDB
 import Logging

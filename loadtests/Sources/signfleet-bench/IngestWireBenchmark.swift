@@ -1,5 +1,6 @@
 import Coordinator
 import FleetProtocol
+import FleetZeroMQTransport
 import Foundation
 import Logging
 import ZeroMQ
