@@ -48,45 +48,108 @@ public final class ChildProcess: Sendable {
     }
 
     public let name: String
-    private let process: Process
+    /// The child's pid (valid once launched).
+    public let processIdentifier: Int32
     private let state = Mutex(State())
 
-    private init(name: String, process: Process) {
+    private init(name: String, pid: Int32) {
         self.name = name
-        self.process = process
+        self.processIdentifier = pid
     }
 
-    /// The child's pid (valid once launched).
-    public var processIdentifier: Int32 { process.processIdentifier }
-
-    /// Starts `executable` with `arguments`.
+    /// Starts `executable` (a path, or a name looked up in `PATH`) with `arguments`.
+    ///
+    /// Spawned with `posix_spawn`, not Foundation's `Process`: on Linux `Process.run()` over-reads
+    /// `/proc/self/fd` directory entries and crashes now and then in busy test processes
+    /// (swift-corelibs-foundation pull request 5472, in Swift 6.3.1). As `Process` does, the child
+    /// gets default signal handling, an empty signal mask and no descriptor beyond 0, 1 and 2.
     public static func launch(
         _ executable: String, _ arguments: [String], name: String? = nil, environment: [String: String]? = nil
     ) throws -> ChildProcess {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        var output: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
+        guard pipe(&output) == 0 else { throw LaunchError(executable: executable, errno: errno) }
+        guard pipe(&errors) == 0 else {
+            let failure = errno
+            close(output[0])
+            close(output[1])
+            throw LaunchError(executable: executable, errno: failure)
         }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        let child = ChildProcess(name: name ?? arguments.first ?? executable, process: process)
-        process.terminationHandler = { child.exited($0.terminationStatus) }
-        try process.run()
-        // Blocking reads on a thread per stream, not `readabilityHandler`: tearing down
-        // the dispatch read sources that handler installs races on Linux and can crash the
-        // whole test process in libdispatch (swift-corelibs-libdispatch issue 949).
-        for (pipe, stream) in [(out, Stream.standardOutput), (err, Stream.standardError)] {
-            let descriptor = pipe.fileHandleForReading.fileDescriptor
-            let thread = Thread { child.drain(descriptor, from: stream, keepingAlive: pipe) }
+        // Not inherited by children that other threads spawn meanwhile (ours close them anyway).
+        for descriptor in output + errors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        Self.closeFrom3(&actions)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let merged = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 }
+        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        var envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let spawned = posix_spawnp(&pid, executable, &actions, &attributes, &argv, &envp)
+        // The child has its copies; the parent keeps only the read ends.
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else {
+            close(output[0])
+            close(errors[0])
+            throw LaunchError(executable: executable, errno: spawned)
+        }
+        let child = ChildProcess(name: name ?? arguments.first ?? executable, pid: pid)
+        // Blocking reads on a thread per stream, and a thread that waits for the exit: nothing
+        // here depends on a run loop or a dispatch source.
+        for (descriptor, stream) in [(output[0], Stream.standardOutput), (errors[0], Stream.standardError)] {
+            let thread = Thread { child.drain(descriptor, from: stream) }
             thread.name = "child-output"
             thread.start()
         }
+        let waited = pid
+        let waiter = Thread {
+            let pid = waited
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED / WEXITSTATUS by hand (the C macros are not imported); a signal's number
+            // otherwise, as Foundation's terminationStatus reports it.
+            let signal = status & 0x7F
+            child.exited(signal == 0 ? (status >> 8) & 0xFF : signal)
+        }
+        waiter.name = "child-wait"
+        waiter.start()
         return child
+    }
+
+    /// Adds glibc's `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (glibc 2.34 and later; a
+    /// GNU extension Swift does not import, so found at run time): the child starts with no
+    /// descriptor of the test process beyond 0, 1 and 2. Without it (older C libraries) only
+    /// close-on-exec descriptors are left behind.
+    private static func closeFrom3(_ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return }
+        _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+    }
+
+    /// `posix_spawn` refused to start the child.
+    public struct LaunchError: Error, CustomStringConvertible {
+        public var executable: String
+        public var errno: Int32
+        public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
     }
 
     /// Every complete line written so far to `stream`.
@@ -215,12 +278,12 @@ public final class ChildProcess: Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(processIdentifier, SIGKILL) }
+        // The pid is reaped by the waiter thread only; until then it cannot be reused.
+        if isRunning { kill(processIdentifier, SIGKILL) }
     }
 
-    /// Reads `descriptor` until end of file (the child closed it, normally by exiting).
-    /// `pipe` is held so its file handle, and so the descriptor, stays open meanwhile.
-    private func drain(_ descriptor: Int32, from stream: Stream, keepingAlive pipe: Pipe) {
+    /// Reads `descriptor` until end of file (the child closed it, normally by exiting), then closes it.
+    private func drain(_ descriptor: Int32, from stream: Stream) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
@@ -232,7 +295,7 @@ public final class ChildProcess: Sendable {
                 break
             }
         }
-        withExtendedLifetime(pipe) {}
+        close(descriptor)
         streamClosed()
     }
 
