@@ -45,6 +45,8 @@ public final class ChildProcess: Sendable {
         var lineWaiters: [UUID: LineWaiter] = [:]
         var lineActions: [LineAction] = []
         var exitWaiters: [UUID: CheckedContinuation<Int32?, Never>] = [:]
+        /// Threads blocked in ``runToCompletion(_:_:timeout:)``.
+        var exitSemaphores: [DispatchSemaphore] = []
     }
 
     public let name: String
@@ -143,6 +145,31 @@ public final class ChildProcess: Sendable {
         typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
         guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else { return }
         _ = unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3)
+    }
+
+    /// Runs a short tool to completion, blocking the calling thread (for synchronous test
+    /// helpers; the wait needs no task of the cooperative pool). Kills it after `timeout`.
+    /// - Returns: its exit status (a signal's number if one ended it) and each stream's text.
+    public static func runToCompletion(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Duration = .seconds(120)
+    ) throws -> (status: Int32, standardOutput: String, standardError: String) {
+        let child = try launch(executable, arguments, environment: environment)
+        let semaphore = DispatchSemaphore(value: 0)
+        let done = child.state.withLock { state -> Bool in
+            if state.exitStatus != nil { return true }
+            state.exitSemaphores.append(semaphore)
+            return false
+        }
+        if !done {
+            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            if semaphore.wait(timeout: .now() + seconds) == .timedOut {
+                child.signal(SIGKILL)
+                semaphore.wait()
+                throw TimeoutError(what: "\(executable) to exit", output: child.output)
+            }
+        }
+        let status = child.state.withLock { $0.exitStatus ?? -1 }
+        return (status, child.lines(.standardOutput).joined(separator: "\n"), child.lines(.standardError).joined(separator: "\n"))
     }
 
     /// `posix_spawn` refused to start the child.
@@ -353,6 +380,8 @@ public final class ChildProcess: Sendable {
             let waiters = (Array(state.lineWaiters.values), Array(state.exitWaiters.values), status)
             state.lineWaiters = [:]
             state.exitWaiters = [:]
+            for semaphore in state.exitSemaphores { semaphore.signal() }
+            state.exitSemaphores = []
             return waiters
         }
         for waiter in lineWaiters { waiter.continuation.resume(returning: nil) }

@@ -53,12 +53,7 @@ struct TmpfsMount {
     }
 
     private static func run(_ tool: String, _ arguments: [String]) throws -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
+        try ChildProcess.runToCompletion(tool, arguments).status
     }
 
     /// Writes `name` until the file system has no byte left; returns the bytes written.

@@ -1,6 +1,7 @@
 import DeviceNode
 import FleetProtocol
 import FleetZeroMQTransport
+import FleetTesting
 import Foundation
 import GRDB
 import Logging
@@ -360,16 +361,8 @@ private func remoteSignerItems(count: Int, directory: URL, deviceID: String) asy
         try #require(FileManager.default.isExecutableFile(atPath: binary), "signfleet not built at \(binary)")
         let store = fixture.temporary.store.path
         func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["admin", "envelope"] + arguments + ["--store", store]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+            let (status, output, errors) = try ChildProcess.runToCompletion(binary, ["admin", "envelope"] + arguments + ["--store", store])
+            return (status, output + "\n" + errors)
         }
         let shown = try run(["show", "--id", ids[0]])
         #expect(shown.status == 0)

@@ -1,5 +1,6 @@
 import DeviceNode
 import FleetProtocol
+import FleetTesting
 import Foundation
 import SyncContract
 import Testing
@@ -32,26 +33,16 @@ struct SyncPayloadInteropTests {
     /// Runs the script; its output is small, so plain pipes do.
     static func run(_ arguments: [String]) throws -> ScriptOutput {
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [python, script.path] + arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
+        let (status, output, errors) = try ChildProcess.runToCompletion("/usr/bin/env", [python, script.path] + arguments)
+        guard status == 0 else {
             throw ScriptFailure(
                 message: """
-                    \(python) \(script.path) failed with status \(process.terminationStatus) (it needs the msgpack and \
+                    \(python) \(script.path) failed with status \(status) (it needs the msgpack and \
                     cryptography modules: `\(python) -m pip install msgpack cryptography`): \
-                    \(String(decoding: errors, as: UTF8.self))
+                    \(errors)
                     """)
         }
-        return try JSONDecoder().decode(ScriptOutput.self, from: output)
+        return try JSONDecoder().decode(ScriptOutput.self, from: Data(output.utf8))
     }
 
     struct ScriptFailure: Error, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Testing
 @testable import Envelopes
@@ -224,13 +225,8 @@ struct PDFInspectorTests {
             let url = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-sample-\(UUID().uuidString).pdf")
             try SamplePDF.make(pages: pages, title: "Check").write(to: url)
             defer { try? FileManager.default.removeItem(at: url) }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/qpdf")
-            process.arguments = ["--check", url.path]
-            process.standardOutput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 0, "qpdf --check failed for \(pages) pages")
+            let (status, _, errors) = try ChildProcess.runToCompletion("/usr/bin/qpdf", ["--check", url.path])
+            #expect(status == 0, "qpdf --check failed for \(pages) pages: \(errors)")
         }
     }
 }
