@@ -174,7 +174,7 @@ let package = Package(
             ]
         ),
 
-        .testTarget(name: "MessagePackTests", dependencies: ["MessagePack"]),
+        .testTarget(name: "MessagePackTests", dependencies: ["MessagePack", "FleetTesting"]),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
         .testTarget(
             name: "FleetProtocolTests", dependencies: ["FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),

@@ -323,6 +323,8 @@ public final class ChildProcess: Sendable {
             }
         }
         close(descriptor)
+        // A last line without its newline is still a line.
+        if state.withLock({ !($0.partial[stream] ?? []).isEmpty }) { consume(Data([UInt8(ascii: "\n")]), from: stream) }
         streamClosed()
     }
 

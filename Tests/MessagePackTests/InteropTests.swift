@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import MessagePack
 import Testing
@@ -104,46 +105,22 @@ struct PythonResult {
     var errors: String
 }
 
-/// Runs the interop script with a hard timeout; output goes to files so no pipe can fill up.
+/// Runs the interop script with a hard timeout (its output is read as it comes, so no pipe fills up).
 func runPython(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> PythonResult {
     let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
-    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mp-py-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: folder) }
-    let outURL = folder.appendingPathComponent("out.txt")
-    let errURL = folder.appendingPathComponent("err.txt")
-    _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-    _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [python, "-c", interopScript] + arguments
-    process.standardOutput = try FileHandle(forWritingTo: outURL)
-    process.standardError = try FileHandle(forWritingTo: errURL)
-    let status: Int32 = try await withThrowingTaskGroup(of: Int32?.self) { group in
-        group.addTask {
-            await withCheckedContinuation { continuation in
-                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-                do { try process.run() } catch {
-                    process.terminationHandler = nil
-                    continuation.resume(returning: -1)
-                }
-            }
-        }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            return nil
-        }
-        let first = try await group.next() ?? nil
-        group.cancelAll()
-        guard let first else {
-            process.terminate()
-            throw MessagePackError(code: .invalidInput, message: "python timed out after \(timeout)")
-        }
-        return first
+    let child = try ChildProcess.launch("/usr/bin/env", [python, "-c", interopScript] + arguments, name: "python")
+    let status: Int32
+    do {
+        status = try await child.waitForExit(timeout: timeout)
+    } catch {
+        child.signal(SIGKILL)
+        throw MessagePackError(code: .invalidInput, message: "python timed out after \(timeout)")
     }
-    let output = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
-    let errors = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
-    return PythonResult(status: status, output: output, errors: errors)
+    func text(_ stream: ChildProcess.Stream) -> String {
+        let lines = child.lines(stream)
+        return lines.isEmpty ? "" : lines.joined(separator: "\n") + "\n"
+    }
+    return PythonResult(status: status, output: text(.standardOutput), errors: text(.standardError))
 }
 
 private func requirePythonOK(_ result: PythonResult, sourceLocation: SourceLocation = #_sourceLocation) -> Bool {

@@ -38,3 +38,21 @@ import Testing
         #expect(!never.withLock { $0 })
     }
 }
+
+@Suite struct ChildProcessEndOfOutputTests {
+    @Test func aLastLineWithoutItsNewlineIsKept() async throws {
+        let child = try ChildProcess.launch("/bin/sh", ["-c", "printf 'one\\ntwo'"], name: "printf")
+        #expect(try await child.waitForExit(timeout: .seconds(30)) == 0)
+        #expect(child.lines(.standardOutput) == ["one", "two"])
+    }
+
+    @Test func runToCompletionReturnsStatusAndBothStreams() throws {
+        let (status, output, errors) = try ChildProcess.runToCompletion("/bin/sh", ["-c", "echo out; echo err >&2; exit 3"])
+        #expect(status == 3 && output == "out" && errors == "err")
+    }
+
+    @Test func aChildKilledByASignalReportsItsNumber() async throws {
+        let child = try ChildProcess.launch("/bin/sh", ["-c", "kill -TERM $$"], name: "self-kill")
+        #expect(try await child.waitForExit(timeout: .seconds(30)) == SIGTERM)
+    }
+}

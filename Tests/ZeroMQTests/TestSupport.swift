@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Synchronization
 import Testing
@@ -107,92 +108,6 @@ struct ChildFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// A real child process with its stdout captured, killed if still running when dropped.
-final class ChildProcess: Sendable {
-    private struct State {
-        var output: [UInt8] = []
-        var lineWaiters: [(Int, CheckedContinuation<String, Error>)] = []
-        var exitStatus: Int32?
-        var exitWaiters: [CheckedContinuation<Int32, Never>] = []
-    }
-
-    private final class Box: Sendable { let state = Mutex(State()) }
-    private let box = Box()
-    let pid: Int32
-    let command: String
-
-    init(_ executable: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        command = ([executable] + arguments).joined(separator: " ")
-        let box = self.box
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty { handle.readabilityHandler = nil }
-            let ready: [(CheckedContinuation<String, Error>, String)] = box.state.withLock { state in
-                state.output.append(contentsOf: data)
-                let lines = state.output.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-                let complete = lines.count - 1
-                var ready: [(CheckedContinuation<String, Error>, String)] = []
-                state.lineWaiters.removeAll { index, continuation in
-                    guard index < complete else { return false }
-                    ready.append((continuation, String(decoding: lines[index], as: UTF8.self)))
-                    return true
-                }
-                return ready
-            }
-            for (continuation, line) in ready { continuation.resume(returning: line) }
-        }
-        process.terminationHandler = { process in
-            let status = process.terminationStatus
-            let (exitWaiters, lineWaiters) = box.state.withLock { state in
-                state.exitStatus = status
-                defer { state.exitWaiters.removeAll(); state.lineWaiters.removeAll() }
-                return (state.exitWaiters, state.lineWaiters)
-            }
-            for waiter in exitWaiters { waiter.resume(returning: status) }
-            for (_, waiter) in lineWaiters { waiter.resume(throwing: ChildFailure(description: "child exited with \(status) before printing")) }
-        }
-        try process.run()
-        pid = process.processIdentifier
-    }
-
-    /// The `index`-th line of the child's stdout (0-based), once printed.
-    func line(_ index: Int) async throws -> String {
-        try await withCheckedThrowingContinuation { continuation in
-            let immediate: Result<String, Error>? = box.state.withLock { state in
-                let lines = state.output.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
-                if index < lines.count - 1 { return .success(String(decoding: lines[index], as: UTF8.self)) }
-                if let status = state.exitStatus { return .failure(ChildFailure(description: "child exited with \(status)")) }
-                state.lineWaiters.append((index, continuation))
-                return nil
-            }
-            if let immediate { continuation.resume(with: immediate) }
-        }
-    }
-
-    /// The exit status (or signal number) once the child has exited.
-    func exitStatus() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let status: Int32? = box.state.withLock { state in
-                if let status = state.exitStatus { return status }
-                state.exitWaiters.append(continuation)
-                return nil
-            }
-            if let status { continuation.resume(returning: status) }
-        }
-    }
-
-    func kill() { _ = Foundation.kill(pid, SIGKILL) }
-
-    deinit {
-        if box.state.withLock({ $0.exitStatus == nil }) { _ = Foundation.kill(pid, SIGKILL) }
-    }
-}
-
 /// The C peer (raw libzmq), compiled once per test run into a temporary directory.
 let cPeer = Task<String, Error> {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-zmq-\(getpid())")
@@ -200,9 +115,9 @@ let cPeer = Task<String, Error> {
     let source = directory.appendingPathComponent("zmq_peer.c")
     let binary = directory.appendingPathComponent("zmq_peer")
     try cPeerSource.write(to: source, atomically: true, encoding: .utf8)
-    let compiler = try ChildProcess("/usr/bin/env", ["cc", "-O1", "-o", binary.path, source.path, "-lzmq"])
-    let status = await compiler.exitStatus()
-    guard status == 0 else { throw ChildFailure(description: "cc failed with \(status) compiling \(source.path)") }
+    let compiler = try ChildProcess.launch("/usr/bin/env", ["cc", "-O1", "-o", binary.path, source.path, "-lzmq"], name: "cc")
+    let status = try await compiler.waitForExit(timeout: .seconds(120))
+    guard status == 0 else { throw ChildFailure(description: "cc failed with \(status) compiling \(source.path): \(compiler.output)") }
     return binary.path
 }
 

@@ -256,7 +256,7 @@ struct ZeroMQTests {
             let router = try await loop.makeSocket(.router)
             let endpoint = try await router.bind("tcp://127.0.0.1:*")
             let count = 200
-            let child = try ChildProcess(peer, ["dealer", endpoint, "c-device", "\(count)"])
+            let child = try ChildProcess.launch(peer, ["dealer", endpoint, "c-device", "\(count)"], name: "zmq_peer")
             var received = 0
             for try await message in router.messages {
                 #expect(message == [bytes("c-device"), bytes("\(received)"), bytes("from-c")])
@@ -264,15 +264,15 @@ struct ZeroMQTests {
                 received += 1
                 if received == count { break }
             }
-            #expect(await child.exitStatus() == 0, "the C dealer got every echo back")
+            #expect(try await child.waitForExit(timeout: .seconds(120)) == 0, "the C dealer got every echo back")
         }
     }
 
     @Test func dealerReconnectsAfterPeerProcessRestarts() async throws {
         let peer = try await cPeer.value
         try await withLoop { _, loop in
-            let first = try ChildProcess(peer, ["router", "tcp://127.0.0.1:*"])
-            let endpoint = try await first.line(0)
+            let first = try ChildProcess.launch(peer, ["router", "tcp://127.0.0.1:*"], name: "zmq_peer")
+            let endpoint = try await first.waitForLine(in: .standardOutput, timeout: .seconds(30)) { _ in true }
             #expect(endpoint.hasPrefix("tcp://127.0.0.1:"))
 
             var options = SocketOptions()
@@ -287,18 +287,18 @@ struct ZeroMQTests {
             try await dealer.send([bytes("before")])
             #expect(try await dealer.receive() == [bytes("before")])
 
-            first.kill()
-            #expect(await first.exitStatus() != 0)
+            first.signal(SIGKILL)
+            #expect(try await first.waitForExit(timeout: .seconds(30)) != 0)
             let disconnected = try await waitForEvent(.disconnected, on: &events)
             #expect(disconnected.endpoint == endpoint)
 
-            let second = try ChildProcess(peer, ["router", endpoint])
-            #expect(try await second.line(0) == endpoint)
+            let second = try ChildProcess.launch(peer, ["router", endpoint], name: "zmq_peer")
+            #expect(try await second.waitForLine(in: .standardOutput, timeout: .seconds(30)) { _ in true } == endpoint)
             _ = try await waitForEvent(.connected, on: &events)
             try await dealer.send([bytes("after")])
             #expect(try await dealer.receive() == [bytes("after")])
-            second.kill()
-            _ = await second.exitStatus()
+            second.signal(SIGKILL)
+            _ = try await second.waitForExit(timeout: .seconds(30))
         }
     }
 
