@@ -12,6 +12,9 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
     /// `SQLITE_IOERR` and its extended codes, or `SQLITE_CANTOPEN` while running (a journal or
     /// temporary file could not be created: no space, no inodes or no descriptors left).
     case ioError = "io_error"
+    /// The store's server cannot be reached (PostgreSQL down, restarting or refusing connections);
+    /// never SQLite, which is a file.
+    case unreachable = "unreachable"
 
     /// The kind of `error`, or `nil` when it is not a disk failure (a constraint, a bug, a busy store…).
     public static func of(_ error: any Error) -> StoreFaultKind? {
@@ -24,13 +27,27 @@ public enum StoreFaultKind: String, Sendable, Hashable, Codable, CaseIterable {
         }
     }
 
+    /// How the log line that ends an episode names it.
+    var episodeName: String {
+        switch self {
+        case .diskFull: "disk-full"
+        case .ioError: "I/O-error"
+        case .unreachable: "unreachable-server"
+        }
+    }
+
     /// The name in `GET /health`'s `reasons`.
     public var healthReason: String { "store_\(rawValue)" }
 
     /// What a device or an admin client is told: `unavailable`, retryable, and about the storage,
     /// not an `internal` error (a disk does not fill up in milliseconds, hence the wait).
     public var refusal: FleetError {
-        let what = self == .diskFull ? "its disk is full" : "its disk fails I/O"
+        let what =
+            switch self {
+            case .diskFull: "its disk is full"
+            case .ioError: "its disk fails I/O"
+            case .unreachable: "its database server cannot be reached"
+            }
         return FleetError(
             .unavailable, "the server's storage is failing (\(what)); retry later (resending is safe: a push is applied at most once)",
             retryable: true, retryAfterMs: 5_000)
@@ -133,6 +150,9 @@ public final class StoreFaultMonitor: Sendable {
         case .ioError:
             logger.error(
                 "the store's disk failed a write (\(message)) writing \(path): check the disk and the kernel log; sync pushes are refused as retryable until a write succeeds")
+        case .unreachable:
+            logger.error(
+                "the store's database server cannot be reached (\(message)) at \(path): check that PostgreSQL runs and accepts connections; sync pushes are refused as retryable until a write succeeds")
         }
     }
 
@@ -147,7 +167,7 @@ public final class StoreFaultMonitor: Sendable {
         guard let ended else { return }
         let seconds = max(0, now().timeIntervalSince(ended.since))
         logger.notice(
-            "the store writes again (\(path)): the \(ended.kind == .diskFull ? "disk-full" : "I/O-error") episode lasted \(String(format: "%.1f", seconds)) s and \(ended.failedWrites) writes failed")
+            "the store writes again (\(path)): the \(ended.kind.episodeName) episode lasted \(String(format: "%.1f", seconds)) s and \(ended.failedWrites) writes failed")
     }
 
     /// Runs a write transaction's outcome through the monitor: a disk fault is recorded (and

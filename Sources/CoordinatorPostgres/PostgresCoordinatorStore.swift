@@ -51,6 +51,7 @@ public final class PostgresCoordinatorStore: Sendable {
         // Every connection resolves the store's tables in its schema.
         configuration.options.additionalStartupParameters = [("search_path", schema)]
         configuration.options.maximumConnections = 16
+        configuration.options.connectTimeout = .seconds(5)
         client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let client = self.client
         running = Task { await client.run() }
@@ -106,7 +107,20 @@ public final class PostgresCoordinatorStore: Sendable {
             // The closure's own error (a typed refusal) first; else what failed around it.
             if let inner = failed.closureError ?? failed.beginError ?? failed.commitError { return translated(inner) }
         }
-        guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return error }
+        // The pool gives up on a server it cannot connect to (its circuit breaker trips). Its error
+        // type lives in postgres-nio's underscored pool module, so it is known by name.
+        if String(describing: type(of: error)) == "ConnectionPoolError" {
+            return StoreDiskFault(kind: .unreachable, message: "PostgreSQL cannot be reached: \(error)")
+        }
+        guard let error = error as? PSQLError else { return error }
+        // No server to talk to: the connection failed, was closed, or the server is shutting down.
+        if [.connectionError, .serverClosedConnection, .uncleanShutdown].contains(error.code) {
+            return StoreDiskFault(kind: .unreachable, message: "PostgreSQL connection failed (\(error.code))")
+        }
+        guard let state = error.serverInfo?[.sqlState] else { return error }
+        if state.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(state) {
+            return StoreDiskFault(kind: .unreachable, message: "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "no message")")
+        }
         let message = "SQLSTATE \(state): \(error.serverInfo?[.message] ?? "no message")"
         if state == "53100" { return StoreDiskFault(kind: .diskFull, message: message) }
         if state.hasPrefix("58") { return StoreDiskFault(kind: .ioError, message: message) }

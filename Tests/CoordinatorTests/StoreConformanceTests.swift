@@ -2,6 +2,7 @@ import CoordinatorPostgres
 import DeviceNode
 import SignatureCapture
 import Envelopes
+import FleetTesting
 import FleetProtocol
 import Foundation
 import SyncContract
@@ -426,5 +427,35 @@ func forgedItems(count: Int, remoteSigners: Int = 0, embedded: [String?] = [], t
             Issue.record("the browser that opened it goes on through any coordinator")
             return
         }
+    }
+}
+
+/// PostgreSQL going away is a store fault, not an internal error: refused as retryable
+/// `unavailable`, and reported on `GET /health` until a write succeeds again.
+@Suite struct PostgresUnreachableTests {
+    @Test func aStoppedServerIsAnUnreachableStoreEpisode() async throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/postgres-cluster.sh").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-unreachable-\(UUID().uuidString)").path
+        let started = try ChildProcess.runToCompletion("/bin/bash", [script, "start", directory])
+        try #require(started.status == 0, "\(started.standardError)")
+        defer { _ = try? ChildProcess.runToCompletion("/bin/bash", [script, "stop", directory]) }
+        let store = try await PostgresCoordinatorStore(url: started.standardOutput, schema: "unreachable")
+        defer { store.close() }
+        let accounts = AccountDirectory(storage: store)
+        _ = try await accounts.createAccount(id: "before", name: "Before")
+
+        // Stopping removes the data directory too: the server is gone for good.
+        let stopped = try ChildProcess.runToCompletion("/bin/bash", [script, "stop", directory])
+        try #require(stopped.status == 0)
+        do {
+            _ = try await accounts.createAccount(id: "after", name: "After")
+            Issue.record("a write succeeded with the server stopped")
+        } catch {
+            #expect(StoreFaultKind.of(error) == .unreachable, "\(String(reflecting: error))")
+            #expect(StoreFaultKind.of(error)?.refusal.code == .unavailable)
+        }
+        #expect(store.faults.episode?.kind == .unreachable)
+        #expect(store.faults.healthReasons == ["store_unreachable"])
     }
 }
