@@ -440,7 +440,8 @@ struct SignallingMetricsFactory: MetricsFactory {
                 EnrollDevice(accessToken: coordinator.token, deviceID: "tablet-1", publicKey: node.publicKey))
             #expect(enrolled.accountID == "demo")
             let ack = try await device.request(SyncPush(deviceID: "tablet-1", items: items))
-            #expect(ack.results.map(\.outcome) == [.applied, .applied])
+            // A reply lost under heavy load makes the client resend: the stored answers are duplicates.
+            #expect(ack.lastApplied == 2 && ack.results.allSatisfy { [.applied, .duplicate].contains($0.outcome) }, "\(ack)")
             let mine = try await device.request(SyncResultsQuery(deviceID: "tablet-1"))
             #expect(mine.lastApplied == 2 && mine.results.count == 2)
         }
