@@ -25,27 +25,27 @@ trap cleanup EXIT
 echo "image $image: $(podman image inspect --format '{{.Size}}' "$image") bytes ($(podman images --format '{{.Size}}' "$image")), mounted at $mnt"
 echo "entrypoint: $(podman image inspect --format '{{json .Config.Entrypoint}} user {{.Config.User}}' "$image")"
 
-# Runs the image's entrypoint with arguments, as the image's user, inside the mounted root.
-inside() {
-    unshare --mount -- bash -c '
-        set -e
-        root=$1; shift
-        mount -t proc proc "$root/proc"
-        mount --rbind /dev "$root/dev"
-        mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
-        mount -t tmpfs -o mode=1777 tmpfs "$root/data"
-        exec chroot --userspec=65532:65532 "$root" /usr/local/bin/signfleet "$@"
-    ' inside "$mnt" "$@"
-}
+# Runs the image's entrypoint with arguments, as the image's user, inside the mounted root: a
+# command (an array), so that `"${inside[@]}" … &` gives the coordinator's own pid (unshare,
+# bash and chroot each exec the next).
+inside=(unshare --mount -- bash -c '
+    set -e
+    root=$1; shift
+    mount -t proc proc "$root/proc"
+    mount --rbind /dev "$root/dev"
+    mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+    mount -t tmpfs -o mode=1777 tmpfs "$root/data"
+    exec chroot --userspec=65532:65532 "$root" /usr/local/bin/signfleet "$@"
+' inside "$mnt")
 
-version=$(inside --version)
+version=$("${inside[@]}" --version)
 echo "signfleet --version: $version"
 [ -n "$version" ] || { echo "FAIL: --version printed nothing"; exit 1; }
 
 # The coordinator prints `listening <endpoint>` and `http <addr>` once bound; read its standard
 # output through a FIFO, line by line, until the http line or the deadline.
 mkfifo "$work/out"
-inside coordinator --bind 'tcp://127.0.0.1:*' --http 127.0.0.1:0 --store /data/coordinator.sqlite \
+"${inside[@]}" coordinator --bind 'tcp://127.0.0.1:*' --http 127.0.0.1:0 --store /data/coordinator.sqlite \
     --log-level warning >"$work/out" 2>"$work/err" &
 coordinator=$!
 exec 3<"$work/out"
