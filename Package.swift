@@ -223,7 +223,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // Runs the built `signfleet` binary as real child processes.
-        .testTarget(name: "SignfleetCLITests", dependencies: ["FleetTesting"]),
+        .testTarget(
+            name: "SignfleetCLITests",
+            // Yams: the deploy manifests' test parses deploy/kubernetes/*.yaml.
+            dependencies: ["FleetTesting", .product(name: "Yams", package: "Yams")]),
     ],
     swiftLanguageModes: [.v6]
 )
