@@ -55,7 +55,7 @@ public struct FleetServerConfiguration: Sendable {
         maxConcurrentRequests: Int = 256,
         maxQueuedPerPeer: Int = 64,
         busyRetryAfter: Duration = .milliseconds(200),
-        peerMessageBurst: Double = 1_000,
+        peerMessageBurst: Double = 200,
         peerMessageRate: Double = 200
     ) {
         self.peerMessageBurst = peerMessageBurst

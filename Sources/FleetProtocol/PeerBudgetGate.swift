@@ -34,10 +34,12 @@ final class PeerBudgetGate: Sendable {
     /// (loadtests/NOTES.md, "The slow reader in a process of its own"), so a connection this far
     /// over its budget is not read any more. (Its refill of 200/s lets one message through now and
     /// then, so the count is per interval, not in a row.)
-    static let dropsBeforeCut = 5_000
+    static let dropsBeforeCut = 1_000
     /// After a cut, the same sender (key or routing id) gets no budget for this long, and its new
-    /// connections are cut after a tenth of the drops: reconnecting is no way back to a full burst.
+    /// connections are cut after ``dropsBeforeCutWhileCooling`` drops: reconnecting is no way back
+    /// to a full burst, and each reconnection of a flooder costs a handshake and a few reads only.
     static let cooldown: Duration = .seconds(10)
+    static let dropsBeforeCutWhileCooling = 20
 
     /// Whether to let `message` (as the ROUTER received it) through; runs on the I/O thread.
     /// `descriptor` is its connection's (``Socket/lastSourceDescriptor``): a connection that keeps
@@ -53,7 +55,7 @@ final class PeerBudgetGate: Sendable {
             if !cooling, state.budgets.take(peer, at: now) { return (true, false) }
             let drops = (state.drops[peer] ?? 0) + 1
             state.drops[peer] = drops
-            if drops >= (cooling ? Self.dropsBeforeCut / 10 : Self.dropsBeforeCut) {
+            if drops >= (cooling ? Self.dropsBeforeCutWhileCooling : Self.dropsBeforeCut) {
                 state.drops[peer] = nil
                 state.coolingUntil[identity] = now + Self.cooldown
                 state.cuts += 1

@@ -3,6 +3,8 @@ import FleetProtocol
 import FleetZeroMQTransport
 import Foundation
 import Logging
+import Metrics
+import Synchronization
 import ZeroMQ
 
 /// `signfleet-bench ingest-wire [--devices D] [--items N] [--batch B] [--rate R] [--seconds S] [--verification every|payload]
@@ -37,7 +39,12 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     guard ["plaintext", "curve", nil].contains(transportName) else { throw BenchError("--transport takes plaintext or curve") }
     let curve = transportName == "curve"
     let slowReaderMessages = Int(option("--slow-reader") ?? 0)
-    let mode = (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
+    // `--split`: the closed loop's clients run in a process of their own (`ingest-clients`) on the
+    // CPU given by `--clients-cpu` (default 1), so that their half of the encryption is not charged
+    // to the coordinator; run this process with `taskset -c 0` to give the coordinator one core.
+    let split = arguments.contains("--split")
+    let clientsCPU = Int(option("--clients-cpu") ?? 1)
+    let mode = (split ? ".split" : "") + (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
         + (slowReaderMessages > 0 ? ".slow_reader" : "")
     let bench = "ingest"
     let root = NSTemporaryDirectory() + "signfleet-bench-wire-" + UUID().uuidString
@@ -47,14 +54,21 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
 
     var logger = Logger(label: "ingest-wire")
     logger.logLevel = .critical
-    let context = try ZMQContext()
+    // The clients have a libzmq context (and so I/O threads) of their own, as devices in other
+    // processes do: with one context, one I/O thread would encrypt and decrypt for both sides.
+    let serverIOThreads = Int(option("--server-io-threads") ?? 1)
+    let context = try ZMQContext(ioThreads: serverIOThreads)
+    let clientContext = try ZMQContext()
     let serverLoop = try ZMQIOLoop(context: context, label: "wire-server")
-    let clientLoop = try ZMQIOLoop(context: context, label: "wire-clients")
+    let clientLoop = try ZMQIOLoop(context: clientContext, label: "wire-clients")
 
-    /// Runs `body` with a served coordinator on a fresh store and connected clients (and, with
-    /// `slowReader`, a peer that floods heartbeats and never reads).
+    /// Runs `body` with a served coordinator on a fresh store and connected clients (none with
+    /// `inProcessClients: false`: the split closed loop starts its own process). With
+    /// `slowReader`, `startFlood` starts a peer that floods heartbeats from the wall-clock time it
+    /// is given and never reads (a no-op without).
     func withWire<T: Sendable>(
-        _ name: String, perDevice: Int, slowReader: Int = 0, _ body: @Sendable (IngestRig, [FleetClient], [[SyncPush]]) async throws -> T
+        _ name: String, perDevice: Int, slowReader: Int = 0, inProcessClients: Bool = true,
+        _ body: @Sendable (WireSetup) async throws -> T
     ) async throws -> T {
         let clientKeys = try curve ? (0..<devices).map { _ in try CurveKeyPair.generate() } : nil
         let rig = try await IngestRig(
@@ -65,10 +79,11 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         let serverKeys = try CurveKeyPair.generate()
         let server = FleetServer(
             configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*", security: curve ? .curve(serverKeys) : .plaintext),
-            router: router, loop: serverLoop, logger: logger)
+            router: router, loop: serverLoop, logger: logger,
+            metricsFactory: timelineWanted ? CountingMetrics.shared : NOOPMetricsHandler.instance)
         let endpoint = try await server.bind()
         let serving = Task { try? await server.run() }
-        let clients = rig.forgers.enumerated().map { index, forger in
+        let clients: [FleetClient] = !inProcessClients ? [] : rig.forgers.enumerated().map { index, forger in
             let security: ClientSecurity = clientKeys.map { .curve(serverKey: serverKeys.publicKey, keys: $0[index]) } ?? .plaintext
             return FleetClient(
                 configuration: FleetClientConfiguration(
@@ -78,26 +93,31 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         let connections = clients.map { client in Task { await client.run() } }
         // The slow reader is a process of its own (`signfleet-bench flood`), as a hostile peer is:
         // in this process its sends would compete with the honest clients for this process's threads.
-        var flooder: Process?
-        if slowReader > 0 {
+        let flooder = Mutex<Process?>(nil)
+        let startFlood: @Sendable (Date) throws -> Void = { at in
+            guard slowReader > 0 else { return }
             let process = Process()
             // At the lowest CPU priority: on this 2-core machine the flooder's own sending would
             // otherwise be charged to the coordinator (a real attacker sends from its own machine).
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/chrt")
             process.arguments =
-                ["-n", "19", CommandLine.arguments[0], "flood", "--endpoint", endpoint, "--count", "\(slowReader)"]
+                ["--idle", "0", CommandLine.arguments[0], "flood", "--endpoint", endpoint, "--count", "\(slowReader)",
+                 "--at-unix-ms", "\(Int64(at.timeIntervalSince1970 * 1000))"]
                 + (curve ? ["--server-key", Z85.encode(serverKeys.publicKey) ?? ""] : [])
             process.standardOutput = FileHandle.nullDevice
             try process.run()
-            flooder = process
+            flooder.withLock { $0 = process }
         }
         defer {
             for connection in connections { connection.cancel() }
             serving.cancel()
         }
-        let result = try await body(rig, clients, rig.pushes(batch: batch))
+        let setup = WireSetup(
+            rig: rig, clients: clients, pushes: rig.pushes(batch: batch), startFlood: startFlood, endpoint: endpoint,
+            serverKey: curve ? serverKeys.publicKey : nil, clientKeys: clientKeys)
+        let result = try await body(setup)
         // Gone before the server closes (libzmq 4.3.4 aborts when a non-reading peer leaves while the ROUTER closes).
-        if let flooder {
+        if let flooder = flooder.withLock({ $0 }) {
             flooder.terminate()
             flooder.waitUntilExit()
         }
@@ -107,7 +127,12 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     // Closed loop: every device pushes its items in order (not with a slow reader: the open loop is its measure).
     if slowReaderMessages == 0 {
         let perDevice = max(batch, items / devices)
-        let closed = try await withWire("closed", perDevice: perDevice) { rig, clients, pushes in
+        let closed = try await withWire("closed", perDevice: perDevice, inProcessClients: !split) { setup in
+            let (rig, clients, pushes) = (setup.rig, setup.clients, setup.pushes)
+            if split {
+                let (applied, seconds) = try await runSplitClients(setup, root: root, cpu: clientsCPU)
+                return (Double(applied) / seconds, applied, await rig.services.ingest.commitCounts())
+            }
             let start = ContinuousClock.now
             let applied = try await withThrowingTaskGroup(of: Int.self) { group in
                 for (index, devicePushes) in pushes.enumerated() {
@@ -130,43 +155,75 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         Report.emit(bench, "ingest.zmq\(mode).devices\(devices).pushes_per_commit", Double(closed.2.pushes) / Double(max(1, closed.2.transactions)), "ratio")
     }
 
-    // Open loop at `rate` offered.
+    if split {
+        await serverLoop.shutdown()
+        await clientLoop.shutdown()
+        context.shutdown()
+        clientContext.shutdown()
+        return
+    }
+
+    // Open loop at `rate` offered. With a slow reader, the same open loop runs first without it
+    // (in this process, on a fresh store, just before) as the reference; the flood starts one
+    // second into the second one, so its effect falls inside the measured window.
     let totalPushes = max(devices, Int(rate * seconds) / batch)
     let openPerDevice = (totalPushes + devices - 1) / devices * batch
-    let (achieved, latencies) = try await withWire("open", perDevice: openPerDevice, slowReader: slowReaderMessages) { _, clients, pushes in
-        let interval = Double(batch) / rate
-        let start = ContinuousClock.now + .milliseconds(200)
-        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
-            for (index, devicePushes) in pushes.enumerated() {
-                group.addTask {
-                    var latencies: [Double] = []
-                    for (j, push) in devicePushes.enumerated() {
-                        let scheduled = start + .seconds(Double(j * devices + index) * interval)
-                        try await Task.sleep(until: scheduled, clock: .continuous)
-                        _ = try await clients[index].request(push)
-                        latencies.append(IngestBench.seconds(scheduled.duration(to: .now)) * 1000)
+    func openLoop(_ name: String, slowReader: Int) async throws -> (Double, [Double]) {
+        try await withWire(name, perDevice: openPerDevice, slowReader: slowReader) { setup in
+            let (clients, pushes, startFlood) = (setup.clients, setup.pushes, setup.startFlood)
+            let interval = Double(batch) / rate
+            let start = ContinuousClock.now + .milliseconds(200)
+            try startFlood(Date().addingTimeInterval(1.2))
+            let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+                for (index, devicePushes) in pushes.enumerated() {
+                    group.addTask {
+                        var latencies: [Double] = []
+                        var timeline: [(Double, Double)] = []
+                        for (j, push) in devicePushes.enumerated() {
+                            let offset = Double(j * devices + index) * interval
+                            let scheduled = start + .seconds(offset)
+                            try await Task.sleep(until: scheduled, clock: .continuous)
+                            _ = try await clients[index].request(push)
+                            let latency = IngestBench.seconds(scheduled.duration(to: .now)) * 1000
+                            latencies.append(latency)
+                            timeline.append((offset, latency))
+                        }
+                        if timelineWanted { TimelineLog.shared.add(timeline) }
+                        return latencies
                     }
-                    return latencies
                 }
+                return try await group.reduce(into: [Double]()) { $0 += $1 }.sorted()
             }
-            return try await group.reduce(into: [Double]()) { $0 += $1 }.sorted()
+            let achieved = Double(pushes.reduce(0) { $0 + $1.count } * batch) / IngestBench.seconds(start.duration(to: .now))
+            if timelineWanted {
+                FileHandle.standardError.write(Data("== open loop \(name)\n".utf8))
+                TimelineLog.shared.print()
+                CountingMetrics.shared.print(since: start)
+            }
+            return (achieved, latencies)
         }
-        let achieved = Double(pushes.reduce(0) { $0 + $1.count } * batch) / IngestBench.seconds(start.duration(to: .now))
-        return (achieved, latencies)
     }
     let label = "\(Int(rate))"
-    Report.emit(bench, "ingest.zmq\(mode).offered_envelopes_per_s_at\(label)", rate, "ops/s")
-    Report.emit(bench, "ingest.zmq\(mode).achieved_envelopes_per_s_at\(label)", achieved, "ops/s")
-    Report.emit(bench, "ingest.zmq\(mode).p50_ms_at\(label)", IngestBench.percentile(latencies, 0.50), "ms")
-    Report.emit(bench, "ingest.zmq\(mode).p99_ms_at\(label)", IngestBench.percentile(latencies, 0.99), "ms")
+    func emitOpenLoop(_ mode: String, _ result: (Double, [Double])) {
+        Report.emit(bench, "ingest.zmq\(mode).offered_envelopes_per_s_at\(label)", rate, "ops/s")
+        Report.emit(bench, "ingest.zmq\(mode).achieved_envelopes_per_s_at\(label)", result.0, "ops/s")
+        Report.emit(bench, "ingest.zmq\(mode).p50_ms_at\(label)", IngestBench.percentile(result.1, 0.50), "ms")
+        Report.emit(bench, "ingest.zmq\(mode).p99_ms_at\(label)", IngestBench.percentile(result.1, 0.99), "ms")
+    }
+    if slowReaderMessages > 0 {
+        emitOpenLoop(mode.replacingOccurrences(of: ".slow_reader", with: ".slow_reader_reference"), try await openLoop("open-reference", slowReader: 0))
+    }
+    emitOpenLoop(mode, try await openLoop("open", slowReader: slowReaderMessages))
     await serverLoop.shutdown()
     await clientLoop.shutdown()
     context.shutdown()
+    clientContext.shutdown()
 }
 
-/// `signfleet-bench flood --endpoint E --count N [--server-key Z85]`: the slow reader of
-/// `ingest-wire --slow-reader`. Sends N heartbeats as fast as its socket takes them, never reads a
-/// reply, then holds the connection until it is terminated.
+/// `signfleet-bench flood --endpoint E --count N [--at-unix-ms T] [--server-key Z85]`: the slow reader of
+/// `ingest-wire --slow-reader`. Connects, waits until wall-clock time T (Unix milliseconds), sends N
+/// heartbeats as fast as its socket takes them, never reads a reply, then holds the connection until
+/// it is terminated.
 func floodBenchmark(_ arguments: [String]) async throws {
     func value(_ name: String) -> String? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -175,8 +232,12 @@ func floodBenchmark(_ arguments: [String]) async throws {
     guard let endpoint = value("--endpoint"), let count = value("--count").flatMap(Int.init), count > 0 else {
         throw BenchError("flood needs --endpoint E --count N")
     }
+    // The cheapest sender there is: one socket driven synchronously from this thread, the same
+    // bytes each time with the next id. What the flood costs the coordinator is what is measured;
+    // on this shared 2-core machine the flooder's own sending is charged to it too, so it is kept
+    // as small as it can be (a real attacker sends from another machine).
     let context = try ZMQContext()
-    let loop = try ZMQIOLoop(context: context, label: "flooder")
+    let socket = try Socket(context: context, type: .dealer)
     var options = SocketOptions()
     if let key = value("--server-key") {
         guard let serverKey = Z85.decode(key) else { throw BenchError("--server-key is not a Z85 key") }
@@ -186,13 +247,82 @@ func floodBenchmark(_ arguments: [String]) async throws {
     }
     // Small queues on its side, so the coordinator's queue to it fills as soon as possible.
     options.receiveHighWaterMark = 100
-    options.receiveBufferLimit = 100
     options.sendHighWaterMark = Int32(clamping: count + 100)
-    let socket = try await loop.makeSocket(.dealer, options: options)
-    try await socket.connect(endpoint)
+    try socket.apply(options)
+    try socket.connect(endpoint)
+    if let at = value("--at-unix-ms").flatMap(Int64.init) {
+        let wait = Double(at) / 1000 - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+    }
     let codec = WireCodec()
+    var frames = try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 1))
     for id in 1...count {
-        try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id))))
+        if id % 1000 == 1 {
+            frames = try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(id)))
+        }
+        _ = try socket.send(frames: frames)
     }
     while true { try await Task.sleep(for: .seconds(3600)) }
+}
+
+/// `SIGNFLEET_BENCH_TIMELINE=1`: the open loop's worst and median ack latency per 250 ms of its
+/// schedule, on stderr, to see when a p99 is made (e.g. the first moments of a flood).
+let timelineWanted = ProcessInfo.processInfo.environment["SIGNFLEET_BENCH_TIMELINE"] == "1"
+
+final class TimelineLog: @unchecked Sendable {
+    static let shared = TimelineLog()
+    private let lock = NSLock()
+    private var points: [(Double, Double)] = []
+    func add(_ more: [(Double, Double)]) { lock.withLock { points += more } }
+    func print() {
+        let buckets = Dictionary(grouping: lock.withLock { defer { points = [] }; return points }) { Int($0.0 / 0.25) }
+        for key in buckets.keys.sorted() {
+            let latencies = buckets[key]!.map(\.1).sorted()
+            FileHandle.standardError.write(Data(String(
+                format: "t=%5.2fs n=%4d p50=%7.1f ms max=%7.1f ms\n", Double(key) * 0.25, latencies.count,
+                latencies[latencies.count / 2], latencies.last!).utf8))
+        }
+    }
+}
+
+/// With `SIGNFLEET_BENCH_TIMELINE=1`: the server's counters (dropped, cut, answered), each with
+/// when it first and last moved, to see what the server did during a flood.
+final class CountingMetrics: MetricsFactory, @unchecked Sendable {
+    static let shared = CountingMetrics()
+    private let lock = NSLock()
+    private var counts: [String: (Int64, ContinuousClock.Instant, ContinuousClock.Instant)] = [:]
+
+    final class Handler: CounterHandler, @unchecked Sendable {
+        let key: String
+        let owner: CountingMetrics
+        init(key: String, owner: CountingMetrics) { self.key = key; self.owner = owner }
+        func increment(by amount: Int64) { owner.add(key, amount) }
+        func reset() {}
+    }
+    func add(_ key: String, _ amount: Int64) {
+        let now = ContinuousClock.now
+        lock.withLock {
+            let old = counts[key] ?? (0, now, now)
+            counts[key] = (old.0 + amount, old.1, now)
+        }
+    }
+    func print(since start: ContinuousClock.Instant) {
+        for (key, value) in lock.withLock({ counts }).sorted(by: { $0.key < $1.key }) {
+            FileHandle.standardError.write(Data(String(
+                format: "%@ %lld first=%.3fs last=%.3fs\n", key, value.0,
+                IngestBench.seconds(start.duration(to: value.1)), IngestBench.seconds(start.duration(to: value.2))).utf8))
+        }
+    }
+    func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        Handler(key: label + dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: ","), owner: self)
+    }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        NOOPMetricsHandler.instance.makeRecorder(label: label, dimensions: dimensions, aggregate: aggregate)
+    }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        NOOPMetricsHandler.instance.makeTimer(label: label, dimensions: dimensions)
+    }
+    func destroyCounter(_ handler: any CounterHandler) {}
+    func destroyRecorder(_ handler: any RecorderHandler) {}
+    func destroyTimer(_ handler: any TimerHandler) {}
 }

@@ -12,6 +12,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
     "flood": floodBenchmark,
+    "ingest-clients": ingestClientsBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
