@@ -46,6 +46,7 @@ let package = Package(
         .systemLibrary(name: "CZeroMQ", pkgConfig: "libzmq", providers: [.apt(["libzmq3-dev"])]),
         .systemLibrary(name: "CMsgPack", pkgConfig: "msgpack", providers: [.apt(["libmsgpack-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CSQLiteSettings", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         .target(name: "MessagePack", dependencies: ["CMsgPack"]),
         .target(
@@ -82,7 +83,7 @@ let package = Package(
         .target(
             name: "DeviceNode",
             dependencies: [
-                "Envelopes", "SignatureCapture", "FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "SyncContract",
+                "Envelopes", "SignatureCapture", "FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "SyncContract", "CSQLiteSettings",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -2,14 +2,16 @@
 # Fleet scale (issue #7's benchmark): runs a 2-minute `offline-field-day` at growing
 # device counts and reports, for each, the verdict, the sync-ack p50/p99 (from the
 # devices' histories, summary.json) and the node processes' peak resident memory per
-# device (VmRSS of every node-* process in the run's pids file, sampled every 2 s).
+# device: proportional set size (Pss, shared library pages split among the processes that map
+# them) and VmRSS (which counts each shared page in every process) of every node-* process in
+# the run's pids file, summed, sampled every 2 s.
 # The answer is the largest count with a valid verdict and p99 < 1 s.
 #
 #   loadtests/fleet-scale.sh [COUNTS...]        default: 100 250 500 1000
 #   SIGNFLEET_BIN=... SEED=... DURATION=2m loadtests/fleet-scale.sh 200
 #
 # The scenario is scenarios/offline-field-day.yaml scaled: 80% rural, 20% depot,
-# ~50 devices per node process, its faults moved into the 2 minutes (the rural
+# PER_PROCESS devices per node process (default 250), its faults moved into the 2 minutes (the rural
 # outage from 30s to 75s, half the depot offline 40s-60s, a depot node killed at 90s
 # for 10s). Results: loadtests/out/fleet-scale/results.tsv and each run's directory.
 set -euo pipefail
@@ -24,8 +26,8 @@ COUNTS=("$@")
 [ ${#COUNTS[@]} -gt 0 ] || COUNTS=(100 250 500 1000)
 
 scenario() {  # $1 = devices
-    local total=$1 rural=$(($1 * 4 / 5)) depot=$(($1 - $1 * 4 / 5))
-    local rp=$(((rural + 49) / 50)) dp=$(((depot + 49) / 50))
+    local total=$1 rural=$(($1 * 4 / 5)) depot=$(($1 - $1 * 4 / 5)) per=${PER_PROCESS:-250}
+    local rp=$(((rural + per - 1) / per)) dp=$(((depot + per - 1) / per))
     cat <<EOF
 name: offline-field-day-$total
 duration: $DURATION
@@ -53,23 +55,27 @@ checks: {verdict: valid}
 EOF
 }
 
-# Peak summed VmRSS (kB) of the run's node processes, sampled while $1 (the launcher) lives.
+# Peak summed Pss and Rss (kB, "PSS RSS") of the run's node processes, sampled while $1 (the
+# launcher) lives.
 sample_memory() {
-    local launcher=$1 runs=$2 peak=0
+    local launcher=$1 runs=$2 peak=0 peak_rss=0
     while kill -0 "$launcher" 2>/dev/null; do
-        local pids total=0
+        local pids total=0 total_rss=0
         pids=$(awk '$1 ~ /^node-/ {print $2}' "$runs/latest/pids" 2>/dev/null || true)
         for p in $pids; do
-            rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
-            total=$((total + ${rss:-0}))
+            pss=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+            rss=$(awk '/^Rss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+            total=$((total + ${pss:-0}))
+            total_rss=$((total_rss + ${rss:-0}))
         done
         [ "$total" -gt "$peak" ] && peak=$total
+        [ "$total_rss" -gt "$peak_rss" ] && peak_rss=$total_rss
         sleep 2
     done
-    echo "$peak"
+    echo "$peak $peak_rss"
 }
 
-printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_rss_mb\trss_kb_per_device\trun\n' >"$OUT/results.tsv"
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\trun\n' >"$OUT/results.tsv"
 for n in "${COUNTS[@]}"; do
     file="$OUT/offline-field-day-$n.yaml"
     scenario "$n" >"$file"
@@ -78,22 +84,24 @@ for n in "${COUNTS[@]}"; do
     set +e
     "$BIN" fleet run "$file" --seed "$SEED" --runs "$runs" >"$OUT/fleet-$n.out" 2>"$OUT/fleet-$n.err" &
     launcher=$!
-    peak=$(sample_memory "$launcher" "$runs")
+    read -r peak peak_rss < <(sample_memory "$launcher" "$runs")
     wait "$launcher"
     code=$?
     set -e
     summary="$runs/latest/summary.json"
     if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
-        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" "$runs" | tee -a "$OUT/results.tsv"
+        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%.1f\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
+            "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$runs" | tee -a "$OUT/results.tsv"
         echo "    exit $code (see $OUT/fleet-$n.err)"
         continue
     fi
-    row=$(python3 - "$summary" "$n" "$peak" <<'PY'
+    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3])
+s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3]); peak_rss = int(sys.argv[4])
 ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
 print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAck"].get("p99")), str(s["syncAck"]["samples"]),
-                 "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), s["runDirectory"]]))
+                 "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), "%.1f" % (peak_rss / 1024), "%.0f" % (peak_rss / max(n, 1)),
+                 sys.argv[5], s["runDirectory"]]))
 PY
 )
     echo "$row" | tee -a "$OUT/results.tsv"

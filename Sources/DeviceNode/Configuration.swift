@@ -55,6 +55,19 @@ public struct DeviceConfiguration: Sendable {
 
     /// How hard each commit pushes to disk.
     public var durability: Durability = .powerLoss
+    /// How much memory the store's SQLite connections may hold.
+    public enum StoreFootprint: String, Hashable, Sendable {
+        /// A connection pool (one writer, readers opened as reads overlap) with SQLite's default
+        /// page cache (2 MiB per connection): reads never wait for a write (default).
+        case standard
+        /// One connection (WAL, reads wait for a write in progress) with a page cache of at most
+        /// 32 KiB: for simulating thousands of devices in one process (docs/performance.md,
+        /// "Memory per device"). Same durability and crash safety as `standard`.
+        case compact
+    }
+
+    /// How much memory the store's SQLite connections may hold.
+    public var storeFootprint: StoreFootprint = .standard
     /// How long a synced item keeps its signed payload (nil: dropped at the acknowledgement, as the
     /// SDK does). While kept, a server that lost the item (restored from a backup) gets it again,
     /// with its original signature, at the next session (docs/sync.md, "When a store goes back in time").

@@ -88,7 +88,8 @@ public actor DeviceNode {
         let store: DeviceStore
         do {
             store = try DeviceStore.open(path: configuration.storePath, deviceId: configuration.deviceId,
-                                         durability: configuration.durability, clock: configuration.clock, logger: logger,
+                                         durability: configuration.durability, footprint: configuration.storeFootprint,
+                                         clock: configuration.clock, logger: logger,
                                          retainsSynced: configuration.retainSynced != nil)
         } catch let error as DeviceNodeError {
             throw error

@@ -29,10 +29,11 @@ struct LogoutWrite: Sendable {
     var keptInFlight: [UInt64]
 }
 
-/// The device's SQLite store (GRDB `DatabasePool`, WAL). Every change that must survive a crash
+/// The device's SQLite store (WAL; a GRDB `DatabasePool`, or one connection in a `DatabaseQueue`
+/// for ``DeviceConfiguration/StoreFootprint/compact``). Every change that must survive a crash
 /// together is one write transaction, so a kill at any instant leaves either all of it or none.
 final class DeviceStore: Sendable {
-    let pool: DatabasePool
+    let pool: any DatabaseWriter
     let deviceId: String
     let privateKey: Curve25519.Signing.PrivateKey
     /// The device's CURVE key pair: what it proves to the coordinator on every connection.
@@ -42,7 +43,7 @@ final class DeviceStore: Sendable {
     /// Synced items keep their payload (``DeviceConfiguration/retainSynced``) until the window passes.
     let retainsSynced: Bool
 
-    private init(pool: DatabasePool, deviceId: String, privateKey: Curve25519.Signing.PrivateKey, transportKeys: CurveKeyPair,
+    private init(pool: any DatabaseWriter, deviceId: String, privateKey: Curve25519.Signing.PrivateKey, transportKeys: CurveKeyPair,
                  clock: @escaping @Sendable () -> Date, logger: Logger, retainsSynced: Bool) {
         self.retainsSynced = retainsSynced
         self.pool = pool
@@ -57,6 +58,7 @@ final class DeviceStore: Sendable {
 
     static func open(
         path: String, deviceId requested: String?, durability: DeviceConfiguration.Durability,
+        footprint: DeviceConfiguration.StoreFootprint = .standard,
         clock: @escaping @Sendable () -> Date, logger: Logger, retainsSynced: Bool = false
     ) throws -> DeviceStore {
         var configuration = Configuration()
@@ -64,7 +66,15 @@ final class DeviceStore: Sendable {
         // Wait for a lock held by another connection rather than failing at once.
         configuration.busyMode = .timeout(10)
         configuration.label = "DeviceNode"
-        let pool = try DatabasePool(path: path, configuration: configuration)
+        let pool: any DatabaseWriter
+        switch footprint {
+        case .standard:
+            pool = try DatabasePool(path: path, configuration: configuration)
+        case .compact:
+            configuration.journalMode = .wal
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -32") }
+            pool = try DatabaseQueue(path: path, configuration: configuration)
+        }
         // Set on the writer after opening: GRDB's DatabasePool runs `PRAGMA synchronous = NORMAL`
         // when it turns WAL on, after `prepareDatabase`, so a setting made there was overwritten
         // (powerLoss measured the same as processCrash: no sync per commit).

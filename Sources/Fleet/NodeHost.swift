@@ -1,4 +1,5 @@
 import Foundation
+import DeviceNode
 import Logging
 import Synchronization
 import ZeroMQ
@@ -54,6 +55,8 @@ public final class NodeHost: Sendable {
 
     /// Runs the plan; `output` receives the `stats …` and `drained` lines.
     public func run(output: @escaping @Sendable (String) -> Void) async throws {
+        // Before any store opens: a node holds hundreds of stores, each cache grows as it is used.
+        SQLiteProcessSettings.growPageCachesOnDemand()
         let limit = Self.raiseOpenFileLimit()
         logger.info("open file limit", metadata: ["limit": "\(limit)"])
         try FileManager.default.createDirectory(atPath: plan.dataDirectory, withIntermediateDirectories: true)

@@ -124,6 +124,8 @@ public actor SimulatedDevice {
         // A coordinator restored from an older copy of its store gets the fleet's items back from
         // the devices (docs/sync.md, "When a store goes back in time").
         storeConfiguration.retainSynced = SimulatedDeviceConfiguration.retainSynced
+        // Thousands of devices share a node process: one connection each, a small page cache.
+        storeConfiguration.storeFootprint = .compact
         let node = try await DeviceNode.open(
             configuration: storeConfiguration, accountService: services, templateService: services, logger: logger)
         self.node = node
@@ -359,11 +361,12 @@ public actor SimulatedDevice {
             guard let keys = node?.transportKeys else { return }
             security = .curve(serverKey: serverKey, keys: keys)
         }
-        let link = DeviceLink(
-            configuration: FleetClientConfiguration(
-                endpoint: configuration.endpoint, deviceID: configuration.deviceID, security: security,
-                requestTimeout: configuration.requestTimeout, maxAttempts: 2),
-            loop: loop, logger: logger)
+        var clientConfiguration = FleetClientConfiguration(
+            endpoint: configuration.endpoint, deviceID: configuration.deviceID, security: security,
+            requestTimeout: configuration.requestTimeout, maxAttempts: 2)
+        // The launcher handed over the coordinator's key it read itself: no monitor per device.
+        clientConfiguration.reportsHandshakeFailures = false
+        let link = DeviceLink(configuration: clientConfiguration, loop: loop, logger: logger)
         self.link = link
         services.attach(link.client)
         makeEngine()

@@ -27,6 +27,11 @@ public struct FleetClientConfiguration: Sendable {
     public var heartbeatInterval: Duration
     public var heartbeatLiveness: Int
     public var limits: WireLimits
+    /// Under CURVE, whether failed handshakes (a wrong pinned server key) are watched for and
+    /// reported (a ``ClientEvent`` and a warning). Watching costs a libzmq monitor (two more
+    /// sockets) and a task per client; a fleet node, whose devices get the key from the launcher,
+    /// turns it off (docs/performance.md, "Memory per device").
+    public var reportsHandshakeFailures: Bool = true
 
     public init(
         endpoint: String,
@@ -172,7 +177,7 @@ public actor FleetClient: ClientTransport {
         case .curve(let serverKey, let keys):
             options.curve = .client(serverKey: serverKey, keys: keys)
             // A wrong pinned key shows only as failed handshakes: watch for them to say so.
-            options.monitor = true
+            options.monitor = configuration.reportsHandshakeFailures
         }
         options.linger = 0
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
