@@ -29,15 +29,19 @@ public struct FleetResponder: Sendable {
     }
 
     /// The answer to one decoded request: a reply to encode, or the typed error to send back.
-    public func answer(_ request: InboundMessage, context: RequestContext) async -> Result<EncodedReply, FleetError> {
+    /// - Parameter heartbeatInterval: what a `hello` announces (``FleetServerConfiguration/announcedHeartbeatInterval(connected:)``);
+    ///   the configured interval when nil.
+    public func answer(
+        _ request: InboundMessage, context: RequestContext, heartbeatInterval: Duration? = nil
+    ) async -> Result<EncodedReply, FleetError> {
         switch request.header.type {
-        case Hello.messageType: hello(request, context: context)
+        case Hello.messageType: hello(request, context: context, heartbeatInterval: heartbeatInterval ?? configuration.heartbeatInterval)
         case Heartbeat.messageType: encoded(HeartbeatReply(serverInstance: instance))
         default: await router.route(request, context: context)
         }
     }
 
-    private func hello(_ message: InboundMessage, context: RequestContext) -> Result<EncodedReply, FleetError> {
+    private func hello(_ message: InboundMessage, context: RequestContext, heartbeatInterval: Duration) -> Result<EncodedReply, FleetError> {
         do {
             let hello = try codec.decodeBody(Hello.self, from: message)
             // Under CURVE the key is the identity and `hello` grants nothing, so its device id is
@@ -56,7 +60,7 @@ public struct FleetResponder: Sendable {
             return encoded(
                 HelloReply(
                     server: configuration.serverName,
-                    heartbeatIntervalMs: UInt32(configuration.heartbeatInterval.milliseconds),
+                    heartbeatIntervalMs: UInt32(clamping: heartbeatInterval.milliseconds),
                     heartbeatLiveness: UInt32(configuration.heartbeatLiveness),
                     maxMessageSize: UInt32(clamping: configuration.limits.maxMessageSize),
                     serverInstance: instance))

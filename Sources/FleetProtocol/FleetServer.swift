@@ -25,6 +25,13 @@ public struct FleetServerConfiguration: Sendable {
     public var heartbeatInterval: Duration
     /// A device silent for `heartbeatInterval * heartbeatLiveness` is lost.
     public var heartbeatLiveness: Int
+    /// Heartbeats per second the server plans for. The interval a `hello` announces grows with the
+    /// devices connected so that their heartbeats stay within it: the longer of
+    /// `heartbeatInterval` and `connected / heartbeatBudget` seconds (10,000 devices at the
+    /// default 1,000/s: 10 s), rounded up to 100 ms and at most ``maxAnnouncedHeartbeatInterval``.
+    public var heartbeatBudget: Double
+    /// The longest heartbeat interval a `hello` announces.
+    public static let maxAnnouncedHeartbeatInterval: Duration = .seconds(60)
     public var limits: WireLimits
     /// Messages queued per peer, each way. A peer whose outgoing queue is full (it does not read)
     /// loses the replies that do not fit, counted in `signfleet_replies_dropped_total`: requests
@@ -50,6 +57,7 @@ public struct FleetServerConfiguration: Sendable {
         serverName: String = "signfleet-coordinator/\(FleetProtocolInfo.softwareVersion)",
         heartbeatInterval: Duration = .seconds(1),
         heartbeatLiveness: Int = 3,
+        heartbeatBudget: Double = 1_000,
         limits: WireLimits = WireLimits(),
         highWaterMark: Int32 = 10_000,
         maxConcurrentRequests: Int = 256,
@@ -67,9 +75,20 @@ public struct FleetServerConfiguration: Sendable {
         self.serverName = serverName
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatLiveness = heartbeatLiveness
+        self.heartbeatBudget = heartbeatBudget.isFinite && heartbeatBudget > 0 ? heartbeatBudget : 1_000
         self.limits = limits
         self.highWaterMark = highWaterMark
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
+    }
+}
+
+extension FleetServerConfiguration {
+    /// The heartbeat interval a `hello` announces with `connected` devices alive (``heartbeatBudget``).
+    public func announcedHeartbeatInterval(connected: Int) -> Duration {
+        let spread = Double(max(0, connected)) / heartbeatBudget
+        let tenths = (spread * 10).rounded(.up)
+        let needed = Duration.milliseconds(Int64(min(tenths, 600)) * 100)
+        return min(max(heartbeatInterval, needed), max(heartbeatInterval, Self.maxAnnouncedHeartbeatInterval))
     }
 }
 
@@ -366,7 +385,7 @@ public actor FleetServer {
             metadata["device"] = "\(name)"
             logger.info("device alive", metadata: metadata)
             peerEventsContinuation.yield(.alive(name))
-            metrics.connectedDevices.record(liveness.alivePeers.count)
+            metrics.connectedDevices.record(liveness.aliveCount)
         }
     }
 
@@ -377,7 +396,15 @@ public actor FleetServer {
         if request.header.type == Heartbeat.messageType {
             logger.debug("heartbeat", metadata: ["device": "\(peerNames[peer] ?? context.peerName)"])
         }
-        let result = await responder.answer(request, context: context)
+        var announced: Duration?
+        if request.header.type == Hello.messageType {
+            // A larger fleet is told to send heartbeats less often; every device is then judged by
+            // the longest interval announced so far.
+            let interval = configuration.announcedHeartbeatInterval(connected: liveness.aliveCount)
+            liveness.interval = max(liveness.interval, interval)
+            announced = interval
+        }
+        let result = await responder.answer(request, context: context, heartbeatInterval: announced)
         metrics.countRequest(type: request.header.type, outcome: Self.outcome(of: result))
         await reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
@@ -391,7 +418,7 @@ public actor FleetServer {
     }
 
     /// How many devices are alive now (heard from within the liveness timeout).
-    public var aliveDeviceCount: Int { liveness.alivePeers.count }
+    public var aliveDeviceCount: Int { liveness.aliveCount }
 
     private func encoded<Body: FleetMessageBody>(_ body: Body) -> Result<EncodedReply, FleetError> {
         Result { () throws(FleetError) in EncodedReply(type: Body.messageType, body: try codec.encodeBody(body)) }
@@ -439,7 +466,7 @@ public actor FleetServer {
                 logger.warning("device lost", metadata: ["device": "\(name)"])
                 peerEventsContinuation.yield(.lost(name))
             }
-            metrics.connectedDevices.record(liveness.alivePeers.count)
+            metrics.connectedDevices.record(liveness.aliveCount)
         }
     }
 }

@@ -54,11 +54,22 @@ public struct LivenessTable<Peer: Hashable & Sendable>: Sendable {
 
     public var alivePeers: [Peer] { peers.filter { $0.value.state == .alive }.map(\.key) }
 
+    /// How many peers are alive, in constant time: a peer enters the table alive (``heard(_:at:)``)
+    /// and leaves it when lost (``sweep(at:)``).
+    public var aliveCount: Int { peers.count }
+
     public func state(of peer: Peer) -> PeerLiveness.State { peers[peer]?.state ?? .unknown }
 
     /// Records a message from `peer`; returns `.alive` when it just became alive.
     public mutating func heard(_ peer: Peer, at now: ContinuousClock.Instant) -> PeerLiveness.State? {
-        peers[peer, default: PeerLiveness(interval: interval, liveness: liveness)].heard(at: now)
+        var entry = peers[peer] ?? PeerLiveness(interval: interval, liveness: liveness)
+        // The table's interval may have grown since (the server announces longer intervals to a
+        // larger fleet): every peer is judged by the longest one announced.
+        entry.interval = interval
+        entry.liveness = liveness
+        let changed = entry.heard(at: now)
+        peers[peer] = entry
+        return changed
     }
 
     /// Returns the peers lost since the last sweep. Lost peers are forgotten,

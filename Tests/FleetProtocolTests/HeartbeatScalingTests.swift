@@ -1,0 +1,71 @@
+import FleetProtocol
+import Foundation
+import Logging
+import MessagePack
+import Testing
+import ZeroMQ
+
+/// The heartbeat interval a `hello` announces grows with the fleet (FleetServerConfiguration.heartbeatBudget),
+/// and the server then judges every device by the longest interval it announced.
+@Suite struct HeartbeatScalingTests {
+    @Test func theAnnouncedIntervalKeepsTheFleetsHeartbeatsWithinTheBudget() {
+        let configuration = FleetServerConfiguration(heartbeatInterval: .seconds(1), heartbeatBudget: 1_000)
+        #expect(configuration.announcedHeartbeatInterval(connected: 0) == .seconds(1))
+        #expect(configuration.announcedHeartbeatInterval(connected: 1_000) == .seconds(1))
+        #expect(configuration.announcedHeartbeatInterval(connected: 2_001) == .milliseconds(2_100), "rounded up to 100 ms")
+        #expect(configuration.announcedHeartbeatInterval(connected: 10_000) == .seconds(10))
+        #expect(configuration.announcedHeartbeatInterval(connected: 10_000_000) == .seconds(60), "at most 60 s")
+        #expect(configuration.announcedHeartbeatInterval(connected: -5) == .seconds(1))
+        // A nonsensical budget falls back to the default instead of dividing by zero.
+        #expect(FleetServerConfiguration(heartbeatBudget: 0).announcedHeartbeatInterval(connected: 10_000) == .seconds(10))
+        #expect(FleetServerConfiguration(heartbeatBudget: .nan).heartbeatBudget == 1_000)
+    }
+
+    @Test func aPeerIsJudgedByTheTablesCurrentInterval() {
+        var table = LivenessTable<String>(interval: .milliseconds(100), liveness: 3)
+        let start = ContinuousClock.now
+        #expect(table.heard("a", at: start) == .alive)
+        #expect(table.aliveCount == 1)
+        table.interval = .seconds(10)
+        _ = table.heard("a", at: start)
+        // Silent for 1 s: lost under the old 300 ms timeout, alive under 30 s.
+        #expect(table.sweep(at: start + .seconds(1)).isEmpty)
+        #expect(table.sweep(at: start + .seconds(31)) == ["a"])
+        #expect(table.aliveCount == 0)
+    }
+
+    @Test func helloRepliesAnnounceLongerIntervalsAsDevicesConnect() async throws {
+        let context = try ZMQContext()
+        let loop = try ZMQIOLoop(context: context, label: "heartbeat-scaling")
+        var logger = Logger(label: "heartbeat-scaling")
+        logger.logLevel = .warning
+        // 2 heartbeats a second for the whole fleet: the n-th device alive is told n / 2 s.
+        let server = FleetServer(
+            configuration: FleetServerConfiguration(
+                endpoint: "tcp://127.0.0.1:*", heartbeatInterval: .milliseconds(500), heartbeatLiveness: 3, heartbeatBudget: 2),
+            router: RequestRouter(), loop: loop, logger: logger)
+        let endpoint = try await server.bind()
+        let serving = Task { try? await server.run() }
+        let codec = WireCodec()
+        var intervals: [UInt32] = []
+        var sockets: [AsyncSocket] = []
+        for index in 1...6 {
+            var options = SocketOptions()
+            options.routingID = Array("dev-\(index)".utf8)
+            let socket = try await loop.makeSocket(.dealer, options: options)
+            try await socket.connect(endpoint)
+            sockets.append(socket)
+            let (header, body) = try await rawExchange(
+                socket, try codec.encode(Hello(deviceID: "dev-\(index)", client: "t"), header: MessageHeader(type: Hello.messageType, id: 1)))
+            #expect(header.type == HelloReply.messageType)
+            intervals.append(try MessagePackDecoder().decode(HelloReply.self, from: body).heartbeatIntervalMs)
+        }
+        #expect(intervals == [500, 1_000, 1_500, 2_000, 2_500, 3_000])
+        #expect(await server.aliveDeviceCount == 6)
+        for socket in sockets { await socket.close() }
+        serving.cancel()
+        await serving.value
+        await loop.shutdown()
+        context.shutdown()
+    }
+}
