@@ -119,6 +119,12 @@ public actor FleetClient: ClientTransport {
     private var nextRequestID: UInt64
     private var liveness: PeerLiveness
     private var backoff: Backoff
+    /// Hellos in a row that got no reply: each waits twice as long as the one before (up to
+    /// ``maxHelloTimeoutFactor`` × the request timeout), so a coordinator that is slow, not
+    /// gone, is not handed a new connection, and the work of a new handshake, every timeout.
+    private var unansweredHellos = 0
+    /// The longest a hello waits, in request timeouts.
+    static let maxHelloTimeoutFactor = 8
     private var reconnectRequested = false
     private var lastSent: ContinuousClock.Instant = .now
     private var stopped = false
@@ -226,8 +232,15 @@ public actor FleetClient: ClientTransport {
         _ = liveness.heard(at: .now)  // the liveness clock starts with the connection
         do {
             let hello = Hello(deviceID: configuration.deviceID, client: configuration.clientName)
-            let reply = try decodeReply(
-                Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: configuration.requestTimeout))
+            let timeout = configuration.requestTimeout * min(1 << min(unansweredHellos, 10), Self.maxHelloTimeoutFactor)
+            let reply: HelloReply
+            do {
+                reply = try decodeReply(Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: timeout))
+            } catch {
+                unansweredHellos += 1
+                throw error
+            }
+            unansweredHellos = 0
             liveness.interval = .milliseconds(Int64(reply.heartbeatIntervalMs))
             liveness.liveness = max(1, Int(reply.heartbeatLiveness))
             backoff.reset()

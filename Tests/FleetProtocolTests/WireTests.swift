@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Logging
 import MessagePack
@@ -249,6 +250,40 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(seen.hellos >= 2, "the second copy came on a new connection")
         connection.cancel()
         await connection.value
+        await router.close()
+        await shutdown()
+    }
+
+    @Test func aHelloThatGoesUnansweredWaitsLongerOnTheNextConnection() async throws {
+        // A slow coordinator, not a dead one: it answers every hello 1.5 s late. With a 1 s
+        // request timeout and a fixed hello timeout the client would reconnect for ever, each
+        // reply arriving at a connection it had just closed.
+        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let hellos = Mutex(0)
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                guard message.header.type == Hello.messageType else { continue }
+                let count = hellos.withLock { $0 += 1; return $0 }
+                Task {
+                    try await Task.sleep(for: .milliseconds(1_500))  // the coordinator's slowness, what is under test
+                    let reply = HelloReply(
+                        server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow-\(count)")
+                    try await router.send([frames[0]] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: message.header.id)))
+                }
+            }
+        }
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1)
+        let connection = Task { await client.run() }
+        _ = try await first(client.events, within: .seconds(20), "connected") {
+            if case .connected = $0 { return true } else { return false }
+        }
+        #expect(hellos.withLock { $0 } == 2, "the first hello timed out after 1 s, the second waited 2 s and was answered")
+        connection.cancel()
+        await connection.value
+        serving.cancel()
         await router.close()
         await shutdown()
     }
