@@ -197,7 +197,7 @@ let package = Package(
             name: "FleetTests",
             dependencies: [
                 "Fleet", "FleetTesting", "Thresholds",
-                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
+                "Coordinator", "CoordinatorPostgres", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),

@@ -48,7 +48,7 @@ extension CoordinatorStore {
             let envelope = CoordinatorSnapshot.Envelope(
                 id: row["id"], accountID: row["accountID"], deviceID: row["deviceID"], sequence: row["sequence"],
                 transactionID: row["transactionID"], localEnvelopeID: row["localEnvelopeID"], status: row["status"],
-                createdAt: row["createdAt"], payloadSHA256: Data(SHA256.hash(data: payload)))
+                createdAt: row["createdAt"] ?? Date(timeIntervalSince1970: 0), payloadSHA256: Data(SHA256.hash(data: payload)))
             payloads(CoordinatorSnapshot.Payload(
                 index: envelopes.count, envelope: envelope, device: index[envelope.accountID, envelope.deviceID], payload: payload,
                 signature: row["deviceSignature"]))

@@ -29,6 +29,13 @@ public final class PostgresCoordinatorStore: Sendable {
     /// Whether `text` names a PostgreSQL store (`postgres://` or `postgresql://`) rather than a file.
     public static func isURL(_ text: String) -> Bool { text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") }
 
+    /// Checks that `url` reads `postgres://user[:password]@host[:port]/database[?schema=name]`.
+    /// - Returns: the schema it names, if any.
+    /// - Throws: ``FleetError`` `invalid_request` saying what is wrong (the password masked).
+    public static func checkURL(_ url: String) throws -> String? {
+        try PostgresURL(url).schema
+    }
+
     /// `url` as ``location`` shows it (no password; with the schema when it names one), or the
     /// text with any password masked when it does not parse.
     public static func redacted(url: String) -> String {
@@ -72,6 +79,13 @@ public final class PostgresCoordinatorStore: Sendable {
         regressions = StoreRegressionMonitor(path: location, logger: logger, metricsFactory: metricsFactory)
         do {
             if readOnly {
+                // A reader asks once: say at once that the server is not there (the pool would keep
+                // trying for about a minute before its circuit breaker gives up).
+                var probe = PostgresConnection.Configuration(
+                    host: target.host, port: target.port, username: target.user, password: target.password, database: target.database, tls: .disable)
+                probe.options.connectTimeout = .seconds(5)
+                let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+                try await connection.close()
                 try await PostgresSchema.requireStore(client, schema: schema, logger: logger)
             } else {
                 _ = try await PostgresSchema.migrate(client, schema: schema, logger: logger)

@@ -94,10 +94,10 @@ struct ServerSnapshot: Sendable {
     /// `postgres://` URL, opened without migrating) through its ``CoordinatorSnapshot``, and
     /// verifies each payload as the store hands it over.
     static func read(location: String, store: String) async throws -> ServerSnapshot {
-        let verifications = Mutex<[Int: String]>([:])
+        let failures = VerificationFailures()
         let verify: @Sendable (CoordinatorSnapshot.Payload) -> Void = { signed in
             guard let failure = Self.verify(signed) else { return }
-            verifications.withLock { $0[signed.index] = failure }
+            failures.byIndex.withLock { $0[signed.index] = failure }
         }
         let snapshot: CoordinatorSnapshot
         if PostgresCoordinatorStore.isURL(location) {
@@ -105,9 +105,15 @@ struct ServerSnapshot: Sendable {
             defer { postgres.close() }
             snapshot = try await postgres.checkerSnapshot(payloads: verify)
         } else {
+            guard FileManager.default.fileExists(atPath: location) else { throw CheckerError.unreadable(path: location, reason: "no such file") }
             snapshot = try CoordinatorStore.checkerSnapshot(readOnlyPath: location, payloads: verify)
         }
-        return ServerSnapshot(snapshot, verifications: verifications.withLock { $0 }, store: store)
+        return ServerSnapshot(snapshot, verifications: failures.byIndex.withLock { $0 }, store: store)
+    }
+
+    /// Why envelopes do not verify, by index, filled while the store hands the payloads over.
+    private final class VerificationFailures: Sendable {
+        let byIndex = Mutex<[Int: String]>([:])
     }
 
     /// The checker's view of a store's snapshot; `verifications`: why the envelope at an index does not verify.
