@@ -361,7 +361,8 @@ public actor SimulatedDevice {
         }
         let link = DeviceLink(
             configuration: FleetClientConfiguration(
-                endpoint: configuration.endpoint, deviceID: configuration.deviceID, security: security,
+                endpoint: configuration.endpoint, failoverEndpoints: configuration.failoverEndpoints, deviceID: configuration.deviceID,
+                security: security,
                 requestTimeout: configuration.requestTimeout, maxAttempts: 2),
             loop: loop, logger: logger)
         self.link = link
