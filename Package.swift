@@ -127,8 +127,9 @@ let package = Package(
                 // The launcher's supervisor starts and signals child processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
-                // The checker reads the run's stores and re-verifies with the ingest's rules.
-                "Coordinator", .product(name: "GRDB", package: "GRDB.swift"),
+                // The checker reads the run's stores (the coordinator's through its snapshot, SQLite
+                // or PostgreSQL) and re-verifies with the wire contract's rule.
+                "Coordinator", "CoordinatorPostgres", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // Scenario files.
                 .product(name: "Yams", package: "Yams"),
@@ -197,7 +198,7 @@ let package = Package(
             name: "FleetTests",
             dependencies: [
                 "Fleet", "FleetTesting", "Thresholds",
-                "Coordinator", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
+                "Coordinator", "CoordinatorPostgres", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),

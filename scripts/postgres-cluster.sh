@@ -4,6 +4,12 @@
 #                                            loopback port and prints its URL on stdout:
 #                                            postgres://signfleet@127.0.0.1:PORT/signfleet
 #   scripts/postgres-cluster.sh stop DIR    stops it (immediate shutdown) and removes DIR.
+#   scripts/postgres-cluster.sh halt DIR    stops it (fast shutdown) and keeps DIR.
+#   scripts/postgres-cluster.sh resume DIR  starts the cluster in DIR again on its port (DIR/port),
+#                                            e.g. after `halt` or after its postmaster was killed
+#                                            (a crash it recovers from), and prints its URL.
+# The fleet launcher uses it for `coordinator: {store: postgres}` scenarios (docs/scenarios.md),
+# with DIR the run directory's postgres/.
 # PostgreSQL refuses to run as root: as root the cluster runs as the `postgres` user (made by
 # Debian's package), or as a system user `signfleet-pg` created on first use. Trust
 # authentication on loopback only, and no fsync: a test cluster, never a store to keep.
@@ -41,9 +47,11 @@ fi
 command=${1:-}
 dir=${2:-}
 if [ -z "$command" ] || [ -z "$dir" ]; then
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop|halt|resume DIR" >&2
     exit 2
 fi
+
+OPTIONS="-c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
 
 case "$command" in
 start)
@@ -56,7 +64,7 @@ start)
     for attempt in 1 2 3 4 5; do
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
         if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-            -o "-p $port -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+            -o "-p $port $OPTIONS" \
             >/dev/null 2>&1; then
             as_owner "$PGBIN/psql" -h 127.0.0.1 -p "$port" -U signfleet -d postgres -q -c "CREATE DATABASE signfleet" >/dev/null
             echo "$port" >"$dir/port"
@@ -74,8 +82,31 @@ stop)
     fi
     rm -rf "$dir"
     ;;
+halt)
+    if [ -d "$dir/data" ]; then
+        as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+    fi
+    ;;
+resume)
+    if [ ! -d "$dir/data" ] || [ ! -f "$dir/port" ]; then
+        echo "error: $dir holds no cluster made by \`$0 start\`" >&2
+        exit 2
+    fi
+    port=$(cat "$dir/port")
+    # A killed postmaster's last backends may still be exiting: try for up to 30 s.
+    for attempt in $(seq 1 60); do
+        if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o "-p $port $OPTIONS" >/dev/null 2>&1; then
+            echo "postgres://signfleet@127.0.0.1:$port/signfleet"
+            exit 0
+        fi
+        sleep 0.5
+    done
+    echo "error: PostgreSQL did not start again on port $port; its log:" >&2
+    tail -n 50 "$dir/server.log" >&2 || true
+    exit 1
+    ;;
 *)
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop|halt|resume DIR" >&2
     exit 2
     ;;
 esac

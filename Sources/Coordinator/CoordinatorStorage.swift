@@ -119,6 +119,20 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func changeReturnOrigins(accountID: String, add: [String], remove: [String]) async throws -> [String]
     /// The coordinator's CURVE secret key, made by `generate` and stored on first use.
     func transportSecretKey(_ generate: @escaping @Sendable () throws -> Data) async throws -> Data
+
+    // MARK: The checker's snapshot
+
+    /// What the fleet checker judges, read in one read-only transaction (a consistent cut):
+    /// ``CoordinatorSnapshot``. `payloads` is called once per envelope, in
+    /// ``CoordinatorSnapshot/envelopes`` order, with its signed bytes, while the store reads them.
+    func checkerSnapshot(payloads: @escaping @Sendable (CoordinatorSnapshot.Payload) -> Void) async throws -> CoordinatorSnapshot
+}
+
+extension CoordinatorStorage {
+    /// The snapshot without looking at the payloads.
+    package func checkerSnapshot() async throws -> CoordinatorSnapshot {
+        try await checkerSnapshot(payloads: { _ in })
+    }
 }
 
 /// The refusals a store itself decides (a key or a unique value taken), worded once for both stores.

@@ -29,13 +29,30 @@ public final class PostgresCoordinatorStore: Sendable {
     /// Whether `text` names a PostgreSQL store (`postgres://` or `postgresql://`) rather than a file.
     public static func isURL(_ text: String) -> Bool { text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") }
 
+    /// Checks that `url` reads `postgres://user[:password]@host[:port]/database[?schema=name]`.
+    /// - Returns: the schema it names, if any.
+    /// - Throws: ``FleetError`` `invalid_request` saying what is wrong (the password masked).
+    public static func checkURL(_ url: String) throws -> String? {
+        try PostgresURL(url).schema
+    }
+
+    /// `url` as ``location`` shows it (no password; with the schema when it names one), or the
+    /// text with any password masked when it does not parse.
+    public static func redacted(url: String) -> String {
+        guard let target = try? PostgresURL(url) else { return PostgresURL.redact(url) }
+        return target.schema.map { "\(target.redacted) schema \($0)" } ?? target.redacted
+    }
+
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?schema=name]`), creates
     /// the schema if needed and applies the migrations it lacks. `schema` wins over the URL's;
     /// `public` when neither names one.
+    /// With `readOnly` (the fleet checker) nothing is created or migrated: the schema must hold a
+    /// store already, and the caller only reads.
     /// - Throws: ``FleetError`` `invalid_request` for a malformed URL or schema name; the driver's
-    ///   error when the server cannot be reached or the migration fails.
+    ///   error when the server cannot be reached or the migration fails; `not_found` with
+    ///   `readOnly` when the schema holds no coordinator store.
     public init(
-        url: String, schema: String? = nil, logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        url: String, schema: String? = nil, readOnly: Bool = false, logger: Logger = Logger(label: "signfleet.coordinator.store"),
         metricsFactory: any MetricsFactory = MetricsSystem.factory
     ) async throws {
         let target = try PostgresURL(url)
@@ -61,7 +78,18 @@ public final class PostgresCoordinatorStore: Sendable {
         faults = StoreFaultMonitor(path: location, logger: logger, metricsFactory: metricsFactory)
         regressions = StoreRegressionMonitor(path: location, logger: logger, metricsFactory: metricsFactory)
         do {
-            _ = try await PostgresSchema.migrate(client, schema: schema, logger: logger)
+            if readOnly {
+                // A reader asks once: say at once that the server is not there (the pool would keep
+                // trying for about a minute before its circuit breaker gives up).
+                var probe = PostgresConnection.Configuration(
+                    host: target.host, port: target.port, username: target.user, password: target.password, database: target.database, tls: .disable)
+                probe.options.connectTimeout = .seconds(5)
+                let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+                try await connection.close()
+                try await PostgresSchema.requireStore(client, schema: schema, logger: logger)
+            } else {
+                _ = try await PostgresSchema.migrate(client, schema: schema, logger: logger)
+            }
         } catch {
             running.cancel()
             throw Self.translated(error)

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Logging
 import PostgresNIO
 
@@ -94,7 +95,16 @@ enum PostgresSchema {
                     accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE, origin text NOT NULL,
                     PRIMARY KEY (accountID, origin))
                 """,
-            ])
+            ]),
+        // The order in which the store applied envelopes and results, for the checker's snapshot
+        // (docs/storage.md, "The checker's snapshot"). Each insert draws the next value after the
+        // ingest locked its device's row, so per device the values follow the commits.
+        Migration(
+            name: "v2-ingest-order",
+            statements: [
+                "ALTER TABLE envelope ADD COLUMN ingestOrder bigserial",
+                "ALTER TABLE syncResult ADD COLUMN ingestOrder bigserial",
+            ]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under
@@ -120,6 +130,30 @@ enum PostgresSchema {
                 now.append(migration.name)
             }
             return now
+        }
+    }
+
+    /// Throws `not_found` unless `schema` holds a coordinator store with every migration applied
+    /// (a reader that must not create or migrate anything).
+    static func requireStore(_ client: PostgresClient, schema: String, logger: Logger) async throws {
+        let applied: Set<String> = try await client.withConnection { connection in
+            var names = Set<String>()
+            let tables = try await connection.query(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = \(schema) AND table_name = 'schemamigration'", logger: logger
+            ).collect()
+            guard !tables.isEmpty else { return names }
+            for try await name in try await connection.query("SELECT name FROM schemaMigration", logger: logger).decode(String.self) {
+                names.insert(name)
+            }
+            return names
+        }
+        let missing = migrations.map(\.name).filter { !applied.contains($0) }
+        guard missing.isEmpty else {
+            throw FleetError(
+                .notFound,
+                applied.isEmpty
+                    ? "schema \"\(schema)\" holds no coordinator store"
+                    : "the coordinator store in schema \"\(schema)\" lacks migrations \(missing.joined(separator: ", ")); open it with a coordinator first")
         }
     }
 

@@ -1,3 +1,4 @@
+import CoordinatorPostgres
 import Foundation
 
 /// Compares a finished run's histories and device stores with the coordinator's store and
@@ -8,6 +9,7 @@ import Foundation
 public enum Checker {
     /// Where the inputs are; ``Checker/check(run:)`` fills it from a run directory.
     public struct Inputs: Sendable {
+        /// The coordinator's store: a SQLite file, or a `postgres://` URL (with `?schema=`).
         public var coordinatorStore: String
         public var deviceStores: [String]
         /// `history/` with one `<process>.jsonl` per process (preferred), …
@@ -33,15 +35,18 @@ public enum Checker {
     }
 
     /// Checks a finished run directory.
-    /// - Throws: ``CheckerError/notARunDirectory(path:reason:)`` when `run` is not one (no
-    ///   `coordinator.sqlite`). Unreadable stores or history are reported as
-    ///   ``CheckAnomaly/Kind/unreadableInput`` anomalies (verdict unknown), not thrown.
-    public static func check(run: RunDirectory) throws -> CheckReport {
+    /// The coordinator's store is `coordinator.sqlite`, or the PostgreSQL URL `coordinator.json`
+    /// names (``RunDirectory/coordinatorStoreLocation``).
+    /// - Throws: ``CheckerError/notARunDirectory(path:reason:)`` when `run` is not one (neither
+    ///   `coordinator.sqlite` nor a PostgreSQL store in `coordinator.json`). Unreadable stores or
+    ///   history are reported as ``CheckAnomaly/Kind/unreadableInput`` anomalies (verdict unknown), not thrown.
+    public static func check(run: RunDirectory) async throws -> CheckReport {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: run.path, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw CheckerError.notARunDirectory(path: run.path, reason: "no such directory")
         }
-        guard FileManager.default.fileExists(atPath: run.coordinatorStore) else {
+        let store = run.coordinatorStoreLocation
+        guard store != run.coordinatorStore || FileManager.default.fileExists(atPath: run.coordinatorStore) else {
             throw CheckerError.notARunDirectory(path: run.path, reason: "it has no coordinator.sqlite")
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: run.devicesDirectory)) ?? []
@@ -50,19 +55,19 @@ public enum Checker {
         }
         let manager = FileManager.default
         let inputs = Inputs(
-            coordinatorStore: run.coordinatorStore, deviceStores: stores,
+            coordinatorStore: store, deviceStores: stores,
             historyDirectory: manager.fileExists(atPath: run.historyDirectory) ? run.historyDirectory : nil,
             historyFile: manager.fileExists(atPath: run.historyFile) ? run.historyFile : nil, root: run.path,
             hostileDirectory: manager.fileExists(atPath: run.hostileDirectory) ? run.hostileDirectory : nil)
-        var report = check(inputs)
+        var report = await check(inputs)
         report.run = run.path
         return report
     }
 
     /// Checks explicit inputs (tests, or stores outside a run directory).
-    public static func check(_ inputs: Inputs) -> CheckReport {
+    public static func check(_ inputs: Inputs) async -> CheckReport {
         var analysis = CheckerAnalysis(root: inputs.root)
-        analysis.load(inputs)
+        await analysis.load(inputs)
         analysis.run()
         return analysis.report()
     }
@@ -92,18 +97,22 @@ struct CheckerAnalysis {
 
     /// `path` relative to the run directory, for witnesses.
     func display(_ path: String) -> String {
+        if PostgresCoordinatorStore.isURL(path) { return PostgresCoordinatorStore.redacted(url: path) }
         guard let root else { return URL(fileURLWithPath: path).lastPathComponent }
         let base = URL(fileURLWithPath: root).standardizedFileURL.path
         let full = URL(fileURLWithPath: path).standardizedFileURL.path
         return full.hasPrefix(base + "/") ? String(full.dropFirst(base.count + 1)) : full
     }
 
-    mutating func load(_ inputs: Checker.Inputs) {
+    mutating func load(_ inputs: Checker.Inputs) async {
         do {
-            server = try ServerSnapshot.read(path: inputs.coordinatorStore, store: display(inputs.coordinatorStore))
+            server = try await ServerSnapshot.read(location: inputs.coordinatorStore, store: display(inputs.coordinatorStore))
         } catch {
+            // A run's own PostgreSQL is stopped once the run is over (docs/scenarios.md, `store`).
+            let hint = PostgresCoordinatorStore.isURL(inputs.coordinatorStore) && inputs.root != nil
+                ? " (a run's own PostgreSQL is stopped after the run: start it with scripts/postgres-cluster.sh resume <run>/postgres)" : ""
             anomalies.append(CheckAnomaly(
-                kind: .unreadableInput, message: "cannot read the coordinator store \(display(inputs.coordinatorStore)): \(error)"))
+                kind: .unreadableInput, message: "cannot read the coordinator store \(display(inputs.coordinatorStore)): \(error)\(hint)"))
         }
         for path in inputs.deviceStores {
             do {

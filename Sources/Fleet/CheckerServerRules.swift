@@ -12,11 +12,11 @@ extension CheckerAnalysis {
         }
         let groups = (byTransaction.values.filter { $0.count > 1 }.map { ($0, "transaction \($0[0].transactionID)") }
             + bySequence.values.filter { $0.count > 1 }.map { ($0, "item \($0[0].sequence)") })
-            .sorted { $0.0[0].rowid < $1.0[0].rowid }
+            .sorted { $0.0[0].position < $1.0[0].position }
         // A copied row repeats both its transaction and its sequence: report that set of rows once.
-        var reported: Set<[Int64]> = []
+        var reported: Set<[Int]> = []
         for (rows, what) in groups {
-            guard reported.insert(rows.map(\.rowid)).inserted else { continue }
+            guard reported.insert(rows.map(\.position)).inserted else { continue }
             let first = rows[0]
             anomalies.append(CheckAnomaly(
                 kind: .duplicate, device: first.deviceID, transaction: first.transactionID, sequence: first.sequence, serverEnvelope: first.id,
@@ -25,8 +25,9 @@ extension CheckerAnalysis {
         }
     }
 
-    /// Per device, the server applied items in sequence order (rowid order of `envelope` and of
-    /// `syncResult`), and handled every sequence up to its last applied one.
+    /// Per device, the server applied items in sequence order (the store's ingest order of
+    /// envelopes and of results, as its snapshot lists them), and handled every sequence up to its
+    /// last applied one.
     mutating func checkOrder(_ server: ServerSnapshot) {
         var previous: [String: ServerSnapshot.Envelope] = [:]
         var seen: Set<DeviceSequence> = []
@@ -38,8 +39,8 @@ extension CheckerAnalysis {
             anomalies.append(CheckAnomaly(
                 kind: .orderViolation, device: envelope.deviceID, transaction: envelope.transactionID, sequence: envelope.sequence,
                 serverEnvelope: envelope.id,
-                message: "the server applied item \(envelope.sequence) of device \(envelope.deviceID) after item \(before.sequence) (rowid \(envelope.rowid) after \(before.rowid))",
-                witness: CheckWitness(rows: [witnessRow(before, server), witnessRow(envelope, server)])))
+                message: "the server applied item \(envelope.sequence) of device \(envelope.deviceID) after item \(before.sequence) (applied \(Self.ordinal(envelope.position)) of the server's envelopes, after the \(Self.ordinal(before.position)))",
+                witness: CheckWitness(rows: [witnessRow(before, server, ordered: true), witnessRow(envelope, server, ordered: true)])))
         }
 
         var previousResult: [String: ServerSnapshot.SyncResult] = [:]
@@ -53,7 +54,7 @@ extension CheckerAnalysis {
             anomalies.append(CheckAnomaly(
                 kind: .orderViolation, device: result.deviceID, sequence: result.sequence,
                 message: "the server handled item \(result.sequence) of device \(result.deviceID) after item \(before.sequence)",
-                witness: CheckWitness(rows: [witnessRow(before, server), witnessRow(result, server)])))
+                witness: CheckWitness(rows: [witnessRow(before, server, ordered: true), witnessRow(result, server, ordered: true)])))
         }
         for device in server.devices.values.sorted(by: { $0.id < $1.id }) {
             let sequences = handled[device.id] ?? []
@@ -73,6 +74,12 @@ extension CheckerAnalysis {
                     witness: CheckWitness(rows: rows)))
             }
         }
+    }
+
+    /// 1st, 2nd, 3rd, 4th … 11th, 12th, 13th, 21st …
+    static func ordinal(_ n: Int) -> String {
+        let suffix = (11...13).contains(n % 100) ? "th" : [1: "st", 2: "nd", 3: "rd"][n % 10] ?? "th"
+        return "\(n)\(suffix)"
     }
 
     static func missingRanges(in present: Set<UInt64>, upTo highest: UInt64) -> [ClosedRange<UInt64>] {

@@ -1,4 +1,5 @@
 import Coordinator
+import CoordinatorPostgres
 import DeviceNode
 import MessagePack
 import Crypto
@@ -7,6 +8,7 @@ import FleetProtocol
 import GRDB
 import SignatureCapture
 import SyncContract
+import Synchronization
 
 /// Opens a run's SQLite file read-only: the checker never changes what it judges.
 enum CheckerDatabase {
@@ -24,8 +26,9 @@ enum CheckerDatabase {
     static func sha256(_ data: Data) -> [UInt8] { Array(SHA256.hash(data: data)) }
 }
 
-/// What the coordinator's store holds, as the checker needs it. Payloads are verified while
-/// they are read (``Envelope/verification``) and not kept.
+/// What the coordinator's store holds, as the checker needs it: the store's read-only
+/// ``CoordinatorSnapshot`` (the same for SQLite and PostgreSQL), indexed. Payloads are verified
+/// while the store hands them over (``Envelope/verification``) and not kept.
 struct ServerSnapshot: Sendable {
     struct Device: Sendable {
         var id: String
@@ -35,7 +38,8 @@ struct ServerSnapshot: Sendable {
     }
 
     struct Envelope: Sendable {
-        var rowid: Int64
+        /// 1-based place in the store's ingest order (the snapshot's order), shown in order witnesses.
+        var position: Int
         var id: String
         var accountID: String
         var deviceID: String
@@ -50,7 +54,8 @@ struct ServerSnapshot: Sendable {
     }
 
     struct SyncResult: Sendable {
-        var rowid: Int64
+        /// 1-based place in the store's order of results.
+        var position: Int
         var accountID: String
         var deviceID: String
         var sequence: UInt64
@@ -73,73 +78,87 @@ struct ServerSnapshot: Sendable {
         var device: String
     }
 
-    /// The file name shown in witnesses.
+    /// The store's name shown in witnesses (`coordinator.sqlite`, or the PostgreSQL location).
     var store: String
     /// The checked accounts' devices by id (``restricted(to:)``).
     var devices: [String: Device]
     /// Every account's devices.
     var allDevices: [AccountDevice: Device]
-    /// In ingest order (rowid).
+    /// In ingest order.
     var envelopes: [Envelope]
-    /// In ingest order (rowid).
+    /// In ingest order.
     var syncResults: [SyncResult]
     var recipients: [String: [Recipient]]
 
-    static func read(path: String, store: String) throws -> ServerSnapshot {
-        let queue = try CheckerDatabase.openReadOnly(path)
-        defer { try? queue.close() }
-        return try queue.read { db in
-            // Device ids are unique per account (several accounts may use one id): rows are read
-            // per account, and each payload is verified with its own account's device key.
-            var allDevices: [AccountDevice: Device] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT id, accountID, publicKey, lastAppliedSequence FROM device") {
-                let key: Data = row["publicKey"]
-                let last: Int64 = row["lastAppliedSequence"]
-                let device = Device(id: row["id"], accountID: row["accountID"], publicKey: Array(key), lastAppliedSequence: UInt64(clamping: last))
-                allDevices[AccountDevice(account: device.accountID, device: device.id)] = device
-            }
-            var envelopes: [Envelope] = []
-            // A cursor: one payload in memory at a time, verified and dropped.
-            let cursor = try Row.fetchCursor(db, sql: """
-                SELECT rowid AS rid, id, accountID, deviceID, sequence, transactionID, localEnvelopeID, status, createdAt,
-                       payload, deviceSignature
-                FROM envelope ORDER BY rowid
-                """)
-            while let row = try cursor.next() {
-                let payload: Data = row["payload"]
-                let signature: Data = row["deviceSignature"]
-                let sequence: Int64 = row["sequence"]
-                var envelope = Envelope(
-                    rowid: row["rid"], id: row["id"], accountID: row["accountID"], deviceID: row["deviceID"],
-                    sequence: UInt64(clamping: sequence), transactionID: row["transactionID"], localEnvelopeID: row["localEnvelopeID"],
-                    status: row["status"], createdAt: row["createdAt"], payloadSHA256: CheckerDatabase.sha256(payload), verification: nil)
-                envelope.verification = verify(
-                    envelope, payload: payload, signature: signature,
-                    device: allDevices[AccountDevice(account: envelope.accountID, device: envelope.deviceID)])
-                envelopes.append(envelope)
-            }
-            let syncResults = try Row.fetchAll(
-                db, sql: "SELECT rowid AS rid, accountID, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY rowid"
-            ).map { row in
-                let sequence: Int64 = row["sequence"]
-                return SyncResult(
-                    rowid: row["rid"], accountID: row["accountID"], deviceID: row["deviceID"], sequence: UInt64(clamping: sequence),
-                    outcome: row["outcome"], envelopeID: row["envelopeID"], reason: row["reason"])
-            }
-            var recipients: [String: [Recipient]] = [:]
-            for row in try Row.fetchAll(db, sql: """
-                SELECT envelopeID, recipientID, type, routingOrder, status, statusChangedAt
-                FROM envelopeRecipient ORDER BY envelopeID, routingOrder, recipientID
-                """) {
-                let recipient = Recipient(
-                    envelopeID: row["envelopeID"], recipientID: row["recipientID"], type: row["type"], routingOrder: row["routingOrder"],
-                    status: row["status"], statusChangedAt: row["statusChangedAt"])
-                recipients[recipient.envelopeID, default: []].append(recipient)
-            }
-            // Every account's rows: the checker narrows them down with `restricted(to:)`.
-            return ServerSnapshot(
-                store: store, devices: [:], allDevices: allDevices, envelopes: envelopes, syncResults: syncResults, recipients: recipients)
+    /// Reads the coordinator store at `location` (a SQLite file, opened read-only, or a
+    /// `postgres://` URL, opened without migrating) through its ``CoordinatorSnapshot``, and
+    /// verifies each payload as the store hands it over.
+    static func read(location: String, store: String) async throws -> ServerSnapshot {
+        let failures = VerificationFailures()
+        let verify: @Sendable (CoordinatorSnapshot.Payload) -> Void = { signed in
+            guard let failure = Self.verify(signed) else { return }
+            failures.byIndex.withLock { $0[signed.index] = failure }
         }
+        let snapshot: CoordinatorSnapshot
+        if PostgresCoordinatorStore.isURL(location) {
+            let postgres = try await PostgresCoordinatorStore(url: location, readOnly: true)
+            defer { postgres.close() }
+            snapshot = try await postgres.checkerSnapshot(payloads: verify)
+        } else {
+            guard FileManager.default.fileExists(atPath: location) else { throw CheckerError.unreadable(path: location, reason: "no such file") }
+            snapshot = try CoordinatorStore.checkerSnapshot(readOnlyPath: location, payloads: verify)
+        }
+        return ServerSnapshot(snapshot, verifications: failures.byIndex.withLock { $0 }, store: store)
+    }
+
+    /// Why envelopes do not verify, by index, filled while the store hands the payloads over.
+    private final class VerificationFailures: Sendable {
+        let byIndex = Mutex<[Int: String]>([:])
+    }
+
+    /// The checker's view of a store's snapshot; `verifications`: why the envelope at an index does not verify.
+    init(_ snapshot: CoordinatorSnapshot, verifications: [Int: String], store: String) {
+        // Device ids are unique per account (several accounts may use one id): rows are keyed
+        // per account, and each payload was verified with its own account's device key.
+        var allDevices: [AccountDevice: Device] = [:]
+        for row in snapshot.devices {
+            let device = Device(
+                id: row.id, accountID: row.accountID, publicKey: Array(row.publicKey),
+                lastAppliedSequence: UInt64(clamping: row.lastAppliedSequence))
+            allDevices[AccountDevice(account: device.accountID, device: device.id)] = device
+        }
+        let envelopes = snapshot.envelopes.enumerated().map { index, row in
+            Envelope(
+                position: index + 1, id: row.id, accountID: row.accountID, deviceID: row.deviceID, sequence: UInt64(clamping: row.sequence),
+                transactionID: row.transactionID, localEnvelopeID: row.localEnvelopeID, status: row.status, createdAt: row.createdAt,
+                payloadSHA256: Array(row.payloadSHA256), verification: verifications[index])
+        }
+        let syncResults = snapshot.syncResults.enumerated().map { index, row in
+            SyncResult(
+                position: index + 1, accountID: row.accountID, deviceID: row.deviceID, sequence: UInt64(clamping: row.sequence),
+                outcome: row.outcome, envelopeID: row.envelopeID, reason: row.reason)
+        }
+        var recipients: [String: [Recipient]] = [:]
+        for row in snapshot.recipients {
+            recipients[row.envelopeID, default: []].append(
+                Recipient(
+                    envelopeID: row.envelopeID, recipientID: row.recipientID, type: row.type, routingOrder: row.routingOrder,
+                    status: row.status, statusChangedAt: row.statusChangedAt))
+        }
+        // Every account's rows: the checker narrows them down with `restricted(to:)`.
+        self.init(store: store, devices: [:], allDevices: allDevices, envelopes: envelopes, syncResults: syncResults, recipients: recipients)
+    }
+
+    init(
+        store: String, devices: [String: Device], allDevices: [AccountDevice: Device], envelopes: [Envelope], syncResults: [SyncResult],
+        recipients: [String: [Recipient]]
+    ) {
+        self.store = store
+        self.devices = devices
+        self.allDevices = allDevices
+        self.envelopes = envelopes
+        self.syncResults = syncResults
+        self.recipients = recipients
     }
 
     /// The snapshot as seen by the accounts in `accounts` (nil: every account), with ``devices``
@@ -168,11 +187,15 @@ struct ServerSnapshot: Sendable {
         allDevices.values.filter { $0.id == device && $0.publicKey == publicKey }.map(\.accountID)
     }
 
-    /// The wire contract's rule (``SyncItemRule``, every signature checked), plus the row's local envelope id.
-    private static func verify(_ envelope: Envelope, payload: Data, signature: Data, device: Device?) -> String? {
-        guard let device else { return "device \(envelope.deviceID) is not enrolled on the server" }
-        let item = SyncItem(sequence: envelope.sequence, transactionID: envelope.transactionID, payload: Array(payload), signature: Array(signature))
-        switch SyncItemRule.check(item, deviceID: envelope.deviceID, key: try? StrictEd25519.publicKey(device.publicKey).get()) {
+    /// The wire contract's rule (``SyncItemRule``, every signature checked), plus the row's local
+    /// envelope id; nil when it verifies, else why not.
+    static func verify(_ signed: CoordinatorSnapshot.Payload) -> String? {
+        let envelope = signed.envelope
+        guard let device = signed.device else { return "device \(envelope.deviceID) is not enrolled on the server" }
+        let item = SyncItem(
+            sequence: UInt64(clamping: envelope.sequence), transactionID: envelope.transactionID, payload: Array(signed.payload),
+            signature: Array(signed.signature))
+        switch SyncItemRule.check(item, deviceID: envelope.deviceID, key: try? StrictEd25519.publicKey(Array(device.publicKey)).get()) {
         case .failure(let failure):
             return failure.reason
         case .success(let decoded):

@@ -39,7 +39,7 @@ extension CheckReport {
 
     /// Leading columns first (ids, device, sequence), the rest by name.
     static func describe(_ row: WitnessRow) -> String {
-        let leading = ["(none)", "rowid", "id", "envelopeID", "deviceID", "sequence", "transactionID", "transactionId", "recipientID"]
+        let leading = ["(none)", "ingestPosition", "id", "envelopeID", "deviceID", "sequence", "transactionID", "transactionId", "recipientID"]
         let keys = leading.filter { row.fields[$0] != nil } + row.fields.keys.filter { !leading.contains($0) }.sorted()
         let values = keys.map { key in key == "(none)" ? row.fields[key] ?? "" : "\(key)=\(row.fields[key] ?? "")" }
         return "\(row.store) \(row.table): " + values.joined(separator: " ")

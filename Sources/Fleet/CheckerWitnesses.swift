@@ -7,18 +7,24 @@ extension CheckerAnalysis {
         return ISO8601DateFormatter.string(from: date, timeZone: .gmt, formatOptions: [.withInternetDateTime, .withFractionalSeconds])
     }
 
-    func witnessRow(_ envelope: ServerSnapshot.Envelope, _ server: ServerSnapshot) -> WitnessRow {
-        WitnessRow(store: server.store, table: "envelope", fields: [
-            "rowid": "\(envelope.rowid)", "id": envelope.id, "deviceID": envelope.deviceID, "sequence": "\(envelope.sequence)",
+    /// An envelope row, named by its keys (id; device and sequence); with `ordered`, also its
+    /// place in the store's ingest order (`ingestPosition`, 1-based), for order witnesses.
+    func witnessRow(_ envelope: ServerSnapshot.Envelope, _ server: ServerSnapshot, ordered: Bool = false) -> WitnessRow {
+        var fields = [
+            "id": envelope.id, "deviceID": envelope.deviceID, "sequence": "\(envelope.sequence)",
             "transactionID": envelope.transactionID, "status": envelope.status, "createdAt": Self.stamp(envelope.createdAt),
-        ])
+        ]
+        if ordered { fields["ingestPosition"] = "\(envelope.position)" }
+        return WitnessRow(store: server.store, table: "envelope", fields: fields)
     }
 
-    func witnessRow(_ result: ServerSnapshot.SyncResult, _ server: ServerSnapshot) -> WitnessRow {
+    /// A result row, named by its key (device, sequence); `ordered` as for envelopes.
+    func witnessRow(_ result: ServerSnapshot.SyncResult, _ server: ServerSnapshot, ordered: Bool = false) -> WitnessRow {
         var fields = [
-            "rowid": "\(result.rowid)", "deviceID": result.deviceID, "sequence": "\(result.sequence)", "outcome": result.outcome,
+            "deviceID": result.deviceID, "sequence": "\(result.sequence)", "outcome": result.outcome,
             "envelopeID": result.envelopeID ?? "(null)",
         ]
+        if ordered { fields["ingestPosition"] = "\(result.position)" }
         if let reason = result.reason { fields["reason"] = reason }
         return WitnessRow(store: server.store, table: "syncResult", fields: fields)
     }

@@ -58,8 +58,11 @@ public struct FaultWindow: Codable, Sendable, Hashable {
 ///   and says so in `notes`; one that finds none is dropped (also in `notes`).
 ///   Toxics and outages may overlap anything.
 public struct FaultSchedule: Codable, Sendable, Hashable {
-    /// The target name of coordinator faults.
+    /// The target name of coordinator faults (the first coordinator; others are `coordinator-<n>`,
+    /// ``CoordinatorSettings/processName(_:)``).
     public static let coordinatorProcess = "coordinator"
+    /// The target name of `restart_postgres` (the run's PostgreSQL server).
+    public static let postgresProcess = "postgres"
 
     /// Something the launcher should log: a fault that hit fewer targets than asked, or none.
     public struct Note: Codable, Sendable, Hashable {
@@ -103,8 +106,16 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
             case .templateEdit:
                 targets = []
             case .killCoordinator, .pauseCoordinator, .restoreCoordinator:
-                targets = isFree(Self.coordinatorProcess) ? [Self.coordinatorProcess] : []
-                if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: the coordinator is already killed or paused then")) }
+                let wanted = scenario.coordinatorTargets(spec.target)
+                targets = wanted.filter(isFree)
+                if targets.isEmpty {
+                    notes.append(Note(id: id, time: item.start, message: "dropped: the coordinator is already killed or paused then"))
+                } else if targets.count < wanted.count {
+                    notes.append(Note(id: id, time: item.start, message: "hits \(targets.count) of the \(wanted.count) coordinators; the others are already killed or paused then"))
+                }
+            case .restartPostgres:
+                targets = isFree(Self.postgresProcess) ? [Self.postgresProcess] : []
+                if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: PostgreSQL is already being restarted then")) }
             default:
                 // Hostile groups are attackers, not part of the fleet under test: faults never hit them.
                 let candidates = layout.processes.filter {
@@ -223,7 +234,7 @@ extension Fault {
     /// Faults of one class may not hit the same process in overlapping windows.
     var exclusionClass: String? {
         switch self {
-        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator: return "kill or pause"
+        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator, .restartPostgres: return "kill or pause"
         case .partition: return "partition"
         default: return nil
         }
@@ -241,7 +252,14 @@ extension Fault {
         case .partition: return "partition"
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator: return "restore coordinator"
+        case .restartPostgres(let crash): return crash ? "restart postgres (kill -9)" : "restart postgres (fast)"
         }
+    }
+
+    /// A restart of the run's PostgreSQL server.
+    var isPostgresFault: Bool {
+        if case .restartPostgres = self { return true }
+        return false
     }
 
     /// A fault of the coordinator process (they may not overlap one another).
@@ -263,6 +281,7 @@ extension Fault {
         case .partition: return "partition \(list)"
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator(let snapshot): return "restore coordinator from its copy at \(DurationText.render(snapshot))"
+        case .restartPostgres(let crash): return crash ? "kill -9 postgres, then restart it" : "stop postgres (fast), then restart it"
         }
     }
 }

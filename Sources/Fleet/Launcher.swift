@@ -82,6 +82,7 @@ public enum LauncherError: Error, CustomStringConvertible {
     case proxySetup(String)
     case hostileSetup(String)
     case adminRequest(String)
+    case postgres(String)
 
     public var description: String {
         switch self {
@@ -90,6 +91,7 @@ public enum LauncherError: Error, CustomStringConvertible {
         case .proxySetup(let message): return "fault proxy setup failed: \(message)"
         case .hostileSetup(let message): return "setting up the hostile groups failed: \(message)"
         case .adminRequest(let message): return "the coordinator's admin API refused: \(message)"
+        case .postgres(let message): return "the run's PostgreSQL: \(message)"
         }
     }
 }
@@ -112,8 +114,14 @@ public final class Launcher: Sendable {
     struct Mutable {
         var progress: ProgressLine
         var proxyClient: FaultProxyClient?
-        /// The coordinator's ZeroMQ endpoint once known.
+        /// The (first) coordinator's ZeroMQ endpoint once known.
         var coordinatorEndpoint: String?
+        /// Every coordinator's endpoint, in order (``CoordinatorSettings/processNames``).
+        var coordinatorEndpoints: [String] = []
+        /// The store every coordinator opens: the run's `coordinator.sqlite`, or a PostgreSQL URL with its schema.
+        var storeLocation: String?
+        /// The run's PostgreSQL postmaster while it runs (its process group is every server process).
+        var postmaster: Int32?
         /// The coordinator's CURVE public key (Z85); nil when it serves plain TCP.
         var coordinatorPublicKey: String?
         /// Active faults by their schedule id.
@@ -162,7 +170,8 @@ public final class Launcher: Sendable {
         do {
             try Data(configuration.scenarioText.utf8).write(to: URL(fileURLWithPath: run.scenarioFile))
             try writeSchedule()
-            try await startCoordinator()
+            try await preparePostgres()
+            try await startCoordinators()
             try await prepareTemplates()
             if configuration.scenario.proxy { try await startProxy() }
             try await startNodes()
@@ -180,9 +189,15 @@ public final class Launcher: Sendable {
         mutable.withLock { $0.progress.finish() }
         await stopEverything()
         if interrupted { notes.append("interrupted (SIGINT/SIGTERM): not drained, not checked") }
-        return await finish(
+        let result = await finish(
             started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, drainedAll: drainedAll, notes: notes)
+        // After the checker, which reads a PostgreSQL store while the server runs.
+        await stopPostgres()
+        return result
     }
+
+    /// The store the coordinators open (``Mutable/storeLocation``; `coordinator.sqlite` by default).
+    var storeLocation: String { mutable.withLock { $0.storeLocation } ?? run.coordinatorStore }
 
     /// `schedule.json`: the fault events as planned from the seed (the launcher's
     /// history shows them as applied), and what the schedule could not do.
@@ -222,30 +237,38 @@ public final class Launcher: Sendable {
 
     func writeCoordinatorConfiguration() throws {
         let values = Self.coordinatorConfiguration(
-            configuration.scenario.coordinator, store: run.coordinatorStore, publicKeyFile: run.coordinatorPublicKeyFile)
+            configuration.scenario.coordinator, store: storeLocation, publicKeyFile: run.coordinatorPublicKeyFile)
         let data = try JSONSerialization.data(withJSONObject: values, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         try data.write(to: URL(fileURLWithPath: run.coordinatorConfigFile))
     }
 
-    func startCoordinator() async throws {
+    /// Starts the scenario's coordinators one after the other (the first creates and migrates the
+    /// store and seeds the demo account; the others find them), each on its own endpoint, all on
+    /// the one store and so with one CURVE key.
+    func startCoordinators() async throws {
         try writeCoordinatorConfiguration()
-        let spec = ChildSpec(
-            name: "coordinator", arguments: coordinatorArguments(bind: "tcp://127.0.0.1:*"),
-            restartBudget: configuration.scenario.coordinator.restartBudget)
-        await supervisor.start(spec)
-        let endpoint = try await waitForAnnounced("listening", by: "coordinator")
-        // A restart (crash or scheduled kill) comes back on the same endpoint and store.
-        var again = spec
-        again.arguments = coordinatorArguments(bind: endpoint)
-        await supervisor.update(again)
+        var endpoints: [String] = []
+        for name in configuration.scenario.coordinator.processNames {
+            let spec = ChildSpec(
+                name: name, arguments: coordinatorArguments(bind: "tcp://127.0.0.1:*"),
+                restartBudget: configuration.scenario.coordinator.restartBudget)
+            await supervisor.start(spec)
+            let endpoint = try await waitForAnnounced("listening", by: name)
+            // A restart (crash or scheduled kill) comes back on the same endpoint and store.
+            var again = spec
+            again.arguments = coordinatorArguments(bind: endpoint)
+            await supervisor.update(again)
+            _ = try await waitForAnnounced("http", by: name)
+            endpoints.append(endpoint)
+            message("\(name) listening on \(endpoint)")
+        }
         // Printed before `listening`; the devices pin it (and a restart serves the same key, from the store).
-        let publicKey = state.announced("curve-public-key", by: "coordinator")
+        let publicKey = state.announced("curve-public-key", by: FaultSchedule.coordinatorProcess)
         mutable.withLock {
-            $0.coordinatorEndpoint = endpoint
+            $0.coordinatorEndpoint = endpoints.first
+            $0.coordinatorEndpoints = endpoints
             $0.coordinatorPublicKey = publicKey
         }
-        _ = try await waitForAnnounced("http", by: "coordinator")
-        message("coordinator listening on \(endpoint)")
     }
 
     /// Templates the scenario edits must exist: the demo ones are seeded with the demo
@@ -259,7 +282,7 @@ public final class Launcher: Sendable {
         for name in names {
             _ = await runOnce(
                 name: "template-\(name)",
-                arguments: ["admin", "templates", "create-sample", "--store", run.coordinatorStore, "--name", name, "--id", name])
+                arguments: ["admin", "templates", "create-sample", "--store", storeLocation, "--name", name, "--id", name])
         }
     }
 
@@ -303,6 +326,16 @@ public final class Launcher: Sendable {
                 endpoints[node.process] = mutable.withLock { $0.coordinatorEndpoint } ?? ""
             }
         }
+        // Several coordinators (no proxies then, ScenarioLoader): every honest node gets them all and
+        // fails over between them; attackers stay on the first.
+        let allEndpoints = mutable.withLock { $0.coordinatorEndpoints }
+        var failover: [String: [String]] = [:]
+        if allEndpoints.count > 1 {
+            for node in configuration.plan.nodes where hostile[node.group] == nil {
+                endpoints[node.process] = allEndpoints[0]
+                failover[node.process] = Array(allEndpoints.dropFirst())
+            }
+        }
         let runStart = Date().timeIntervalSince1970
         mutable.withLock { $0.runStart = runStart }
         let encoder = JSONEncoder()
@@ -317,6 +350,7 @@ public final class Launcher: Sendable {
                 duration: scenario.duration, devices: node.devices, behaviour: group.behaviour, connectivity: group.connectivity,
                 pens: group.pens, outages: node.outages, statsInterval: configuration.tick,
                 requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
+            plan.failoverEndpoints = failover[node.process]
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)
             }

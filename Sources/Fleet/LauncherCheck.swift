@@ -6,7 +6,7 @@ public enum FleetCheck {
     @Sendable public static func run(_ run: RunDirectory) async -> CheckOutcome {
         let report: CheckReport
         do {
-            report = try Checker.check(run: run)
+            report = try await Checker.check(run: run)
         } catch {
             return CheckOutcome(verdict: "unknown", notes: ["the checker could not run: \(error)"])
         }

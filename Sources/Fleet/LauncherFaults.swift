@@ -47,6 +47,7 @@ extension Launcher {
         case .partition: return isStart ? .partition : .heal
         case .templateEdit: return .templateEdit
         case .restoreCoordinator: return isStart ? .restore : .restart
+        case .restartPostgres: return isStart ? .kill : .restart
         }
     }
 
@@ -76,6 +77,8 @@ extension Launcher {
                 if state.nodeNames.contains(target) { state.setUnavailable(target, isStart) }
                 if !sent { failures.append("\(target) is not running") }
             }
+        case .restartPostgres(let crash):
+            failures += await restartPostgres(crash: crash, isStart: isStart)
         case .offline:
             break  // the nodes apply their outages themselves (NodePlan.outages); recorded for the report
         case .toxic(let spec):
@@ -111,7 +114,7 @@ extension Launcher {
             }
             // Through the running coordinator's admin API, never by writing its store file.
             do {
-                guard let address = state.announced("http", by: "coordinator") else { throw LauncherError.hostileSetup("no HTTP address") }
+                guard let address = await runningCoordinatorHTTP() else { throw LauncherError.adminRequest("no coordinator is running") }
                 try await adminPost(
                     address: address, path: "admin/accounts/demo/templates/\(template)/tab",
                     body: CoordinatorAdminRoutes.TabEdit(index: 0, label: "edited by the fleet launcher (\(edits))"), acceptingConflict: false)
@@ -120,6 +123,17 @@ extension Launcher {
             }
         }
         return failures
+    }
+
+    /// The HTTP address of a running coordinator, the first one that is up (any of them serves
+    /// the one store's admin API).
+    func runningCoordinatorHTTP() async -> String? {
+        for name in configuration.scenario.coordinator.processNames {
+            let running = await supervisor.isRunning(name)
+            let paused = await supervisor.isPaused(name)
+            if running, !paused, let address = state.announced("http", by: name) { return address }
+        }
+        return nil
     }
 
     // MARK: - Heal, drain, stop
@@ -146,7 +160,7 @@ extension Launcher {
             _ = await supervisor.signal(name, SIGCONT)
         }
         let exhausted = Set(await supervisor.exhausted)
-        for name in ["coordinator"] + configuration.plan.nodes.map(\.process) where !exhausted.contains(name) {
+        for name in configuration.scenario.coordinator.processNames + configuration.plan.nodes.map(\.process) where !exhausted.contains(name) {
             if await !supervisor.isRunning(name), !state.drained.contains(name) {
                 await supervisor.restart(name)
             }
@@ -200,7 +214,9 @@ extension Launcher {
             }
         }
         await supervisor.stop("proxy", grace: grace)
-        await supervisor.stop("coordinator", grace: grace)
+        for name in configuration.scenario.coordinator.processNames {
+            await supervisor.stop(name, grace: grace)
+        }
         await supervisor.stopAll(grace: grace)
         record(.ok, .stop, details: ["phase": "final"])
     }

@@ -63,6 +63,12 @@ extension NodePlan {
         }
         guard !process.isEmpty else { throw fail("process", "must not be empty") }
         guard !endpoint.isEmpty else { throw fail("endpoint", "must not be empty") }
+        if let failover = failoverEndpoints {
+            guard failover.count <= 16 else { throw fail("failoverEndpoints", "must list at most 16 endpoints, not \(failover.count)") }
+            for (index, other) in failover.enumerated() where other.isEmpty || other.utf8.count > 1024 {
+                throw fail("failoverEndpoints[\(index)]", "must be 1 to 1024 bytes")
+            }
+        }
         guard !dataDirectory.isEmpty else { throw fail("dataDirectory", "must not be empty") }
         guard !historyFile.isEmpty else { throw fail("historyFile", "must not be empty") }
         guard runStart.isFinite, runStart > 0 else { throw fail("runStart", "must be seconds since the Unix epoch") }

@@ -16,7 +16,9 @@ import Foundation
 ///   nodes/<process>.json the NodePlan each node process ran
 ///   coordinator.json     the coordinator's configuration (store, heartbeat, the demo
 ///                        account's rate limits from the scenario)
-///   coordinator.sqlite   the coordinator's store
+///   coordinator.sqlite   the coordinator's store (SQLite, the default)
+///   postgres/            with `coordinator: {store: postgres}`: the run's PostgreSQL cluster
+///                        (data/, server.log, port); coordinator.json names its URL
 ///   devices/<device>.sqlite
 ///   hostile/<process>.jsonl  what hostile groups tried and got (only with hostile groups)
 ///   report.html          self-contained report
@@ -39,6 +41,18 @@ public struct RunDirectory: Sendable, Hashable {
     public var logsDirectory: String { file("logs") }
     public var nodePlansDirectory: String { file("nodes") }
     public var coordinatorStore: String { file("coordinator.sqlite") }
+    /// The coordinator's store as the run used it: the `postgres://` URL of `coordinator.json`'s
+    /// `store` when it names one (a `coordinator: {store: postgres}` scenario), else ``coordinatorStore``.
+    public var coordinatorStoreLocation: String {
+        guard let data = FileManager.default.contents(atPath: coordinatorConfigFile), data.count <= 1 << 20,
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let store = object["store"] as? String,
+            store.hasPrefix("postgres://") || store.hasPrefix("postgresql://")
+        else { return coordinatorStore }
+        return store
+    }
+    /// A throwaway PostgreSQL cluster of the run (`coordinator: {store: postgres}`): `postgres/data`
+    /// (the cluster), `postgres/server.log`, `postgres/port`.
+    public var postgresDirectory: String { file("postgres") }
     public var coordinatorConfigFile: String { file("coordinator.json") }
     /// The coordinator's CURVE public key (Z85, one line), written by the coordinator at start.
     public var coordinatorPublicKeyFile: String { file("coordinator.pub") }

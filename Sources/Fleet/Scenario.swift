@@ -48,15 +48,54 @@ public struct CoordinatorSettings: Codable, Sendable, Hashable {
     /// Per-account request budget per hour and burst, if limited.
     public var rateLimitHourly: Int?
     public var rateLimitBurst: Int?
-    /// Unexpected exits the supervisor restarts before it gives up on the run.
+    /// Unexpected exits the supervisor restarts before it gives up on the run (per coordinator).
     public var restartBudget: Int
+    /// Where the coordinators keep their store.
+    public var store: CoordinatorStoreChoice
+    /// Coordinator processes serving the fleet on the one store (the scenario's top-level
+    /// `coordinators`, 1…``maximumInstances``; more than one needs PostgreSQL).
+    public var instances: Int
 
-    public init(heartbeat: Double = 0.5, rateLimitHourly: Int? = nil, rateLimitBurst: Int? = nil, restartBudget: Int = 3) {
+    public static let maximumInstances = 5
+
+    public init(
+        heartbeat: Double = 0.5, rateLimitHourly: Int? = nil, rateLimitBurst: Int? = nil, restartBudget: Int = 3,
+        store: CoordinatorStoreChoice = .sqlite, instances: Int = 1
+    ) {
         self.heartbeat = heartbeat
         self.rateLimitHourly = rateLimitHourly
         self.rateLimitBurst = rateLimitBurst
         self.restartBudget = restartBudget
+        self.store = store
+        self.instances = instances
     }
+
+    /// The supervised process name of coordinator `number` (1-based): `coordinator`, then
+    /// `coordinator-2`, `coordinator-3`, … (their logs are `logs/<name>.log`).
+    public static func processName(_ number: Int) -> String { number <= 1 ? "coordinator" : "coordinator-\(number)" }
+
+    /// Every coordinator's process name, in order.
+    public var processNames: [String] { (1...max(1, instances)).map(Self.processName) }
+}
+
+extension Scenario {
+    /// The coordinator processes a coordinator fault with `target` hits: the one it names, or every one.
+    public func coordinatorTargets(_ target: FaultTarget) -> [String] {
+        if let number = target.coordinator { return [CoordinatorSettings.processName(number)] }
+        return coordinator.processNames
+    }
+}
+
+/// The coordinator store of a fleet run (docs/scenarios.md, "`coordinator`").
+public enum CoordinatorStoreChoice: Codable, Sendable, Hashable {
+    /// `coordinator.sqlite` in the run directory (the default).
+    case sqlite
+    /// A throwaway PostgreSQL cluster the launcher makes in the run directory (`postgres/`).
+    case postgres
+    /// An existing PostgreSQL server; the run makes a fresh schema there.
+    case postgresURL(String)
+
+    public var isPostgres: Bool { self != .sqlite }
 }
 
 /// A group of identical devices spread over `processes` node processes.
@@ -228,6 +267,10 @@ public enum Fault: Codable, Sendable, Hashable {
     /// seconds into the run (an online backup), and start it again after the duration: a store
     /// restored from an older backup, which the devices heal (docs/sync.md).
     case restoreCoordinator(snapshot: Double)
+    /// Stop the run's PostgreSQL server (`crash`: SIGKILL of the postmaster, a crash its restart
+    /// recovers from; otherwise a fast shutdown) and start it again on the same data directory
+    /// and port after the duration. Needs `coordinator: {store: postgres}`.
+    case restartPostgres(crash: Bool)
 }
 
 /// Which processes or devices a fault hits: a group (or all groups), and a fraction
@@ -236,11 +279,15 @@ public struct FaultTarget: Codable, Sendable, Hashable {
     public var group: String?
     public var fraction: Double?
     public var count: Int?
+    /// For coordinator faults: which coordinator (1-based, as in ``CoordinatorSettings/processName(_:)``);
+    /// nil: every coordinator.
+    public var coordinator: Int?
 
-    public init(group: String? = nil, fraction: Double? = nil, count: Int? = nil) {
+    public init(group: String? = nil, fraction: Double? = nil, count: Int? = nil, coordinator: Int? = nil) {
         self.group = group
         self.fraction = fraction
         self.count = count
+        self.coordinator = coordinator
     }
 }
 

@@ -8,10 +8,11 @@ import Yams
 struct FaultReader {
     let scenario: Scenario
 
-    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit", "restore_coordinator"]
+    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit", "restore_coordinator", "restart_postgres"]
     static let timingKeys = ["at", "from", "every", "until", "for"]
     static let targetKeys = ["group", "fraction", "count"]
-    static let entryKeys = actions + timingKeys + targetKeys
+    /// `coordinator: N` names the coordinator a kill or pause of the coordinator hits.
+    static let entryKeys = actions + timingKeys + targetKeys + ["coordinator"]
 
     /// Toxiproxy's toxics and their attributes (all integers: milliseconds, KB/s, bytes,
     /// microseconds for slicer's delay), see https://github.com/Shopify/toxiproxy#toxics.
@@ -81,11 +82,39 @@ struct FaultReader {
             if let at = try map.optional("at")?.duration(0...scenario.duration), snapshot >= at {
                 throw inner.error(at: "snapshot", "must be before the restore (at: \(DurationText.render(at))): the copy is taken first")
             }
+            if scenario.coordinator.store.isPostgres {
+                throw map.error(
+                    at: action,
+                    "restores a copy of a SQLite store; it is not supported with `coordinator: {store: postgres}` (use kill: coordinator or restart_postgres)")
+            }
             fault = .restoreCoordinator(snapshot: snapshot)
+        case "restart_postgres":
+            guard scenario.coordinator.store == .postgres else {
+                throw map.error(
+                    at: action,
+                    scenario.coordinator.store.isPostgres
+                        ? "restarts the run's own PostgreSQL; with an external server (store: postgres://…) the launcher does not control it"
+                        : "needs `coordinator: {store: postgres}` (the run's own PostgreSQL server)")
+            }
+            let mode = try actionValue.choice(["kill", "fast"])
+            fault = .restartPostgres(crash: mode == "kill")
         default:
             fault = .templateEdit(template: try templateEdit(actionValue))
         }
         target = try self.target(map, into: target, outer: nil)
+        if let coordinator = map.optional("coordinator") {
+            switch fault {
+            case .killCoordinator, .pauseCoordinator:
+                let instances = scenario.coordinator.instances
+                target.coordinator = try coordinator.int(1...CoordinatorSettings.maximumInstances)
+                if let number = target.coordinator, number > instances {
+                    throw coordinator.error(
+                        "is \(number) but the scenario has \(instances) coordinator\(instances == 1 ? "" : "s") (top-level `coordinators`)")
+                }
+            default:
+                throw coordinator.error("names a coordinator; only `kill: coordinator` and `pause: coordinator` take one")
+            }
+        }
         try checkTarget(fault, target, map: map, action: action)
         if case .toxic = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
         if case .partition = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
@@ -165,10 +194,11 @@ struct FaultReader {
     func checkTarget(_ fault: Fault, _ target: FaultTarget, map: MappingReader, action: String) throws {
         let targeted = target.group != nil || target.fraction != nil || target.count != nil
         switch fault {
-        case .killCoordinator, .pauseCoordinator, .templateEdit, .restoreCoordinator:
+        case .killCoordinator, .pauseCoordinator, .templateEdit, .restoreCoordinator, .restartPostgres:
             if targeted {
                 let key = Self.targetKeys.first { map.has($0) } ?? action
-                throw map.error(at: key, "\(action == "template_edit" ? "a template edit" : "the coordinator") takes no group, fraction or count")
+                let what = action == "template_edit" ? "a template edit" : action == "restart_postgres" ? "restart_postgres" : "the coordinator"
+                throw map.error(at: key, "\(what) takes no group, fraction or count")
             }
         default:
             if target.fraction != nil && target.count != nil {
@@ -216,16 +246,21 @@ struct FaultReader {
         return try idValue.identifier(maximumLength: 100, allowed: Self.templateCharacters, allowedDescription: "A-Z a-z 0-9 - _ . (a template id)")
     }
 
-    /// The coordinator is one process: a kill and a pause (or two kills) of it may not overlap.
+    /// A coordinator is one process: a kill and a pause (or two kills) of the same coordinator may
+    /// not overlap; nor may two restarts of PostgreSQL.
     func checkCoordinatorOverlaps(_ specs: [FaultSpec], entries: [YAMLValue]) throws {
-        var windows: [(spec: Int, start: Double, end: Double)] = []
-        for (index, spec) in specs.enumerated() where spec.fault.isCoordinatorFault {
+        var windows: [(spec: Int, start: Double, end: Double, hits: Set<String>)] = []
+        for (index, spec) in specs.enumerated() where spec.fault.isCoordinatorFault || spec.fault.isPostgresFault {
+            let hits = Set(spec.fault.isPostgresFault ? [FaultSchedule.postgresProcess] : scenario.coordinatorTargets(spec.target))
             for occurrence in spec.occurrences(runDuration: scenario.duration) {
-                if let other = windows.first(where: { $0.spec != index && $0.start < occurrence.end && occurrence.start < $0.end }) {
+                if let other = windows.first(where: {
+                    $0.spec != index && $0.start < occurrence.end && occurrence.start < $0.end && !$0.hits.isDisjoint(with: hits)
+                }) {
+                    let what = spec.fault.isPostgresFault ? "PostgreSQL takes one restart at a time" : "a coordinator takes one kill or pause at a time"
                     throw entries[index].error(
-                        "overlaps faults[\(other.spec)] (\(specs[other.spec].fault.label) from \(DurationText.render(other.start)) to \(DurationText.render(other.end))) at \(DurationText.render(occurrence.start)); the coordinator takes one kill or pause at a time")
+                        "overlaps faults[\(other.spec)] (\(specs[other.spec].fault.label) from \(DurationText.render(other.start)) to \(DurationText.render(other.end))) at \(DurationText.render(occurrence.start)); \(what)")
                 }
-                windows.append((index, occurrence.start, occurrence.end))
+                windows.append((index, occurrence.start, occurrence.end, hits))
             }
         }
     }

@@ -18,6 +18,12 @@ extension Scenario {
         if let hourly = coordinator.rateLimitHourly { out.line("  rate_limit_hourly: \(hourly)") }
         if let burst = coordinator.rateLimitBurst { out.line("  rate_limit_burst: \(burst)") }
         out.line("  restart_budget: \(coordinator.restartBudget)")
+        switch coordinator.store {
+        case .sqlite: out.line("  store: sqlite")
+        case .postgres: out.line("  store: postgres")
+        case .postgresURL(let url): out.line("  store: \(ScenarioYAMLWriter.doubleQuoted(url))")
+        }
+        out.line("coordinators: \(coordinator.instances)")
         out.line("groups:")
         for group in groups { out.group(group) }
         if faults.isEmpty {
@@ -113,7 +119,10 @@ struct ScenarioYAMLWriter {
             parts.append("template_edit: {template: \(quote(template))}")
         case .restoreCoordinator(let snapshot):
             parts.append("restore_coordinator: {snapshot: \(DurationText.render(snapshot))}")
+        case .restartPostgres(let crash):
+            parts.append("restart_postgres: \(crash ? "kill" : "fast")")
         }
+        if let coordinator = spec.target.coordinator { targetParts.append("coordinator: \(coordinator)") }
         parts += targetParts
         return "{\(parts.joined(separator: ", "))}"
     }

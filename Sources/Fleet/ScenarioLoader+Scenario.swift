@@ -1,3 +1,5 @@
+import CoordinatorPostgres
+import FleetProtocol
 import Foundation
 import SignatureCapture
 import Thresholds
@@ -6,8 +8,8 @@ import Yams
 /// Reads each part of a scenario from its YAML value (keys are snake_case; the
 /// allowed keys of every mapping are listed here and in docs/scenarios.md).
 enum ScenarioReader {
-    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "groups", "faults", "checks"]
-    static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget"]
+    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "coordinators", "groups", "faults", "checks"]
+    static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
     static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
     static let behaviourKeys = [
@@ -31,7 +33,18 @@ enum ScenarioReader {
             .duration(0...ScenarioLoader.maximumRunDuration, positive: true)
         let drainTimeout = try map.optional("drain_timeout")?.duration(0...3600, positive: true) ?? 60
         let proxy = try map.optional("proxy")?.bool() ?? false
-        let coordinator = try map.optional("coordinator").map(coordinatorSettings) ?? CoordinatorSettings()
+        var coordinator = try map.optional("coordinator").map(coordinatorSettings) ?? CoordinatorSettings()
+        if let instances = map.optional("coordinators") {
+            coordinator.instances = try instances.int(1...CoordinatorSettings.maximumInstances)
+            if coordinator.instances > 1 && !coordinator.store.isPostgres {
+                throw instances.error(
+                    "\(coordinator.instances) coordinators need a shared store: set `coordinator: {store: postgres}` (SQLite serves one coordinator)")
+            }
+            if coordinator.instances > 1 && proxy {
+                throw instances.error(
+                    "several coordinators with `proxy: true` is not supported yet (each node process has one proxy, to one coordinator); set proxy: false")
+            }
+        }
         let groups = try deviceGroups(map.required("groups", "list at least one device group"))
         let checks = try map.optional("checks").map(checks) ?? Checks()
         var scenario = Scenario(
@@ -53,7 +66,31 @@ enum ScenarioReader {
             throw map.error(at: "rate_limit_burst", "needs rate_limit_hourly (the burst is of that budget)")
         }
         if let budget = map.optional("restart_budget") { settings.restartBudget = try budget.int(0...1_000) }
+        if let store = map.optional("store") { settings.store = try coordinatorStore(store) }
         return settings
+    }
+
+    /// `sqlite` (the default), `postgres` (a throwaway cluster in the run directory) or an
+    /// existing server's `postgres://user[:password]@host[:port]/database` (the run makes its own schema there).
+    static func coordinatorStore(_ value: YAMLValue) throws -> CoordinatorStoreChoice {
+        let text = try value.text(expected: "sqlite, postgres, or a postgres://user@host:port/database URL")
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            guard text.utf8.count <= 1024 else { throw value.error("is \(text.utf8.count) bytes; a PostgreSQL URL here has at most 1024") }
+            let schema: String?
+            do {
+                schema = try PostgresCoordinatorStore.checkURL(text)
+            } catch let error as FleetError {
+                throw value.error(error.message)
+            }
+            if schema != nil {
+                throw value.error("names a schema; leave `?schema=` out: each run makes a fresh schema of its own on that server")
+            }
+            return .postgresURL(text)
+        }
+        switch try value.choice(["sqlite", "postgres"]) {
+        case "postgres": return .postgres
+        default: return .sqlite
+        }
     }
 
     static func deviceGroups(_ value: YAMLValue) throws -> [DeviceGroup] {

@@ -362,8 +362,8 @@ public actor SimulatedDevice {
             security = .curve(serverKey: serverKey, keys: keys)
         }
         var clientConfiguration = FleetClientConfiguration(
-            endpoint: configuration.endpoint, deviceID: configuration.deviceID, security: security,
-            requestTimeout: configuration.requestTimeout, maxAttempts: 2)
+            endpoint: configuration.endpoint, failoverEndpoints: configuration.failoverEndpoints, deviceID: configuration.deviceID,
+            security: security, requestTimeout: configuration.requestTimeout, maxAttempts: 2)
         // The launcher handed over the coordinator's key it read itself: no monitor per device.
         clientConfiguration.reportsHandshakeFailures = false
         let link = DeviceLink(configuration: clientConfiguration, loop: loop, logger: logger)

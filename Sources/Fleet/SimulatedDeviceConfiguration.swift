@@ -8,6 +8,8 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var deviceID: String
     /// The coordinator's (or the fault proxy's) endpoint.
     public var endpoint: String
+    /// Other coordinators' endpoints, tried in turn when the current one fails (``FleetClientConfiguration/failoverEndpoints``).
+    public var failoverEndpoints: [String] = []
     /// Where the device keeps its SQLite store (`<deviceID>.sqlite`).
     public var storeDirectory: String
     /// The user the device logs in as.
@@ -86,6 +88,16 @@ public struct SimulatedDeviceConfiguration: Sendable {
             pens: plan.pens, outages: plan.outages, runStart: plan.runStart, duration: plan.duration,
             requestTimeout: .milliseconds(Int64((plan.requestTimeout * 1000).rounded())), finishWhenDone: false)
         serverKey = plan.serverKey.flatMap(Z85.decode)
+        if let failover = plan.failoverEndpoints, !failover.isEmpty {
+            // Device `<group>-<n>` starts at endpoint (n - 1) mod count, so every coordinator serves
+            // devices from the start; a device keeps its order across restarts.
+            let all = [plan.endpoint] + failover
+            let number = device.id.split(separator: "-").last.flatMap { Int($0) } ?? ((plan.devices.firstIndex(of: device) ?? 0) + 1)
+            let first = max(0, number - 1) % all.count
+            let rotated = Array(all[first...] + all[..<first])
+            endpoint = rotated[0]
+            failoverEndpoints = Array(rotated.dropFirst())
+        }
         // 2 ms per device of the node, drawn from the device's seed: 1,000 devices start within 2 s.
         var random = SeededRandom(mixing: device.seed, 0x57A7)
         startDelay = random.nextDouble() * Double(plan.devices.count) * 0.002

@@ -28,7 +28,7 @@ struct CheckCommand: AsyncParsableCommand {
         let directory = RunDirectory(path: runDirectory)
         let report: CheckReport
         do {
-            report = try Checker.check(run: directory)
+            report = try await Checker.check(run: directory)
         } catch let error as CheckerError {
             throw ValidationError(error.description)
         }

@@ -1,6 +1,7 @@
 @testable import DeviceNode
 import Envelopes
 import FleetProtocol
+import CoordinatorPostgres
 import Foundation
 import GRDB
 import SignatureCapture
@@ -24,12 +25,23 @@ struct CheckerRun {
     ///   - devices: device ids.
     ///   - envelopes: envelopes each device signs.
     ///   - unsynced: how many of each device's last envelopes are never pushed (the run "ends" first).
-    static func make(devices: [String] = ["a-1", "b-1"], envelopes: Int = 3, unsynced: [String: Int] = [:]) async throws -> CheckerRun {
+    ///   - postgres: a PostgreSQL URL with `?schema=` to keep the coordinator's store in instead of
+    ///     `coordinator.sqlite` (written to `coordinator.json` as a `store: postgres` run does).
+    static func make(
+        devices: [String] = ["a-1", "b-1"], envelopes: Int = 3, unsynced: [String: Int] = [:], postgres: String? = nil
+    ) async throws -> CheckerRun {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("checker-\(UUID().uuidString)").path
         let run = try RunDirectory.create(root: root)
         var transactions: [String: [String]] = [:]
-        let store = try CoordinatorStore(path: run.coordinatorStore)
-        let services = CoordinatorServices(store: store)
+        let storage: any CoordinatorStorage
+        if let postgres {
+            storage = try await PostgresCoordinatorStore(url: postgres)
+            let configuration = try JSONSerialization.data(withJSONObject: ["store": postgres])
+            try configuration.write(to: URL(fileURLWithPath: run.coordinatorConfigFile))
+        } else {
+            storage = try CoordinatorStore(path: run.coordinatorStore)
+        }
+        let services = CoordinatorServices(storage: storage)
         _ = try await services.accounts.createAccount(id: "acme", name: "Acme", offlineSigning: true)
         _ = try await services.accounts.createUser(accountID: "acme", name: "Ann", email: "ann@acme.example", secret: "secret-123")
         let token = try await services.auth.issueToken(email: "ann@acme.example", secret: "secret-123").accessToken
@@ -73,7 +85,8 @@ struct CheckerRun {
             try await node.close()
         }
         // Closed, so the files can be copied whole (no write-ahead log left behind).
-        try store.database.close()
+        if let store = storage as? CoordinatorStore { try store.database.close() }
+        (storage as? PostgresCoordinatorStore)?.close()
         return CheckerRun(root: root, run: run, transactions: transactions)
     }
 

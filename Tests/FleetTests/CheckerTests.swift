@@ -23,7 +23,7 @@ import Testing
     @Test func aCleanRunIsValid() async throws {
         let fixture = try await CheckerRun.make()
         defer { fixture.remove() }
-        let report = try Checker.check(run: fixture.run)
+        let report = try await Checker.check(run: fixture.run)
         #expect(report.verdict == .valid, "\(report.summary())")
         #expect(report.anomalies.isEmpty)
         #expect(report.counts.devices == 2)
@@ -42,7 +42,7 @@ import Testing
         try CheckerRun.edit(broken.coordinatorStore) { db in
             try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.lost], "one fault, reported once: \(report.summary())")
         let lost = try #require(report.anomalies(.lost).first)
@@ -78,7 +78,7 @@ import Testing
             try db.execute(sql: "DELETE FROM outbox WHERE transactionId = ?", arguments: [pending])
             try db.execute(sql: "DELETE FROM envelopes WHERE transactionId = ?", arguments: [pending])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid, "\(report.summary())")
         let lost = try #require(report.anomalies(.lost).first)
         #expect(lost.device == "a-1" && lost.transaction == synced && lost.sequence == 3)
@@ -96,7 +96,7 @@ import Testing
         try CheckerRun.edit(broken.coordinatorStore) { db in
             try CheckerRun.duplicateEnvelope(db, id: Self.serverID(transaction), as: "env-duplicate")
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.duplicate], "\(report.summary())")
         let duplicate = try #require(report.anomalies(.duplicate).first)
@@ -118,7 +118,7 @@ import Testing
             try db.execute(sql: "UPDATE envelope SET rowid = ? WHERE rowid = ?", arguments: [a, b])
             try db.execute(sql: "UPDATE envelope SET rowid = ? WHERE rowid = -1", arguments: [b])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.orderViolation], "\(report.summary())")
         let violation = try #require(report.anomalies(.orderViolation).first)
@@ -136,7 +136,7 @@ import Testing
             signature[10] ^= 0x01
             try db.execute(sql: "UPDATE envelope SET deviceSignature = ? WHERE transactionID = ?", arguments: [signature, transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
         let invalid = try #require(report.anomalies.first)
@@ -154,7 +154,7 @@ import Testing
             payload[payload.count - 1] ^= 0x01
             try db.execute(sql: "UPDATE envelope SET payload = ? WHERE transactionID = ?", arguments: [payload, transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
         #expect(report.anomalies.first?.transaction == transaction)
     }
@@ -180,7 +180,7 @@ import Testing
             try db.execute(sql: "UPDATE envelope SET payload = ?, deviceSignature = ? WHERE transactionID = ?",
                            arguments: [Data(bytes), signature, transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
         let invalid = try #require(report.anomalies.first)
         #expect(invalid.device == "b-1" && invalid.transaction == transaction)
@@ -199,7 +199,7 @@ import Testing
             try db.execute(sql: "UPDATE envelopeRecipient SET status = 'sent' WHERE envelopeID = ? AND recipientID = '1'", arguments: [id])
             try db.execute(sql: "UPDATE envelopeRecipient SET status = 'signed' WHERE envelopeID = ? AND recipientID = 'r1'", arguments: [id])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.routingViolation], "\(report.summary())")
         let violation = try #require(report.anomalies.first)
@@ -232,7 +232,7 @@ import Testing
         let fixture = try await CheckerRun.make(unsynced: ["b-1": 1])
         defer { fixture.remove() }
         let transaction = try #require(fixture.transactions["b-1"]?[2])
-        let report = try Checker.check(run: fixture.run)
+        let report = try await Checker.check(run: fixture.run)
         #expect(report.verdict == .unknown, "\(report.summary())")
         #expect(report.verdict.exitCode == 2)
         #expect(report.anomalies.map(\.kind) == [.unsynced])
@@ -247,7 +247,7 @@ import Testing
             process: "node-b-1", type: .ok, op: .sync, device: "b-1", transaction: transaction, sequence: 3,
             serverEnvelope: Self.serverID(transaction)))
         writer.close()
-        let lost = try Checker.check(run: claimed)
+        let lost = try await Checker.check(run: claimed)
         #expect(lost.verdict == .invalid)
         #expect(lost.anomalies.map(\.kind) == [.lost], "\(lost.summary())")
         #expect(lost.anomalies.first?.transaction == transaction)
@@ -261,7 +261,7 @@ import Testing
         try CheckerRun.edit(broken.deviceStore(device: "a-1")) { db in
             try db.execute(sql: "UPDATE outbox SET serverEnvelopeId = 'env-nowhere' WHERE transactionId = ?", arguments: [transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.receiptWithoutServerRecord], "\(report.summary())")
         let receipt = try #require(report.anomalies.first)
@@ -277,7 +277,7 @@ import Testing
         try CheckerRun.edit(broken.deviceStore(device: "b-1")) { db in
             try db.execute(sql: "DELETE FROM outbox WHERE transactionId = ?", arguments: [transaction])
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .invalid)
         #expect(report.anomalies.map(\.kind) == [.deviceDataLoss], "\(report.summary())")
         let loss = try #require(report.anomalies.first)
@@ -292,7 +292,7 @@ import Testing
         defer { fixture.remove() }
         let broken = try fixture.copy()
         try FileManager.default.removeItem(atPath: broken.deviceStore(device: "a-1"))
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.verdict == .unknown, "\(report.summary())")
         #expect(report.anomalies.map(\.kind) == [.unreadableInput])
         #expect(report.anomalies.first?.device == "a-1")
@@ -308,7 +308,7 @@ import Testing
             try db.execute(sql: "DELETE FROM envelope WHERE transactionID = ?", arguments: [gone])
             try CheckerRun.duplicateEnvelope(db, id: Self.serverID(twice), as: "env-again")
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(Set(report.anomalies.map(\.kind)) == [.lost, .duplicate], "\(report.summary())")
         try report.write(to: broken.checkFile)
         let read = try CheckReport.read(from: broken.checkFile)
@@ -325,7 +325,7 @@ import Testing
         try CheckerRun.edit(broken.coordinatorStore) { db in
             try db.execute(sql: "DELETE FROM syncResult WHERE deviceID = 'a-1' AND sequence = 2")
         }
-        let report = try Checker.check(run: broken)
+        let report = try await Checker.check(run: broken)
         #expect(report.anomalies.map(\.kind) == [.orderViolation], "\(report.summary())")
         let gap = try #require(report.anomalies.first)
         #expect(gap.device == "a-1" && gap.sequence == 2 && gap.message.hasPrefix("gap:"), "\(gap.message)")
@@ -346,7 +346,7 @@ import Testing
         let snapshot = try fixture.copy(of: live)
         try pool.close()
         #expect(FileManager.default.fileExists(atPath: snapshot.coordinatorStore + "-wal"))
-        let report = try Checker.check(run: snapshot)
+        let report = try await Checker.check(run: snapshot)
         #expect(report.anomalies.map(\.kind) == [.lost], "\(report.summary())")
         #expect(report.anomalies.first?.transaction == transaction)
     }
@@ -367,20 +367,20 @@ import Testing
         handle.write(Data("{\"time\":1,\"pro".utf8))
         try handle.close()
 
-        let report = try Checker.check(run: run)
+        let report = try await Checker.check(run: run)
         #expect(report.verdict == .valid, "info outcomes and a partial line are not anomalies: \(report.summary())")
         #expect(report.resolvedInfo.map(\.resolution) == ["happened", "did-not-happen"])
         #expect(report.notes.contains { $0.contains("node-a-1.jsonl ends in a partial line") }, "\(report.notes)")
         #expect(report.notes.contains { $0.contains("without a completion") && $0.contains("1 sign") }, "\(report.notes)")
     }
 
-    @Test func aDirectoryWithoutACoordinatorStoreIsNotARunDirectory() throws {
+    @Test func aDirectoryWithoutACoordinatorStoreIsNotARunDirectory() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-run-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: path) }
-        #expect(throws: CheckerError.notARunDirectory(path: path, reason: "it has no coordinator.sqlite")) {
-            try Checker.check(run: RunDirectory(path: path))
+        await #expect(throws: CheckerError.notARunDirectory(path: path, reason: "it has no coordinator.sqlite")) {
+            try await Checker.check(run: RunDirectory(path: path))
         }
-        #expect(throws: CheckerError.self) { try Checker.check(run: RunDirectory(path: path + "/nowhere")) }
+        await #expect(throws: CheckerError.self) { try await Checker.check(run: RunDirectory(path: path + "/nowhere")) }
     }
 }

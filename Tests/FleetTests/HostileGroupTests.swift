@@ -99,7 +99,7 @@ import Testing
         try await squatter.close()
         try store.database.close()
 
-        let report = try Checker.check(run: copy)
+        let report = try await Checker.check(run: copy)
         #expect(report.verdict == .valid, "\(report.summary())")
         #expect(report.counts.serverEnvelopes == 2, "only the honest account's envelopes are counted")
         #expect(report.notes.contains { $0.contains("not checked: rival with 1 devices and 1 envelopes") }, "\(report.notes)")
@@ -122,7 +122,7 @@ import Testing
         handle.write(Data("{\"time\": 3, \"dev".utf8))
         try handle.close()
 
-        let report = try Checker.check(run: copy)
+        let report = try await Checker.check(run: copy)
         #expect(report.verdict == .invalid)
         let breaches = report.anomalies.filter { $0.kind == .hostileBreach }
         #expect(breaches.count == 1)
@@ -131,6 +131,6 @@ import Testing
         #expect(report.notes.contains("hostile groups made 2 attempts, 1 got through"), "\(report.notes)")
         // Without the breach the same run is valid.
         try Data().write(to: URL(fileURLWithPath: copy.hostileLogFile(process: "node-mallory-1")))
-        #expect(try Checker.check(run: copy).verdict == .valid)
+        #expect(try await Checker.check(run: copy).verdict == .valid)
     }
 }

@@ -39,7 +39,7 @@ import Testing
 
         let events = try HistoryReader.read(path: plan.historyFile).events.filter { $0.op == .captive }
         #expect(!events.contains { $0.type == .fail || $0.type == .info }, "\(events.filter { $0.type != .ok && $0.type != .invoke })")
-        try Self.expectEverySignerSigned(expected, events: events, store: store)
+        try await Self.expectEverySignerSigned(expected, events: events, store: store)
     }
 
     /// Envelopes synced before their node was killed, their ceremonies not yet done (the first
@@ -85,7 +85,7 @@ import Testing
 
         let events = try HistoryReader.read(path: plan.historyFile).events.filter { $0.op == .captive }
         #expect(!events.contains { $0.type == .fail }, "\(events.filter { $0.type == .fail })")
-        try Self.expectEverySignerSigned(expected, events: events, store: store)
+        try await Self.expectEverySignerSigned(expected, events: events, store: store)
     }
 
     /// Four builder envelopes per device, with one or two remote signers each, most of them embedded.
@@ -111,8 +111,8 @@ import Testing
     /// has them signed, the next remote signer current and routing respected.
     static func expectEverySignerSigned(
         _ expected: [String: (embedded: Int, remote: Int)], events: [HistoryEvent], store: String
-    ) throws {
-        let snapshot = try ServerSnapshot.read(path: store, store: "coordinator")
+    ) async throws {
+        let snapshot = try await ServerSnapshot.read(location: store, store: "coordinator")
         for (transaction, want) in expected.sorted(by: { $0.key < $1.key }) {
             let oks = events.filter { $0.type == .ok && $0.transaction == transaction }
             #expect(oks.compactMap { $0.details?["recipient"] } == (0..<want.embedded).map { "r\($0 + 1)" }, "\(transaction): \(oks)")

@@ -9,7 +9,7 @@ import Testing
     @Test func countsComeFromTheStoresNotTheLastStatsLine() async throws {
         let fixture = try await CheckerRun.make(devices: ["a-1", "b-1"], envelopes: 3, unsynced: ["b-1": 1])
         defer { fixture.remove() }
-        let report = try Checker.check(run: fixture.run)
+        let report = try await Checker.check(run: fixture.run)
         #expect(report.counts.signed == 6 && report.counts.acknowledged == 5 && report.counts.pending == 1)
         // The nodes' last stats line, a second stale: one signing and one ack short.
         let stale = TimelineSample(
