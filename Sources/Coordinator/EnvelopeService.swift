@@ -1,3 +1,4 @@
+import Envelopes
 import SyncContract
 import FleetProtocol
 import Foundation
@@ -139,7 +140,7 @@ public struct EnvelopeService: Sendable {
         }
         var states: [EnvelopeLifecycle.Recipient] = []
         for recipient in recipients {
-            guard let recipientStatus = EnvelopeLifecycle.RecipientStatus(rawValue: recipient.status) else {
+            guard let recipientStatus = RecipientStatus(rawValue: recipient.status) else {
                 throw FleetError(.internal, "recipient \(recipient.recipientID) of envelope \(record.id) has unknown status \"\(recipient.status)\"")
             }
             states.append(
