@@ -102,8 +102,10 @@ public struct CaptiveSigningResult: Sendable, Hashable {
     public var event: SigningViewEvent?
     /// The return URL with `event=`, as the coordinator redirected.
     public var redirectURL: String?
-    /// The envelope (``EnvelopeIDs/serverId`` is the server's id; ``EnvelopeIDs/localId`` is the
-    /// id the app presented, the same server id for a captive envelope).
+    /// The envelope: ``EnvelopeIDs/serverId`` is the server's id; ``EnvelopeIDs/localId`` and
+    /// ``EnvelopeIDs/transactionId`` are this device's when it composed and synced the envelope.
+    /// For an envelope that was never on this device the local id is empty and the transaction id
+    /// is the one the signing page named.
     public var envelope: EnvelopeIDs
     /// The recipient who signed (or not).
     public var recipientId: String

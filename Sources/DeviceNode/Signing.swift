@@ -130,6 +130,9 @@ public struct SyntheticSigner: SignerDriver {
 }
 
 /// How a call to ``DeviceNode/resumeSigning(envelopeId:driver:)`` ended.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum SigningOutcome: Hashable, Sendable {
     /// Every local signer who could sign did; `sequence` is set when the envelope is now queued for sync.
     case completed(signed: [String], sequence: UInt64?)

@@ -30,6 +30,9 @@ public struct StoredSignature: Hashable, Sendable {
 }
 
 /// Where an outbox item stands.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum OutboxStatus: String, Hashable, Sendable, Codable {
     /// Waiting to be pushed, or pushed without an acknowledgement yet.
     case pending
@@ -42,6 +45,9 @@ public enum OutboxStatus: String, Hashable, Sendable, Codable {
 /// The server's answer for one outbox item, recorded as its receipt.
 public struct SyncReceipt: Hashable, Sendable {
     /// The outcome.
+    #if hasAttribute(nonexhaustive)
+    @nonexhaustive
+    #endif
     public enum Outcome: String, Hashable, Sendable, Codable {
         /// Created on the server now.
         case applied
