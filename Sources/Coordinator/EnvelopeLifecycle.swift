@@ -18,7 +18,7 @@ import Foundation
 /// Carbon copies never block routing: they become `completed` when routing reaches their
 /// order (or the envelope completes). Recipients with the same routing order act in parallel.
 public struct EnvelopeLifecycle: Sendable, Hashable {
-    /// The envelope's status on the server: ``Envelopes/EnvelopeStatus``, the one declaration.
+    /// The envelope's status on the server: `Envelopes.EnvelopeStatus`, the one declaration.
     public typealias Status = EnvelopeStatus
 
     /// One recipient, as the lifecycle sees it.
@@ -27,7 +27,7 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
         /// The raw `RecipientType` (`signer`, `inPersonSigner`, `carbonCopy`, ...).
         public var type: String
         public var routingOrder: Int
-        /// The recipient's status on the server: the one ``Envelopes/RecipientStatus`` the device uses too
+        /// The recipient's status on the server: the one `Envelopes.RecipientStatus` the device uses too
         /// (`created` here means routing has not reached them; `autoResponded` counts as not done).
         public var status: RecipientStatus
         public var declineReason: String?
@@ -65,6 +65,7 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
     /// - Parameters:
     ///   - status: the current status (`created` for an envelope about to be synced).
     ///   - recipients: the recipients with their current statuses.
+    ///   - voidReason: why it was voided, for a voided envelope.
     public init(status: Status = .created, recipients: [Recipient], voidReason: String? = nil) {
         self.status = status
         self.recipients = recipients
@@ -85,7 +86,7 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
 
     /// Applies `event` if it is legal from the current state.
     /// - Returns: the ids of the recipients whose status changed.
-    /// - Throws: ``FleetError`` `invalid_request` for an illegal transition or an empty reason,
+    /// - Throws: `FleetError` `invalid_request` for an illegal transition or an empty reason,
     ///   `not_found` for an unknown recipient id. Nothing changes when it throws.
     @discardableResult
     public mutating func apply(_ event: Event) throws(FleetError) -> [String] {

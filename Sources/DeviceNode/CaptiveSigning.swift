@@ -11,7 +11,7 @@ public protocol RecipientViewService: Sendable {
     func recipientView(_ request: RecipientViewRequest) async throws -> RecipientViewReply
 }
 
-/// The ``RecipientViewService`` of a device talking to a real coordinator (over any ``FleetProtocol/ClientTransport``).
+/// The ``RecipientViewService`` of a device talking to a real coordinator (over any `ClientTransport` (FleetProtocol)).
 public struct RemoteRecipientViewService: RecipientViewService {
     private let client: any ClientTransport
 
@@ -109,7 +109,7 @@ public struct CaptiveSigningResult: Sendable, Hashable {
     public var envelope: EnvelopeIDs
     /// The recipient who signed (or not).
     public var recipientId: String
-    /// Why it failed, with ``SigningViewEvent/exception`` or a refused URL.
+    /// Why it failed, with `SigningViewEvent.exception` or a refused URL.
     public var details: String?
 }
 

@@ -22,6 +22,9 @@ extension DeviceNode {
     ///
     /// - Parameters:
     ///   - envelopeId: the server's envelope id (`env-…`).
+    ///   - recipientClientUserId: the embedded recipient's client user id.
+    ///   - returnURL: where the coordinator sends the browser when the session ends (http or https).
+    ///   - locale: a BCP 47 language tag for the page.
     ///   - service: asks for the recipient view (``RemoteRecipientViewService`` over ZeroMQ).
     ///   - signer: the simulated person at the page.
     /// - Returns: how the session ended; the matching event (signing completed, or cancelled with

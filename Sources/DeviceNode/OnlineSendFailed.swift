@@ -62,7 +62,7 @@ public struct OnlineSendFailed: Hashable, Sendable {
     public var request: Request
     /// Why.
     public var reason: Reason
-    /// The server's code when it answered: a ``FleetProtocol/FleetErrorCode`` raw value for
+    /// The server's code when it answered: a `FleetErrorCode` raw value for
     /// `recipient.view` (`not_found`, `invalid_request`, …), `http 404` for the page, `exception` for a
     /// page that ended with `event=exception`.
     public var serverCode: String?

@@ -345,6 +345,10 @@ public struct SignatureCapturer: Sendable {
     /// let captured = try await signature
     /// ```
     /// - Parameters:
+    ///   - signer: who signs.
+    ///   - signing: which signing act of this signer.
+    ///   - fieldID: the signature field this capture is for.
+    ///   - startedAt: the instant the dialog opens.
     ///   - clock: paces the events; a test passes a clock it moves itself.
     /// - Returns: the capture, not yet started.
     public func captureWithEvents<C: Clock>(
