@@ -52,7 +52,7 @@ public protocol SignerDriver: Sendable {
 
 /// The default driver: a synthetic person per recipient who signs each tab with SignatureCapture.
 ///
-/// Each recipient gets a ``SignerProfile`` seeded from `seed` and their recipient id, so the same
+/// Each recipient gets a `SignerProfile` seeded from `seed` and their recipient id, so the same
 /// seed gives the same signatures. Text tabs get the recipient's name (or the tab's existing value);
 /// checkboxes keep their state. ``Behaviour`` scripts cancels and declines.
 ///

@@ -123,7 +123,7 @@ extension Date {
 /// Ed25519 verification of device signatures, for servers, checkers and tests.
 public enum DeviceSignature {
     /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes),
-    /// under the strict rule every party uses (``StrictEd25519``).
+    /// under the strict rule every party uses (`StrictEd25519`).
     public static func isValid(_ signature: [UInt8], for message: [UInt8], publicKey: [UInt8]) -> Bool {
         StrictEd25519.isValid(signature, for: message, publicKey: publicKey)
     }
