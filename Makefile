@@ -3,7 +3,7 @@
 SWIFT ?= swift
 BIN := .build/debug/signfleet
 
-.PHONY: deps build test demo bench clean
+.PHONY: deps build test demo bench docs clean
 
 deps:
 	@scripts/install-deps.sh
@@ -20,6 +20,10 @@ demo: build
 
 bench: deps
 	loadtests/run
+
+# DocC for every public library target, offline, failing on any documentation warning.
+docs: deps
+	SWIFT=$(SWIFT) scripts/docs.sh
 
 clean:
 	rm -rf .build loadtests/.build runs

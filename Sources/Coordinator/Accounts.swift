@@ -54,7 +54,7 @@ public struct AccountDirectory: Sendable {
     }
 
     /// Creates an account.
-    /// - Throws: ``FleetError`` `invalid_request` for an empty or over-long name or bad limits,
+    /// - Throws: `FleetError` `invalid_request` for an empty or over-long name or bad limits,
     ///   `already_exists` when an account with `id` exists.
     public func createAccount(
         id: String = UUID().uuidString, name: String, offlineSigning: Bool = true, rateLimits: RateLimits = RateLimits()
@@ -71,7 +71,7 @@ public struct AccountDirectory: Sendable {
     }
 
     /// Creates a user of an account who logs in with `email` and `secret`.
-    /// - Throws: ``FleetError`` `not_found` for an unknown account, `already_exists` for a
+    /// - Throws: `FleetError` `not_found` for an unknown account, `already_exists` for a
     ///   duplicate email, `invalid_request` for bad fields.
     public func createUser(
         id: String = UUID().uuidString, accountID: String, name: String, email: String, secret: String

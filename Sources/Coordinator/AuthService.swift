@@ -38,7 +38,7 @@ public struct AuthService: Sendable {
     public var advertisedHost: String { links?.baseURL ?? host ?? "" }
 
     /// Exchanges a user's credentials for a token.
-    /// - Throws: ``FleetError`` `unauthenticated` when the email or secret is wrong (the
+    /// - Throws: `FleetError` `unauthenticated` when the email or secret is wrong (the
     ///   message does not say which, so emails cannot be probed).
     public func issueToken(email: String, secret: String) async throws -> AccessTokenReply {
         let token = Self.makeToken()
@@ -54,7 +54,7 @@ public struct AuthService: Sendable {
     }
 
     /// The user, and their account, that a token belongs to.
-    /// - Throws: ``FleetError`` `unauthenticated` for an unknown token, `token_expired` for an expired one.
+    /// - Throws: `FleetError` `unauthenticated` for an unknown token, `token_expired` for an expired one.
     public func authenticate(_ token: String) async throws -> (User, Account) {
         let now = now()
         guard let owner = try await store.tokenOwner(tokenHash: Self.hash(token)) else {

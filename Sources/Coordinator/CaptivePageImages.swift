@@ -2,7 +2,7 @@ import Envelopes
 import Foundation
 
 /// The page images of the captive signing page (`GET /signing/{token}/documents/{id}/pages/{n}`):
-/// each page drawn once by ``PDFPageRenderer`` and then served from ``PageImageCache``, keyed
+/// each page drawn once by ``PDFPageRenderer`` and then served from `PageImageCache`, keyed
 /// by (envelope, document, page, scale). A document of a synced envelope never changes, so an
 /// image never goes stale; only the browser that holds the session may read it.
 public struct CaptivePageImages: Sendable {

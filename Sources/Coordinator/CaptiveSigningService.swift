@@ -95,7 +95,7 @@ public struct CaptiveSigningService: Sendable {
 
     /// Serves `recipient.view`: a logged-in sender asks for a signing URL for an embedded
     /// recipient, by client user id alone (lookup) or with the recipient's name and email.
-    /// - Throws: ``FleetError``: `unauthenticated` / `token_expired`; `not_found` for an unknown
+    /// - Throws: `FleetError`: `unauthenticated` / `token_expired`; `not_found` for an unknown
     ///   envelope (or another account's) or when no recipient matches; `invalid_request` when
     ///   several match, the recipient is not embedded or not a signer, it is not their turn, the
     ///   envelope is not `sent` or `delivered`, or the return URL or locale is malformed;

@@ -93,10 +93,10 @@ extension CaptiveSigningService {
             do {
                 try Self.checkSignable(record, recipients, recipient: recipient)
             } catch {
-                let done = recipients.first { $0.recipientID == recipient.recipientId }.flatMap { EnvelopeLifecycle.RecipientStatus(rawValue: $0.status) }?.isDone ?? false
+                let done = recipients.first { $0.recipientID == recipient.recipientId }.flatMap { RecipientStatus(rawValue: $0.status) }?.isDone ?? false
                 return Self.finish(&unit.session, done ? .viewingComplete : .exception, at: at)
             }
-            if recipients.first(where: { $0.recipientID == recipient.recipientId })?.status == EnvelopeLifecycle.RecipientStatus.sent.rawValue {
+            if recipients.first(where: { $0.recipientID == recipient.recipientId })?.status == RecipientStatus.sent.rawValue {
                 _ = try EnvelopeService.apply(.recipientDelivered(recipient.recipientId), to: &envelope, at: at)
                 unit.envelope = envelope
             }

@@ -2,7 +2,7 @@ import Foundation
 import FleetProtocol
 import Metrics
 
-/// The coordinator's request handlers, registered on a ``RequestRouter``.
+/// The coordinator's request handlers, registered on a `RequestRouter`.
 public struct CoordinatorServices: Sendable {
     public var accounts: AccountDirectory
     public var auth: AuthService

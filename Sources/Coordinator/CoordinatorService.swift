@@ -1,7 +1,7 @@
 import FleetProtocol
 import ServiceLifecycle
 
-/// Runs a ``FleetProtocol/FleetServer`` (the ZeroMQ ROUTER devices talk to) as a
+/// Runs a `FleetServer` (the ZeroMQ ROUTER devices talk to) as a
 /// swift-service-lifecycle `Service`.
 ///
 /// On graceful shutdown (SIGTERM or SIGINT in a `ServiceGroup`) the server stops
@@ -18,7 +18,7 @@ public struct CoordinatorService: Service {
     /// The served ROUTER.
     public let server: FleetServer
 
-    /// Wraps `server`; bind it first (``FleetProtocol/FleetServer/bind()``) to learn its endpoint.
+    /// Wraps `server`; bind it first (`bind()`) to learn its endpoint.
     public init(server: FleetServer) {
         self.server = server
     }

@@ -46,7 +46,7 @@ public struct DeviceRegistry: Sendable {
     }
 
     /// Enrolls a device, or confirms an enrollment (same id, same keys, same account).
-    /// - Throws: ``FleetError``: the token's errors; `invalid_request` for a key refused by the
+    /// - Throws: `FleetError`: the token's errors; `invalid_request` for a key refused by the
     ///   strict Ed25519 rule or (plain TCP) a device id that is not the sender's routing id;
     ///   `forbidden` when the id is enrolled with other keys or under another account (until an
     ///   admin revokes it), or the transport key is another device's.
@@ -153,7 +153,7 @@ public struct DeviceRegistry: Sendable {
     /// The enrolled device a request comes from. Under CURVE the sender's proven key must be the
     /// one bound to `deviceID`; under plain TCP its routing id must be `deviceID` (and the device
     /// must not be bound to a CURVE key).
-    /// - Throws: ``FleetError`` `forbidden` for a mismatch or a revoked device, `unauthenticated`
+    /// - Throws: `FleetError` `forbidden` for a mismatch or a revoked device, `unauthenticated`
     ///   for an unknown device.
     public func authenticate(deviceID: String, credential: PeerCredential) async throws -> EnrolledDevice {
         let record = try await lookUp(deviceID: deviceID, credential: credential)
@@ -216,7 +216,7 @@ public struct DeviceRegistry: Sendable {
     /// - Returns: false when no such device is enrolled.
     /// - Parameter accountID: the device's account; needed only when several accounts have a
     ///   device with this id.
-    /// - Throws: ``FleetError`` `invalid_request` when the id is ambiguous and no account is given.
+    /// - Throws: `FleetError` `invalid_request` when the id is ambiguous and no account is given.
     public func revoke(deviceID: String, accountID: String? = nil) async throws -> Bool {
         switch try await store.revokeDevice(id: deviceID, accountID: accountID, at: now()) {
         case .revoked: return true

@@ -1,3 +1,4 @@
+import Envelopes
 import FleetProtocol
 import Foundation
 
@@ -17,49 +18,8 @@ import Foundation
 /// Carbon copies never block routing: they become `completed` when routing reaches their
 /// order (or the envelope completes). Recipients with the same routing order act in parallel.
 public struct EnvelopeLifecycle: Sendable, Hashable {
-    /// The envelope's status on the server.
-    public enum Status: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Known to the server but not yet routed (before `synced`).
-        case created
-        /// Routing has reached the current recipients; none of them has opened it yet.
-        case sent
-        /// Every current recipient has opened the envelope.
-        case delivered
-        /// Every signer has signed and completion is pending. Completion follows in the same
-        /// transition here, so a stored envelope never rests in this status; every event is
-        /// refused from it.
-        case signed
-        /// Every recipient who must act is done. Terminal.
-        case completed
-        /// A recipient declined. Terminal.
-        case declined
-        /// Voided by the sender or an administrator, with a reason. Terminal.
-        case voided
-
-        /// Whether no event may change the envelope any more.
-        public var isTerminal: Bool { self == .completed || self == .declined || self == .voided || self == .signed }
-    }
-
-    /// A recipient's status on the server (the raw values match the device's `RecipientStatus`).
-    public enum RecipientStatus: String, Sendable, Hashable, Codable, CaseIterable {
-        /// Routing has not reached the recipient.
-        case created
-        /// The recipient is current: routing reached them.
-        case sent
-        /// The recipient opened the envelope.
-        case delivered
-        /// The recipient signed: their part is done.
-        case signed
-        /// The recipient's part is complete (carbon copies, non-signing roles).
-        case completed
-        /// The recipient declined.
-        case declined
-        /// Notification bounced (from a device payload); treated as not done.
-        case autoResponded
-
-        /// Whether the recipient's part is done (signed or completed).
-        public var isDone: Bool { self == .signed || self == .completed }
-    }
+    /// The envelope's status on the server: `Envelopes.EnvelopeStatus`, the one declaration.
+    public typealias Status = EnvelopeStatus
 
     /// One recipient, as the lifecycle sees it.
     public struct Recipient: Sendable, Hashable {
@@ -67,6 +27,8 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
         /// The raw `RecipientType` (`signer`, `inPersonSigner`, `carbonCopy`, ...).
         public var type: String
         public var routingOrder: Int
+        /// The recipient's status on the server: the one `Envelopes.RecipientStatus` the device uses too
+        /// (`created` here means routing has not reached them; `autoResponded` counts as not done).
         public var status: RecipientStatus
         public var declineReason: String?
 
@@ -103,6 +65,7 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
     /// - Parameters:
     ///   - status: the current status (`created` for an envelope about to be synced).
     ///   - recipients: the recipients with their current statuses.
+    ///   - voidReason: why it was voided, for a voided envelope.
     public init(status: Status = .created, recipients: [Recipient], voidReason: String? = nil) {
         self.status = status
         self.recipients = recipients
@@ -123,7 +86,7 @@ public struct EnvelopeLifecycle: Sendable, Hashable {
 
     /// Applies `event` if it is legal from the current state.
     /// - Returns: the ids of the recipients whose status changed.
-    /// - Throws: ``FleetError`` `invalid_request` for an illegal transition or an empty reason,
+    /// - Throws: `FleetError` `invalid_request` for an illegal transition or an empty reason,
     ///   `not_found` for an unknown recipient id. Nothing changes when it throws.
     @discardableResult
     public mutating func apply(_ event: Event) throws(FleetError) -> [String] {

@@ -1,3 +1,4 @@
+import Envelopes
 import SyncContract
 import FleetProtocol
 import Foundation
@@ -29,7 +30,7 @@ public struct EnvelopeService: Sendable {
     // MARK: Device requests
 
     /// Serves `envelope.get`.
-    /// - Throws: ``FleetError`` `unauthenticated` / `token_expired`; `not_found` when the
+    /// - Throws: `FleetError` `unauthenticated` / `token_expired`; `not_found` when the
     ///   account has no such envelope (also for another account's envelope).
     public func query(_ request: EnvelopeQuery, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
         let (_, account) = try await auth.authenticate(request.accessToken)
@@ -38,7 +39,7 @@ public struct EnvelopeService: Sendable {
     }
 
     /// Serves `envelope.void`.
-    /// - Throws: ``FleetError`` as ``query(_:meter:)``; `invalid_request` when the envelope is
+    /// - Throws: `FleetError` as ``query(_:meter:)``; `invalid_request` when the envelope is
     ///   not `sent` or `delivered`, or the reason is empty or too long.
     public func void(_ request: EnvelopeVoid, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
         let (_, account) = try await auth.authenticate(request.accessToken)
@@ -47,7 +48,7 @@ public struct EnvelopeService: Sendable {
     }
 
     /// Serves `envelope.recipient.action`.
-    /// - Throws: ``FleetError`` as ``query(_:meter:)``; `not_found` for an unknown recipient;
+    /// - Throws: `FleetError` as ``query(_:meter:)``; `not_found` for an unknown recipient;
     ///   `invalid_request` when the recipient is not current, the envelope is not `sent` or
     ///   `delivered`, or a decline has no reason.
     public func act(_ request: RecipientAction, meter: (Account) throws -> Void = { _ in }) async throws -> EnvelopeQueryReply {
@@ -61,7 +62,7 @@ public struct EnvelopeService: Sendable {
     // MARK: Operations (accountID nil: any account, for administrators)
 
     /// An envelope and its recipients.
-    /// - Throws: ``FleetError`` `not_found` when there is no such envelope (in `accountID`, when given).
+    /// - Throws: `FleetError` `not_found` when there is no such envelope (in `accountID`, when given).
     public func envelope(id: String, accountID: String? = nil) async throws -> EnvelopeQueryReply {
         guard let aggregate = try await store.envelope(id: id, accountID: accountID) else {
             throw StoreRefusal.noEnvelope(id, inAccount: accountID)
@@ -70,14 +71,14 @@ public struct EnvelopeService: Sendable {
     }
 
     /// Voids a `sent` or `delivered` envelope.
-    /// - Throws: ``FleetError`` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
+    /// - Throws: `FleetError` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
     public func void(envelopeID: String, reason: String, accountID: String? = nil) async throws -> EnvelopeQueryReply {
         try Self.checkReason(reason)
         return try await change(envelopeID: envelopeID, accountID: accountID, event: .void(reason: reason))
     }
 
     /// Acts for a current recipient: delivers, signs, or declines (with a reason).
-    /// - Throws: ``FleetError`` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
+    /// - Throws: `FleetError` `not_found`, or `invalid_request` for an illegal transition or a bad reason.
     public func act(
         envelopeID: String, recipientID: String, action: RecipientAction.Action, reason: String? = nil, accountID: String? = nil
     ) async throws -> EnvelopeQueryReply {
@@ -139,7 +140,7 @@ public struct EnvelopeService: Sendable {
         }
         var states: [EnvelopeLifecycle.Recipient] = []
         for recipient in recipients {
-            guard let recipientStatus = EnvelopeLifecycle.RecipientStatus(rawValue: recipient.status) else {
+            guard let recipientStatus = RecipientStatus(rawValue: recipient.status) else {
                 throw FleetError(.internal, "recipient \(recipient.recipientID) of envelope \(record.id) has unknown status \"\(recipient.status)\"")
             }
             states.append(

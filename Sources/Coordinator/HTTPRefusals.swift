@@ -2,7 +2,7 @@ import FleetProtocol
 import Logging
 import Synchronization
 
-/// Refused HTTP input, logged through the ZeroMQ server's ``RefusalLog``: the first refusal of
+/// Refused HTTP input, logged through the ZeroMQ server's `RefusalLog`: the first refusal of
 /// each kind at once, later ones as one summary line with their count, so 10,000 bad requests
 /// cost a few lines (issue #14 part 10) and an operator still learns that they happen.
 public final class HTTPRefusals: Sendable {

@@ -28,7 +28,7 @@ public struct CoordinatorHTTPServer: Service {
     /// Where the listener binds.
     public struct Configuration: Sendable, Hashable {
         public var host: String
-        /// `0` lets the system pick a free port; ``CoordinatorHTTPServer/init(configuration:registry:instance:status:logger:admin:onListening:)``'s
+        /// `0` lets the system pick a free port; `init(configuration:registry:instance:status:logger:admin:onListening:)`'s
         /// `onListening` reports the real one.
         public var port: Int
         /// A connection that sends nothing for this long is closed, unfinished headers included: idle

@@ -74,7 +74,7 @@ public struct RateLimitDecision: Sendable, Hashable {
 
 /// The rate-limit state of one account: a burst window and an hourly window.
 ///
-/// A pure state machine: ``admit(at:limits:)`` takes the time and the account's
+/// A pure state machine: `admit(at:limits:)` takes the time and the account's
 /// current limits, so a changed limit applies from the next request. Denied
 /// requests are not counted, so a device that keeps retrying does not push its
 /// own reset further away.

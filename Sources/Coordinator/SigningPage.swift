@@ -1,4 +1,5 @@
 import Envelopes
+import FleetProtocol
 import Foundation
 
 /// Renders the captive signing page: one self-contained HTML document (inline CSS and JS
@@ -63,25 +64,6 @@ enum SigningPage {
         return "\(scheme)://\(host)\(components.port.map { ":\($0)" } ?? "")"
     }
 
-    /// What a headless client needs from the page (also what the page's script reads).
-    struct PageData: Encodable {
-        struct TabInfo: Encodable {
-            var index: Int
-            var type: String
-            var required: Bool
-            var locked: Bool
-            var value: String?
-            var group: String?
-            var selected: Bool
-        }
-        var envelopeID: String
-        var transactionID: String
-        var recipientID: String
-        var recipientName: String
-        var canvas: [String: Int]
-        var tabs: [TabInfo]
-    }
-
     /// The page's HTML. `pageImages` says whether pages are drawn by the renderer
     /// (``CaptivePageImages``); without it each page shows its text layer and says why.
     static func render(_ model: SigningPageModel, nonce: String, pageImages: Bool = false) -> String {
@@ -128,11 +110,11 @@ enum SigningPage {
             }
             body += "</section>"
         }
-        let data = PageData(
+        let data = SigningPageData(
             envelopeID: model.envelopeID, transactionID: model.transactionID, recipientID: model.recipientID,
             recipientName: model.recipientName, canvas: ["width": padSize.width, "height": padSize.height],
             tabs: model.tabs.map {
-                PageData.TabInfo(
+                SigningPageData.Tab(
                     index: $0.index, type: $0.tab.type.rawValue, required: !$0.tab.optional && !$0.tab.locked, locked: $0.tab.locked,
                     value: $0.tab.value, group: $0.tab.groupName, selected: $0.tab.selected)
             })

@@ -26,7 +26,7 @@ public struct DeviceStoreRegression: Sendable, Hashable, Codable {
 }
 
 /// Watches for devices that are ahead of the store (docs/sync.md, "When a store goes back in time").
-/// A device says how far its receipts reach when it enrolls (``EnrollDevice/acknowledgedThrough``),
+/// A device says how far its receipts reach when it enrolls (`acknowledgedThrough`),
 /// and a push that leaves a gap shows it too. Each such device is logged once at error level,
 /// counted, listed on `GET /status` and makes `GET /health` degraded until its `lastApplied`
 /// catches up (the device sent its retained items again), which is logged as well.

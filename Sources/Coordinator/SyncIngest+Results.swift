@@ -5,9 +5,9 @@ extension SyncIngest {
     /// Serves `sync.results`: one page of what this coordinator recorded for the sender's own
     /// items (its `syncResult` rows, each with the envelope it names), in sequence order.
     ///
-    /// - Throws: ``FleetError`` `forbidden` when the request names another device than the
+    /// - Throws: `FleetError` `forbidden` when the request names another device than the
     ///   sender's routing id; `unauthenticated` for a device that is not enrolled;
-    ///   `invalid_request` for a `limit` of 0 or over ``SyncResultsQuery/maxLimit``.
+    ///   `invalid_request` for a `limit` of 0 or over `maxLimit`.
     public func results(_ query: SyncResultsQuery, routingID: String, meter: (Account) throws -> Void = { _ in }) async throws
         -> SyncResultsReply
     {

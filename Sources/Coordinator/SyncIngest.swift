@@ -23,7 +23,7 @@ import SignatureCapture
 /// Verification (Ed25519 signatures, document hashes, bindings) needs no database state
 /// beyond the device's enrolled key, so it runs before the transaction, spread over the
 /// cores, and the writer lock is held only for the walk and the inserts. Pushes that arrive
-/// while a transaction runs share the next one (``IngestCommitQueue``, group commit).
+/// while a transaction runs share the next one (`IngestCommitQueue`, group commit).
 /// docs/performance.md, "What bounds ingest, and what changed", has the profile behind this.
 public struct SyncIngest: Sendable {
     let store: any CoordinatorStorage
@@ -61,7 +61,7 @@ public struct SyncIngest: Sendable {
     }
 
     /// Applies a push from the sender with `credential` (``DeviceRegistry/authenticate(deviceID:credential:)``).
-    /// - Throws: ``FleetError``: `forbidden` / `unauthenticated` when the sender is not the
+    /// - Throws: `FleetError`: `forbidden` / `unauthenticated` when the sender is not the
     ///   enrolled device it names; `feature_disabled` when its account has no offline signing;
     ///   `invalid_request` for an over-long push. A store failure is thrown as it is (GRDB's
     ///   `DatabaseError`); the request router answers `unavailable` (retryable) for a full or failing disk

@@ -107,7 +107,7 @@ public struct TemplateCatalog: Sendable {
     // MARK: Device requests
 
     /// Serves `templates.list`: the token's account's templates matching the request, one page.
-    /// - Throws: ``FleetError`` `unauthenticated` / `token_expired`, or `invalid_request` for a
+    /// - Throws: `FleetError` `unauthenticated` / `token_expired`, or `invalid_request` for a
     ///   count outside 1...100 or a search text over 200 characters.
     public func list(
         _ request: TemplateListRequest, meter: (Account) throws -> Void = { _ in }
@@ -120,7 +120,7 @@ public struct TemplateCatalog: Sendable {
     }
 
     /// Serves `templates.fetch`: one template of the token's account, with its definition bytes.
-    /// - Throws: ``FleetError`` `unauthenticated` / `token_expired`, or `not_found` when the
+    /// - Throws: `FleetError` `unauthenticated` / `token_expired`, or `not_found` when the
     ///   account has no such template (also for another account's template).
     public func fetch(
         _ request: TemplateFetchRequest, meter: (Account) throws -> Void = { _ in }
@@ -171,7 +171,7 @@ public struct TemplateCatalog: Sendable {
     /// Adds a template to an account (administrators only; not reachable over the wire).
     ///
     /// The template's `lastModified` is set to now; each document's page count is read from its PDF.
-    /// - Throws: ``FleetError`` `not_found` for an unknown account, `invalid_request` for an
+    /// - Throws: `FleetError` `not_found` for an unknown account, `invalid_request` for an
     ///   invalid template (the message names the field) or an id already used.
     @discardableResult
     public func create(accountID: String, template: EnvelopeTemplate) async throws -> FleetProtocol.TemplateSummary {
@@ -202,7 +202,7 @@ public struct TemplateCatalog: Sendable {
     /// follow `rule`: ``TabPageRule/refuse`` (the default) changes nothing and throws;
     /// ``TabPageRule/moveToLastPage`` keeps them at their position on the new last page;
     /// ``TabPageRule/remove`` drops them.
-    /// - Throws: ``FleetError`` `not_found` (template or document), `invalid_request` (not a
+    /// - Throws: `FleetError` `not_found` (template or document), `invalid_request` (not a
     ///   PDF, too large, or tabs past the new last page with ``TabPageRule/refuse``).
     @discardableResult
     public func replaceDocument(
@@ -242,7 +242,7 @@ public struct TemplateCatalog: Sendable {
     }
 
     /// Changes one tab's value, label, page or position, bumping `lastModified`.
-    /// - Throws: ``FleetError`` `not_found` (template or tab), `invalid_request` (nothing to
+    /// - Throws: `FleetError` `not_found` (template or tab), `invalid_request` (nothing to
     ///   change, a page past the document's end, a negative position).
     @discardableResult
     public func editTab(accountID: String, templateID: String, tab reference: TabReference, change: TabChange) async throws -> TemplateEditResult {

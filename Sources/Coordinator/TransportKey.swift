@@ -14,7 +14,7 @@ extension CoordinatorStorage {
 }
 
 extension CoordinatorStore {
-    /// ``CoordinatorStorage/curveKeyPair()``, for callers outside an async context.
+    /// `curveKeyPair()`, for callers outside an async context.
     public func transportKeyPair() throws -> CurveKeyPair {
         let secret = try database.write { db -> Data in
             if let stored = try Data.fetchOne(db, sql: "SELECT secretKey FROM transportKey WHERE id = 1") { return stored }

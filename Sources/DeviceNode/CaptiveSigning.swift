@@ -11,7 +11,7 @@ public protocol RecipientViewService: Sendable {
     func recipientView(_ request: RecipientViewRequest) async throws -> RecipientViewReply
 }
 
-/// The ``RecipientViewService`` of a device talking to a real coordinator (over any ``FleetProtocol/ClientTransport``).
+/// The ``RecipientViewService`` of a device talking to a real coordinator (over any `ClientTransport` (FleetProtocol)).
 public struct RemoteRecipientViewService: RecipientViewService {
     private let client: any ClientTransport
 
@@ -102,12 +102,14 @@ public struct CaptiveSigningResult: Sendable, Hashable {
     public var event: SigningViewEvent?
     /// The return URL with `event=`, as the coordinator redirected.
     public var redirectURL: String?
-    /// The envelope (``EnvelopeIDs/serverId`` is the server's id; ``EnvelopeIDs/localId`` is the
-    /// id the app presented, the same server id for a captive envelope).
+    /// The envelope: ``EnvelopeIDs/serverId`` is the server's id; ``EnvelopeIDs/localId`` and
+    /// ``EnvelopeIDs/transactionId`` are this device's when it composed and synced the envelope.
+    /// For an envelope that was never on this device the local id is empty and the transaction id
+    /// is the one the signing page named.
     public var envelope: EnvelopeIDs
     /// The recipient who signed (or not).
     public var recipientId: String
-    /// Why it failed, with ``SigningViewEvent/exception`` or a refused URL.
+    /// Why it failed, with `SigningViewEvent.exception` or a refused URL.
     public var details: String?
 }
 

@@ -174,7 +174,7 @@ extension DeviceNode {
         return try await connect(using: factory, credentials: credentials, configuration: configuration, logger: logger)
     }
 
-    /// ``connect(to:credentials:configuration:logger:)`` over any ``FleetProtocol/ClientTransport``:
+    /// ``connect(to:credentials:configuration:logger:)`` over any `ClientTransport`:
     /// `makeTransport` is called for each online session (a stopped transport cannot restart)
     /// and returns the transport and what closes its resources. Tests use FleetTesting's
     /// in-process transport here.

@@ -1,6 +1,7 @@
 import Envelopes
 import FleetProtocol
 import Foundation
+import SignatureCapture
 
 extension DeviceNode {
     /// Where the coordinator sends the browser when a captive session ends; the headless
@@ -12,11 +13,18 @@ extension DeviceNode {
     /// Captive signing with the envelope id and the recipient's client user id (the SDK's
     /// `presentCaptiveSigningWithPresentingController:envelopeId:recipientClientUserId:`): the
     /// coordinator looks the recipient up. When no unique recipient matches, or it is not their
-    /// turn, a ``DeviceEvent/signingCancelled(_:)`` with ``SigningExitReason/exception`` and the
-    /// server's details is published and the call throws.
+    /// turn, a ``DeviceEvent/onlineSendFailed(_:)`` naming the request and the server's code, then a
+    /// ``DeviceEvent/signingCancelled(_:)`` with ``SigningExitReason/exception`` and the server's
+    /// details are published and the call throws.
+    ///
+    /// Events name the envelope with all the ids this device knows: the server id, and the local
+    /// id and transaction id when the envelope was composed and synced here.
     ///
     /// - Parameters:
     ///   - envelopeId: the server's envelope id (`env-…`).
+    ///   - recipientClientUserId: the embedded recipient's client user id.
+    ///   - returnURL: where the coordinator sends the browser when the session ends (http or https).
+    ///   - locale: a BCP 47 language tag for the page.
     ///   - service: asks for the recipient view (``RemoteRecipientViewService`` over ZeroMQ).
     ///   - signer: the simulated person at the page.
     /// - Returns: how the session ended; the matching event (signing completed, or cancelled with
@@ -60,33 +68,54 @@ extension DeviceNode {
         -> CaptiveSigningResult
     {
         try ensureOpen()
-        let ids = EnvelopeIDs(localId: envelopeId, transactionId: "", serverId: envelopeId)
+        let ids = await knownIDs(serverId: envelopeId)
         guard let url = URL(string: signingURL), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             let error = DeviceNodeError(.captiveSigningFailed, "the signing URL \"\(signingURL)\" is not an http(s) URL", envelope: ids)
-            publishCaptiveFailure(ids, recipientId: recipientId, details: error.message)
+            publishCaptiveFailure(ids, recipientId: recipientId, request: .signingPage, reason: .invalidRequest, message: error.message)
             throw error
         }
         let session = HeadlessSigningSession(browser: HeadlessBrowser(jar: WebCookieJar.jar(for: deviceId)), signer: signer)
         let ending: HeadlessSigningSession.Ending
-        let page: HeadlessSigningSession.PageData?
+        let page: SigningPageData?
         do {
             (ending, page) = try await session.run(url: url)
+        } catch let failure as HeadlessSigningSession.Failure {
+            publishCaptiveFailure(
+                ids, recipientId: recipientId, request: .signingPage, reason: failure.reason, serverCode: failure.serverCode,
+                message: failure.message)
+            throw DeviceNodeError(.captiveSigningFailed, failure.message, envelope: ids)
         } catch {
-            let failure = (error as? DeviceNodeError)
-                ?? DeviceNodeError(.captiveSigningFailed, "the signing page could not be used: \(error)", envelope: ids, underlying: error)
-            publishCaptiveFailure(ids, recipientId: recipientId, details: failure.message)
+            let failure = DeviceNodeError(
+                .captiveSigningFailed, "the signing page could not be used: \(error)", envelope: ids, underlying: error)
+            // The synthetic signature could not be drawn (nothing was sent), or the page did not answer.
+            let reason: OnlineSendFailed.Reason = error is CaptureError ? .invalidRequest : .unreachable
+            publishCaptiveFailure(ids, recipientId: recipientId, request: .signingPage, reason: reason, message: failure.message)
             throw failure
         }
-        let envelope = EnvelopeIDs(localId: envelopeId, transactionId: page?.transactionID ?? "", serverId: page?.envelopeID ?? envelopeId)
+        var envelope = ids
+        if let page {
+            // The page names the server's ids; the device adds its own when the envelope was synced from here.
+            if page.envelopeID != ids.serverId {
+                envelope = await knownIDs(serverId: page.envelopeID, transactionId: page.transactionID)
+            } else if envelope.transactionId.isEmpty {
+                envelope.transactionId = page.transactionID
+            }
+        }
         let recipient = page?.recipientID ?? recipientId
         switch ending {
         case .leftOpen:
             return CaptiveSigningResult(event: nil, redirectURL: nil, envelope: envelope, recipientId: recipient)
         case .refused(let status, let message):
             let details = "the signing server refused the URL (HTTP \(status)): \(message)"
-            publishCaptiveFailure(envelope, recipientId: recipient, details: details)
+            publishCaptiveFailure(
+                envelope, recipientId: recipient, request: .signingPage, reason: .refused, serverCode: "http \(status)", message: details)
             throw DeviceNodeError(.captiveSigningFailed, details, envelope: envelope)
         case .event(let event, let redirect):
+            if event == .exception {
+                publish(.onlineSendFailed(OnlineSendFailed(
+                    envelope: envelope, recipientId: recipient, request: .signingPage, reason: .serverFailed,
+                    serverCode: SigningViewEvent.exception.rawValue, message: Self.serverExceptionDetails)))
+            }
             let declineReason: String? = if case .decline(let reason) = signer.behaviour { reason } else { nil }
             publishCaptiveEnding(event, envelope: envelope, recipientId: recipient, declineReason: declineReason)
             return CaptiveSigningResult(event: event, redirectURL: redirect, envelope: envelope, recipientId: recipient)
@@ -109,13 +138,15 @@ extension DeviceNode {
     private func presentRecipientView(_ request: RecipientViewRequest, service: some RecipientViewService, signer: CaptiveSigner)
         async throws -> CaptiveSigningResult
     {
-        let ids = EnvelopeIDs(localId: request.envelopeID, transactionId: "", serverId: request.envelopeID)
+        let ids = await knownIDs(serverId: request.envelopeID)
         let reply: RecipientViewReply
         do {
             reply = try await withAPITimeout("the recipient view service") { try await service.recipientView(request) }
         } catch {
             let message = (error as? FleetError)?.message ?? "\(error)"
-            publishCaptiveFailure(ids, recipientId: request.clientUserID, details: message)
+            let (reason, code) = Self.classify(error)
+            publishCaptiveFailure(
+                ids, recipientId: request.clientUserID, request: .recipientView, reason: reason, serverCode: code, message: message)
             throw DeviceNodeError(
                 .captiveSigningFailed, "the server gave no signing URL for client user \(request.clientUserID): \(message)", envelope: ids,
                 underlying: error)
@@ -124,9 +155,37 @@ extension DeviceNode {
             signingURL: reply.url, envelopeId: request.envelopeID, recipientId: reply.recipientID ?? request.clientUserID, signer: signer)
     }
 
-    private func publishCaptiveFailure(_ envelope: EnvelopeIDs, recipientId: String, details: String) {
+    /// The ids of a server envelope as this device knows them: the local id and transaction id of
+    /// the envelope this device synced under that server id (its outbox receipt); otherwise the
+    /// server id, the transaction id the server named (if any) and an empty local id, because the
+    /// envelope was never on this device. A store that cannot be read counts as not knowing.
+    func knownIDs(serverId: String, transactionId: String = "") async -> EnvelopeIDs {
+        if let synced = try? await store.envelopeIDs(serverId: serverId) { return synced }
+        return EnvelopeIDs(localId: "", transactionId: transactionId, serverId: serverId)
+    }
+
+    /// Why a `recipient.view` request failed, and the server's code when it answered.
+    static func classify(_ error: any Error) -> (OnlineSendFailed.Reason, String?) {
+        guard let error = error as? FleetError else { return (.unreachable, nil) }
+        switch error.code {
+        case .timeout: return (.unreachable, nil)
+        case .unavailable, .busy, .rateLimited: return (.unreachable, error.code.rawValue)
+        case .`internal`: return (.serverFailed, error.code.rawValue)
+        default: return (.refused, error.code.rawValue)
+        }
+    }
+
+    static let serverExceptionDetails = "the signing server ended the session with event=exception"
+
+    /// Publishes the failed request, then the end of the session (the SDK's exception).
+    private func publishCaptiveFailure(
+        _ envelope: EnvelopeIDs, recipientId: String, request: OnlineSendFailed.Request, reason: OnlineSendFailed.Reason,
+        serverCode: String? = nil, message: String
+    ) {
+        publish(.onlineSendFailed(OnlineSendFailed(
+            envelope: envelope, recipientId: recipientId, request: request, reason: reason, serverCode: serverCode, message: message)))
         publish(.signingCancelled(SigningCancelled(
-            envelope: envelope, recipientId: recipientId, exitReason: .exception, signingMode: .online, details: details)))
+            envelope: envelope, recipientId: recipientId, exitReason: .exception, signingMode: .online, details: message)))
     }
 
     private func publishCaptiveEnding(_ event: SigningViewEvent, envelope: EnvelopeIDs, recipientId: String, declineReason: String?) {
@@ -141,10 +200,16 @@ extension DeviceNode {
         case .sessionTimeout: reason = .sessionTimeout
         case .viewingComplete: reason = .viewingComplete
         case .exception: reason = .exception
+        default:
+            // An event this version does not name: the session ended, and the event says how.
+            publish(.signingCancelled(SigningCancelled(
+                envelope: envelope, recipientId: recipientId, exitReason: .exception, signingMode: .online,
+                details: "the signing server ended the session with event=\(event.rawValue)")))
+            return
         }
         publish(.signingCancelled(SigningCancelled(
             envelope: envelope, recipientId: recipientId, exitReason: reason, signingMode: .online,
             declineReason: reason == .decline ? declineReason : nil,
-            details: reason == .exception ? "the signing server ended the session with event=exception" : nil)))
+            details: reason == .exception ? Self.serverExceptionDetails : nil)))
     }
 }

@@ -99,13 +99,22 @@ public struct DeviceNodeError: Error, Hashable, Sendable, CustomStringConvertibl
 /// - ``transactionId``: the client-chosen id that survives retries and identifies the envelope to
 ///   the server before it has a server id.
 /// - ``serverId``: the server's envelope id, known only after sync.
+///
+/// Each field holds its own id, never another's. Captive signing names envelopes by their server
+/// id: its events carry this device's local id and transaction id when the device composed and
+/// synced the envelope, and an empty ``localId`` for an envelope that was never on this device
+/// (``hasLocalCopy`` is `false`).
 public struct EnvelopeIDs: Hashable, Sendable, Codable, CustomStringConvertible {
-    /// The device-local envelope id.
+    /// The device-local envelope id; empty when the envelope was never on this device.
     public var localId: String
     /// The transaction id.
     public var transactionId: String
     /// The server's envelope id, once synced.
     public var serverId: String?
+
+    /// Whether the envelope has (or had) a local id on this device; `false` for a captive envelope
+    /// that was only ever on the server.
+    public var hasLocalCopy: Bool { !localId.isEmpty }
 
     /// Creates a set of ids.
     public init(localId: String, transactionId: String, serverId: String? = nil) {

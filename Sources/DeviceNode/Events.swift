@@ -9,28 +9,17 @@ public enum SigningMode: String, Hashable, Sendable, Codable {
     case online
 }
 
-/// Why a signing session ended without every local signer signing (the SDK's `DSMSigningExitReasonKey`).
-public enum SigningExitReason: String, Hashable, Sendable, Codable {
-    /// "Finish later": progress so far is kept; resume later.
-    case cancel
-    /// The signer declined; the envelope goes to the server so it records the decline.
-    case decline
-    /// The signer's session expired.
-    case tokenExpired
-    /// Captive signing: the signing URL was opened after it expired (`ttl_expired`).
-    case ttlExpired
-    /// Captive signing: the page sat idle too long (`session_timeout`).
-    case sessionTimeout
-    /// Captive signing: the URL had been used already, or the recipient had signed (`viewing_complete`).
-    case viewingComplete
-    /// Captive signing could not start or failed (`exception`); ``SigningCancelled/details`` says why.
-    case exception
-}
-
 /// A device node's notifications, mirroring the SDK's `DSMNotificationCodes` with typed fields.
 ///
 /// Every envelope event carries ``EnvelopeIDs``, naming the local id, the transaction id and
 /// (after sync) the server id separately.
+///
+/// New kinds of event will be added: a `switch` over an event needs a `default` (with Swift 6.2.3
+/// or later the compiler asks for `@unknown default` outside this package; docs/embedding.md,
+/// "Source stability").
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum DeviceEvent: Hashable, Sendable {
     /// Every current local signer signed (`DSMSigningCompletedNotification`).
     case signingCompleted(SigningCompleted)
@@ -68,6 +57,9 @@ public enum DeviceEvent: Hashable, Sendable {
     case storeBehindServer(StoreBehindServer)
     /// Pending items got new numbers, signed again, because the server holds other payloads under the old ones.
     case outboxRenumbered(OutboxRenumbering)
+    /// A request the device sent to the server while online, outside the outbox (captive signing's
+    /// recipient view and signing page), failed; the reason says why.
+    case onlineSendFailed(OnlineSendFailed)
 
     /// The envelope ids the event concerns, if any.
     public var envelope: EnvelopeIDs? {
@@ -80,6 +72,7 @@ public enum DeviceEvent: Hashable, Sendable {
         case .envelopeCacheFailed(let e), .saveError(let e), .signingError(let e): return e.envelope
         case .envelopeQueuedForSync(let e): return e.envelope
         case .syncStarted(let e), .syncSucceeded(let e), .syncFailed(let e): return e.envelope
+        case .onlineSendFailed(let e): return e.envelope
         case .templateCached, .syncEnded, .serverBehind, .storeBehindServer, .outboxRenumbered: return nil
         }
     }
@@ -160,16 +153,22 @@ public struct EnvelopeUncached: Hashable, Sendable {
         self.reason = reason
     }
 
-    /// Why the envelope left the cache.
-    public enum Reason: String, Hashable, Sendable {
+    /// Why the envelope left the cache: an open set of values (compare with `==`; more may be added).
+    public struct Reason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The stable name, e.g. `"synced"`.
+        public let rawValue: String
+        /// A reason by its stable name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
         /// Removed by the integrator.
-        case removed
+        public static let removed = Reason(rawValue: "removed")
         /// Synced: the server has it; a receipt is kept.
-        case synced
+        public static let synced = Reason(rawValue: "synced")
         /// The server rejected it for good; the outbox item keeps its payload for inspection.
-        case rejected
+        public static let rejected = Reason(rawValue: "rejected")
         /// Dropped by a forced logout.
-        case logout
+        public static let logout = Reason(rawValue: "logout")
     }
     /// The envelope.
     public var envelope: EnvelopeIDs

@@ -47,7 +47,7 @@ struct HeadlessBrowser: Sendable {
         defer { session.finishTasksAndInvalidate() }
         let (data, response) = try await delegate.run(request, in: session)
         guard let http = response as? HTTPURLResponse, let url = request.url else {
-            throw DeviceNodeError(.captiveSigningFailed, "the signing server did not answer with HTTP")
+            throw HeadlessSigningSession.Failure(reason: .unreadableReply, message: "the signing server did not answer with HTTP")
         }
         var location: String?
         for (key, value) in http.allHeaderFields {
@@ -176,23 +176,12 @@ final class WebCookieJar: Sendable {
 
 /// Drives one signing URL headlessly (``DeviceNode/presentCaptiveSigning(signingURL:envelopeId:recipientId:signer:)``).
 struct HeadlessSigningSession: Sendable {
-    /// What the page's `sf-data` block says (docs/captive-signing.md, "The page").
-    struct PageData: Decodable, Sendable {
-        struct TabInfo: Decodable, Sendable {
-            var index: Int
-            var type: String
-            var required: Bool
-            var locked: Bool
-            var value: String?
-            var group: String?
-            var selected: Bool
-        }
-        var envelopeID: String
-        var transactionID: String
-        var recipientID: String
-        var recipientName: String?
-        var canvas: [String: Int]
-        var tabs: [TabInfo]
+    /// A request of the session that failed, with what ``OnlineSendFailed`` reports about it.
+    struct Failure: Error, CustomStringConvertible {
+        var reason: OnlineSendFailed.Reason
+        var serverCode: String?
+        var message: String
+        var description: String { message }
     }
 
     /// How the session ended, before events are published.
@@ -205,12 +194,12 @@ struct HeadlessSigningSession: Sendable {
     let browser: HeadlessBrowser
     let signer: CaptiveSigner
 
-    func run(url: URL) async throws -> (Ending, PageData?) {
+    func run(url: URL) async throws -> (Ending, SigningPageData?) {
         let opened = try await browser.get(url)
         if let ending = Self.ending(opened) { return (ending, nil) }
         let page = try Self.pageData(opened.body)
         guard let csrf = Self.hiddenValue("csrf", in: opened.body) else {
-            throw DeviceNodeError(.captiveSigningFailed, "the signing page has no CSRF token")
+            throw Failure(reason: .unreadableReply, message: "the signing page has no CSRF token")
         }
         var form: [(String, String)] = [("csrf", csrf)]
         switch signer.behaviour {
@@ -227,11 +216,11 @@ struct HeadlessSigningSession: Sendable {
         let posted = try await browser.post(url, form: form)
         if let ending = Self.ending(posted) { return (ending, page) }
         let message = Self.errorText(posted.body) ?? "the page answered \(posted.status)"
-        throw DeviceNodeError(.captiveSigningFailed, "the signing page refused the input: \(message)")
+        throw Failure(reason: .refused, serverCode: "http \(posted.status)", message: "the signing page refused the input: \(message)")
     }
 
     /// The form fields for every tab of the page.
-    func fill(_ page: PageData) throws -> [(String, String)] {
+    func fill(_ page: SigningPageData) throws -> [(String, String)] {
         var fields: [(String, String)] = []
         let width = Double(page.canvas["width"] ?? 600), height = Double(page.canvas["height"] ?? 200)
         var chosenGroups: Set<String> = []
@@ -241,7 +230,7 @@ struct HeadlessSigningSession: Sendable {
             case "signHere", "initialHere":
                 signing += 1
                 let drawn = try signer.pointerSignature(
-                    signerName: page.recipientName ?? page.recipientID, fieldID: "tab-\(tab.index)", signing: signing, width: width,
+                    signerName: page.recipientName.isEmpty ? page.recipientID : page.recipientName, fieldID: "tab-\(tab.index)", signing: signing, width: width,
                     height: height)
                 fields.append(("sig-\(tab.index)", Self.json(drawn)))
             case "checkbox":
@@ -253,7 +242,7 @@ struct HeadlessSigningSession: Sendable {
                     fields.append(("radio-\(group)", "\(tab.index)"))
                 }
             case "text", "company", "title":
-                let value = (tab.value?.isEmpty == false ? tab.value : nil) ?? signer.text ?? page.recipientName ?? "signed"
+                let value = (tab.value?.isEmpty == false ? tab.value : nil) ?? signer.text ?? (page.recipientName.isEmpty ? "signed" : page.recipientName)
                 fields.append(("tab-\(tab.index)", value))
             default:
                 break
@@ -273,24 +262,25 @@ struct HeadlessSigningSession: Sendable {
         if (300..<400).contains(reply.status) {
             guard let location = reply.location else { return .refused(status: reply.status, message: "a redirect without a location") }
             let event = URLComponents(string: location)?.queryItems?.last { $0.name == "event" }?.value
-            guard let event, let value = SigningViewEvent(rawValue: event) else {
-                return .refused(status: reply.status, message: "a redirect without a known event: \(location)")
+            guard let event, !event.isEmpty else {
+                return .refused(status: reply.status, message: "a redirect without an event: \(location)")
             }
-            return .event(value, redirect: location)
+            // Events this version does not name are passed on (a newer coordinator may send them).
+            return .event(SigningViewEvent(rawValue: event), redirect: location)
         }
         if reply.status == 200 || reply.status == 422 { return nil }
         let text = noticeText(reply.body) ?? "HTTP \(reply.status)"
         return .refused(status: reply.status, message: text)
     }
 
-    static func pageData(_ html: String) throws -> PageData {
+    static func pageData(_ html: String) throws -> SigningPageData {
         guard let start = html.range(of: "<script type=\"application/json\" id=\"sf-data\">"),
             let end = html.range(of: "</script>", range: start.upperBound..<html.endIndex)
-        else { throw DeviceNodeError(.captiveSigningFailed, "the signing page has no data block") }
+        else { throw Failure(reason: .unreadableReply, message: "the signing page has no data block") }
         do {
-            return try JSONDecoder().decode(PageData.self, from: Data(html[start.upperBound..<end.lowerBound].utf8))
+            return try JSONDecoder().decode(SigningPageData.self, from: Data(html[start.upperBound..<end.lowerBound].utf8))
         } catch {
-            throw DeviceNodeError(.captiveSigningFailed, "the signing page's data block is unreadable", underlying: error)
+            throw Failure(reason: .unreadableReply, message: "the signing page's data block is unreadable: \(error)")
         }
     }
 

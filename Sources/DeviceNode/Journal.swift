@@ -3,6 +3,9 @@ import Foundation
 /// One entry of the device's event journal, written in the same transaction as the change it records.
 public struct JournalEntry: Hashable, Sendable {
     /// What happened.
+    #if hasAttribute(nonexhaustive)
+    @nonexhaustive
+    #endif
     public enum Kind: String, Hashable, Sendable, Codable {
         /// Composed into the cache.
         case composed

@@ -52,7 +52,7 @@ public protocol SignerDriver: Sendable {
 
 /// The default driver: a synthetic person per recipient who signs each tab with SignatureCapture.
 ///
-/// Each recipient gets a ``SignerProfile`` seeded from `seed` and their recipient id, so the same
+/// Each recipient gets a `SignerProfile` seeded from `seed` and their recipient id, so the same
 /// seed gives the same signatures. Text tabs get the recipient's name (or the tab's existing value);
 /// checkboxes keep their state. ``Behaviour`` scripts cancels and declines.
 ///
@@ -130,6 +130,9 @@ public struct SyntheticSigner: SignerDriver {
 }
 
 /// How a call to ``DeviceNode/resumeSigning(envelopeId:driver:)`` ended.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum SigningOutcome: Hashable, Sendable {
     /// Every local signer who could sign did; `sequence` is set when the envelope is now queued for sync.
     case completed(signed: [String], sequence: UInt64?)

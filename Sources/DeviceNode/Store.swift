@@ -219,6 +219,10 @@ final class DeviceStore: Sendable {
         migrator.registerMigration("v5-durability") { db in
             try db.execute(sql: "ALTER TABLE device ADD COLUMN durability TEXT")
         }
+        // Captive signing names envelopes by their server id: events find the device's own ids by it.
+        migrator.registerMigration("v6-outbox-server-envelope-index") { db in
+            try db.execute(sql: "CREATE INDEX outbox_server_envelope ON outbox(serverEnvelopeId) WHERE serverEnvelopeId IS NOT NULL")
+        }
         return migrator
     }
 
@@ -630,6 +634,16 @@ final class DeviceStore: Sendable {
             }
             return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE sequence > ? ORDER BY sequence LIMIT ?",
                                     arguments: [Int64(clamping: after), limit]).map(Self.outboxItem)
+        }
+    }
+
+    /// The ids of the envelope this device synced under `serverId` (its outbox receipt), or `nil`.
+    func envelopeIDs(serverId: String) async throws -> EnvelopeIDs? {
+        try await pool.read { db in
+            try Row.fetchOne(
+                db, sql: "SELECT envelopeId, transactionId FROM outbox WHERE serverEnvelopeId = ? ORDER BY sequence DESC LIMIT 1",
+                arguments: [serverId]
+            ).map { EnvelopeIDs(localId: $0["envelopeId"], transactionId: $0["transactionId"], serverId: serverId) }
         }
     }
 

@@ -54,7 +54,7 @@ public actor SyncEngine {
 
     /// - Parameters:
     ///   - node: the device whose outbox is pushed.
-    ///   - client: the session with the coordinator (``FleetProtocol/ClientTransport``: ZeroMQ's
+    ///   - client: the session with the coordinator (`ClientTransport`: ZeroMQ's
     ///     `FleetClient`, or an in-process transport in tests).
     ///   - accessToken: what enrollment presents.
     public init(
@@ -79,7 +79,7 @@ public actor SyncEngine {
     ///
     /// A `rate_limited` refusal is honoured: the engine waits its `retryAfterMs` before
     /// pushing again, within the pass or, when the pass gave up on it, at the start of the next.
-    /// - Throws: ``FleetError`` when the server refuses the device for good (not enrolled,
+    /// - Throws: `FleetError` when the server refuses the device for good (not enrolled,
     ///   offline signing disabled) or every attempt of a batch failed; `CancellationError`
     ///   after ``cancel()``. Items not acknowledged stay queued either way.
     public func syncAll() async throws -> SyncSummary {

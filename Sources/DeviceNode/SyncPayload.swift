@@ -30,6 +30,9 @@ public struct StoredSignature: Hashable, Sendable {
 }
 
 /// Where an outbox item stands.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum OutboxStatus: String, Hashable, Sendable, Codable {
     /// Waiting to be pushed, or pushed without an acknowledgement yet.
     case pending
@@ -42,6 +45,9 @@ public enum OutboxStatus: String, Hashable, Sendable, Codable {
 /// The server's answer for one outbox item, recorded as its receipt.
 public struct SyncReceipt: Hashable, Sendable {
     /// The outcome.
+    #if hasAttribute(nonexhaustive)
+    @nonexhaustive
+    #endif
     public enum Outcome: String, Hashable, Sendable, Codable {
         /// Created on the server now.
         case applied
@@ -117,7 +123,7 @@ extension Date {
 /// Ed25519 verification of device signatures, for servers, checkers and tests.
 public enum DeviceSignature {
     /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes),
-    /// under the strict rule every party uses (``StrictEd25519``).
+    /// under the strict rule every party uses (`StrictEd25519`).
     public static func isValid(_ signature: [UInt8], for message: [UInt8], publicKey: [UInt8]) -> Bool {
         StrictEd25519.isValid(signature, for: message, publicKey: publicKey)
     }

@@ -23,16 +23,22 @@ public struct CachedTemplate: Hashable, Sendable {
 
 /// What one auto-update pass decided for a cached template.
 public struct TemplateUpdateDecision: Hashable, Sendable {
-    /// What was done.
-    public enum Action: String, Hashable, Sendable {
+    /// What was done: an open set of values (compare with `==`; more may be added).
+    public struct Action: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The stable name, e.g. `"recached"`.
+        public let rawValue: String
+        /// An action by its stable name.
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
         /// The server's copy is newer than the cached one: it was downloaded again.
-        case recached
+        public static let recached = Action(rawValue: "recached")
         /// The cached copy is current.
-        case upToDate
+        public static let upToDate = Action(rawValue: "upToDate")
         /// The server no longer lists the template; the cached copy is kept (remove it explicitly).
-        case missingOnServer
+        public static let missingOnServer = Action(rawValue: "missingOnServer")
         /// Downloading the newer copy failed; the cached copy is kept.
-        case failed
+        public static let failed = Action(rawValue: "failed")
     }
 
     /// The template.

@@ -65,9 +65,27 @@ public enum RecipientStatus: String, Hashable, Sendable, Codable, CaseIterable {
     }
 }
 
-/// The envelope's status on the server (created … completed, declined, voided).
+/// The envelope's status on the server (created … completed, declined, voided): the one
+/// declaration the device, the coordinator's lifecycle (`EnvelopeLifecycle.Status`) and the fleet use.
 public enum EnvelopeStatus: String, Hashable, Sendable, Codable, CaseIterable {
-    case created, sent, delivered, signed, completed, declined, voided
+    /// Known to the server but not yet routed (before it is synced).
+    case created
+    /// Routing has reached the current recipients; none of them has opened it yet.
+    case sent
+    /// Every current recipient has opened the envelope.
+    case delivered
+    /// Every signer has signed and completion is pending. The coordinator completes in the same
+    /// transition, so a stored envelope never rests in this status; every event is refused from it.
+    case signed
+    /// Every recipient who must act is done. Terminal.
+    case completed
+    /// A recipient declined. Terminal.
+    case declined
+    /// Voided by the sender or an administrator, with a reason. Terminal.
+    case voided
+
+    /// Whether no event may change the envelope any more (`signed` included: see its comment).
+    public var isTerminal: Bool { self == .completed || self == .declined || self == .voided || self == .signed }
 }
 
 /// A rectangle on a document page, in PDF points from the page's top-left corner.

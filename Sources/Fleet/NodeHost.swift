@@ -9,7 +9,7 @@ import Glibc
 #endif
 
 /// Runs a ``NodePlan`` in this process: every device of the plan as a ``SimulatedDevice`` on one
-/// shared ``ZMQIOLoop``, one ``HistoryWriter`` for all, and the `stats` line every
+/// shared `ZMQIOLoop`, one ``HistoryWriter`` for all, and the `stats` line every
 /// `statsInterval` (see ``NodePlan`` for the contract with the launcher).
 ///
 /// ``run(output:)`` returns after a drain (``requestDrain()``) has emptied every outbox — having

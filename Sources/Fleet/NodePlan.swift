@@ -40,7 +40,7 @@ public struct NodePlan: Codable, Sendable, Hashable {
     /// The coordinator's CURVE public key in Z85 (``RunDirectory/coordinatorPublicKeyFile``),
     /// which every device pins; absent: the coordinator serves plain TCP.
     public var serverKey: String?
-    /// Set for a process of a hostile group: its devices attack (``HostileDevice``) instead of signing.
+    /// Set for a process of a hostile group: its devices attack (`HostileDevice`) instead of signing.
     public var hostile: HostilePlan?
 
     public init(

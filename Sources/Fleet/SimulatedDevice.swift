@@ -7,8 +7,8 @@ import Logging
 import SignatureCapture
 import ZeroMQ
 
-/// A simulated signing device: a ``DeviceNode`` with its own SQLite store and Ed25519 key, a
-/// ``FleetClient`` (its own DEALER socket) while it believes it is online, and a ``SyncEngine``.
+/// A simulated signing device: a `DeviceNode` with its own SQLite store and Ed25519 key, a
+/// `FleetClient` (its own DEALER socket) while it believes it is online, and a `SyncEngine`.
 ///
 /// One task per device runs everything in turn, as one person at one device would: envelopes
 /// arrive (Poisson, ``BehaviourModel``), are composed from a cached template or from builders,
@@ -19,7 +19,7 @@ import ZeroMQ
 ///
 /// Embedded remote signers (``Behaviour/embeddedFraction``) sign by captive signing on this
 /// device once their envelope has synced: one ceremony at a time, in routing order, while
-/// online (deferred while offline), each with a deadline (``CaptiveWork``).
+/// online (deferred while offline), each with a deadline (`CaptiveWork`).
 ///
 /// After a restart it finds its store and carries on. What is replayed: the number of envelopes
 /// it composed (`n`, the highest `<device>-<n>` transaction id among its cached envelopes and
@@ -29,7 +29,7 @@ import ZeroMQ
 /// the time since the run's start, so it carries on too. Arrival times restart from the restart
 /// (the device was down in between); counters for the `stats` line count from the process's start.
 /// Captive ceremonies still owed to envelopes synced before the restart are queued again, each
-/// checked against the coordinator's copy first (``CaptiveWork/restored``).
+/// checked against the coordinator's copy first (`restored`).
 public actor SimulatedDevice {
     public let configuration: SimulatedDeviceConfiguration
     private let loop: ZMQIOLoop

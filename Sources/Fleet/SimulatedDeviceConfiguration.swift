@@ -103,7 +103,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
         startDelay = random.nextDouble() * Double(plan.devices.count) * 0.002
     }
 
-    /// How long fleet devices keep synced payloads (``DeviceConfiguration/retainSynced``): longer
+    /// How long fleet devices keep synced payloads (`retainSynced`): longer
     /// than any run, so a coordinator restored from a copy taken earlier in the run heals.
     public static let retainSynced: Duration = .seconds(24 * 3600)
 

@@ -71,7 +71,12 @@ public struct RunSummary: Codable, Sendable, Hashable {
     /// Node processes that printed `drained` before the drain timeout.
     public var drained: Int
     public var interrupted: Bool
-    /// valid, invalid or unknown.
+    /// valid, invalid or unknown: a ``CheckVerdict``'s raw value.
+    ///
+    /// Still text (issue #17 part 5, not done): the launcher writes it from `CheckOutcome.verdict`
+    /// and the scenario's `Checks.verdict` (Launcher*.swift, Scenario*.swift, changed on another
+    /// branch at the time); those three become ``CheckVerdict`` together. summary.json stays the
+    /// same, since ``CheckVerdict`` encodes as this text. ``RunChecks`` already takes ``CheckVerdict``.
     public var verdict: String
     public var anomalies: Int
     /// Why the verdict is unknown, when it is.

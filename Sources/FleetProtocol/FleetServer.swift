@@ -46,7 +46,7 @@ public struct FleetServerConfiguration: Sendable {
     public var maxQueuedPerPeer: Int
     /// The `retryAfterMs` of a `busy` answer.
     public var busyRetryAfter: Duration
-    /// Messages one connection may send in a burst, and per second after it (``PeerBudgets``);
+    /// Messages one connection may send in a burst, and per second after it (`PeerBudgets`);
     /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
     public var peerMessageBurst: Double
     public var peerMessageRate: Double
@@ -109,7 +109,7 @@ public enum PeerEvent: Sendable, Hashable {
 /// Requests of different devices are handled concurrently (up to
 /// ``FleetServerConfiguration/maxConcurrentRequests``), so one device's slow push does not
 /// hold up the others and concurrent pushes can share a commit; requests of one device are
-/// handled one after another in arrival order (``PeerQueues``), which is what a device relies
+/// handled one after another in arrival order (`PeerQueues`), which is what a device relies
 /// on when it sends a request before the previous one was answered. `hello` and `heartbeat`,
 /// which the server answers itself, are answered as they arrive.
 ///

@@ -3,15 +3,15 @@ import Foundation
 import Synchronization
 import ZeroMQ
 
-/// A coordinator's request dispatch in this process, without a socket: what ``FleetProtocol/FleetServer``
+/// A coordinator's request dispatch in this process, without a socket: what `FleetServer`
 /// does with each message it reads (``FleetProtocol/FleetResponder``: `hello`, `heartbeat`, then
-/// the ``FleetProtocol/RequestRouter``), for clients made by ``client(deviceID:security:requestTimeout:maxAttempts:)``.
+/// the `RequestRouter`), for clients made by ``client(deviceID:security:requestTimeout:maxAttempts:)``.
 ///
 /// Tests and simulations use it to run the sync engine, the remote services and a device's
 /// connection end to end in milliseconds; the ZeroMQ `FleetServer` stays the real one.
 /// Identity is established as the ROUTER's ZAP handler does, never claimed: under CURVE a
 /// client must hold a key pair (`CurveKeyPair` is only made from a secret key) and pin this
-/// server's public key, and requests then carry ``FleetProtocol/PeerCredential/curveKey(_:)``
+/// server's public key, and requests then carry `curveKey(_:)`
 /// with its public key; under plain TCP the credential is the claimed device id, as a routing id is.
 ///
 /// ```swift
@@ -40,7 +40,7 @@ public final class InProcessServer: Sendable {
         self.codec = WireCodec(limits: configuration.limits)
     }
 
-    /// This server run's id (``FleetProtocol/HelloReply/serverInstance``).
+    /// This server run's id (`serverInstance`).
     public var instance: String { responder.instance }
 
     /// Whether requests are answered: `false` plays a coordinator that hangs (its clients' requests
@@ -55,7 +55,7 @@ public final class InProcessServer: Sendable {
     /// - Parameters:
     ///   - deviceID: what `hello` says (under plain TCP also the claimed identity).
     ///   - security: must match the server's: CURVE with this server's public key pinned, or plain TCP.
-    ///     A mismatch never completes the handshake (``FleetProtocol/ConnectionEvent/handshakeFailed(_:)``).
+    ///     A mismatch never completes the handshake (`handshakeFailed(_:)`).
     ///   - requestTimeout: how long one attempt waits while the server does not answer.
     ///   - maxAttempts: attempts of one request before a retryable `timeout` error.
     public func client(
@@ -117,7 +117,7 @@ public final class InProcessServer: Sendable {
     }
 }
 
-/// The ``FleetProtocol/ClientTransport`` of an ``InProcessServer``: requests go through the wire
+/// The `ClientTransport` of an ``InProcessServer``: requests go through the wire
 /// codec to the server's responder in this process, with the identity the handshake established.
 ///
 /// `run()` does the handshake and says `hello` (so ``serverInstance`` is the server's), then keeps

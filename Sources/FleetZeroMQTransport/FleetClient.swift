@@ -15,7 +15,7 @@ public struct FleetClientConfiguration: Sendable {
     public var deviceID: String
     /// CURVE or plain TCP; must match the server's.
     public var security: ClientSecurity
-    /// Names the client software in ``Hello``.
+    /// Names the client software in `Hello`.
     public var clientName: String
     /// How long to wait for one reply before retrying (Lazy Pirate).
     public var requestTimeout: Duration
@@ -23,7 +23,7 @@ public struct FleetClientConfiguration: Sendable {
     public var maxAttempts: Int
     /// Delay before each reconnection; doubles per failure, resets on success.
     public var reconnectBackoff: Backoff
-    /// Used until the server's ``HelloReply`` says otherwise.
+    /// Used until the server's `HelloReply` says otherwise.
     public var heartbeatInterval: Duration
     public var heartbeatLiveness: Int
     public var limits: WireLimits
@@ -63,7 +63,7 @@ public struct FleetClientConfiguration: Sendable {
     public var endpoints: [String] { [endpoint] + failoverEndpoints }
 }
 
-/// The DEALER side of the wire, for one device: the ZeroMQ ``ClientTransport``.
+/// The DEALER side of the wire, for one device: the ZeroMQ `ClientTransport`.
 ///
 /// `run()` keeps a connection: it opens the socket, says `hello`, sends
 /// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
@@ -91,7 +91,7 @@ public actor FleetClient: ClientTransport {
     public private(set) var serverInstance: String?
     /// The endpoint of the connection now up (its `hello` answered); nil while there is none.
     public private(set) var connectedEndpoint: String?
-    /// ``events`` (the ``ClientTransport`` name).
+    /// ``events`` (the `ClientTransport` name).
     public nonisolated var connectionEvents: AsyncStream<ConnectionEvent> { events }
 
     private enum ReplySlot {
@@ -357,7 +357,7 @@ public actor FleetClient: ClientTransport {
     ///   - request: The typed request.
     ///   - timeout: How long to wait for each attempt's reply (default: the configuration's).
     ///   - attempts: How many times to send it (default: the configuration's).
-    /// - Throws: The server's ``FleetError``; `timeout` (retryable) when no reply came;
+    /// - Throws: The server's `FleetError`; `timeout` (retryable) when no reply came;
     ///   `CancellationError` when the task or the client stopped.
     public func request<Request: FleetRequest>(
         _ request: Request, timeout: Duration? = nil, attempts: Int? = nil

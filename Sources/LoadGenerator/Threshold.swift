@@ -18,7 +18,7 @@ public typealias ThresholdResult = Thresholds.ThresholdResult
 ///   (dropped); VALUE `0.1%` or `0.001`. `errors.count`, `dropped.count`: a number.
 /// - `throughput`: successful ceremonies per second; VALUE `100/s` or `100`.
 public struct Threshold: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// `<`, `<=`, `>`, `>=` (``ThresholdComparison/ordering``).
+    /// `<`, `<=`, `>`, `>=` (`ordering`).
     public typealias Comparison = ThresholdComparison
 
     public enum Metric: Sendable, Hashable, Codable {

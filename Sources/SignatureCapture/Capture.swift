@@ -119,6 +119,9 @@ public struct EraseReason: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// Something that happened during a capture, in order.
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum CaptureEvent: Hashable, Sendable {
     /// The attempt uses this strategy (the first usable one in priority order).
     case strategySelected(CaptureStrategy, attempt: Int)
@@ -200,6 +203,15 @@ public struct SignatureCapturer: Sendable {
         startedAt: CaptureTimestamp = .epoch,
         onEvent: ((CaptureEvent) -> Void)? = nil
     ) throws -> CapturedSignature {
+        let timed: ((Double, CaptureEvent) -> Void)? = onEvent.map { handler in { _, event in handler(event) } }
+        return try capture(signer: signer, signing: signing, fieldID: fieldID, startedAt: startedAt, timedEvent: timed)
+    }
+
+    /// The capture, with each event's moment: seconds since the dialog opened (``LiveCapture`` paces by it).
+    func capture(
+        signer: SignerProfile, signing: Int, fieldID: String, startedAt: CaptureTimestamp,
+        timedEvent emit: ((_ at: Double, CaptureEvent) -> Void)?
+    ) throws -> CapturedSignature {
         let config = configuration
         guard config.area.width > 0, config.area.height > 0, config.area.x >= 0, config.area.y >= 0,
               config.area.x + config.area.width <= config.screen.width,
@@ -221,7 +233,7 @@ public struct SignatureCapturer: Sendable {
                     "the signer needed more than \(config.maximumAttempts) attempts for field \(fieldID); raise maximumAttempts or enlarge the signing area")
             }
             let strategy = try selectStrategy(connected: availability.connected.subtracting(lost))
-            onEvent?(.strategySelected(strategy, attempt: attempt))
+            emit?(elapsed, .strategySelected(strategy, attempt: attempt))
             let characteristics = strategy.pen.characteristics(on: config.screen)
             var random = SeededRandom(mixing: signer.seed, UInt64(truncatingIfNeeded: signing), UInt64(attempt), 0xCA97)
             let placement = Placement(
@@ -262,38 +274,38 @@ public struct SignatureCapturer: Sendable {
             }
             let handWarningAt = (palmRoll < config.palmTouchProbability && strategy == .wacomBluetoothWithHandWarning) ? palmAt : nil
 
-            if let onEvent, config.reportsPointHistory || handWarningAt != nil {
+            if let emit, config.reportsPointHistory || handWarningAt != nil {
                 var warned = false
                 for sample in samples {
                     let time = Double(sample.tick) / rate
                     if time > cutTime { break }
                     if let at = handWarningAt, !warned, time >= at {
                         warned = true
-                        onEvent(.handWarning(time: at))
+                        emit(elapsed + at, .handWarning(time: at))
                     }
                     if config.reportsPointHistory {
-                        onEvent(.point(PointHistory(x: sample.x, y: sample.y, pressure: sample.pressure, time: time)))
+                        emit(elapsed + time, .point(PointHistory(x: sample.x, y: sample.y, pressure: sample.pressure, time: time)))
                     }
                 }
             }
             switch cause {
             case 1:
                 lost.insert(strategy.pen)
-                onEvent?(.penDisconnected(strategy.pen))
-                onEvent?(.erased(.penDisconnected, attempt: attempt))
+                emit?(elapsed + cutTime, .penDisconnected(strategy.pen))
+                emit?(elapsed + cutTime, .erased(.penDisconnected, attempt: attempt))
                 elapsed += cutTime + 1.0
                 continue
             case 2:
-                onEvent?(.palmDetected(attempt: attempt))
-                onEvent?(.erased(.palmDetected, attempt: attempt))
+                emit?(elapsed + cutTime, .palmDetected(attempt: attempt))
+                emit?(elapsed + cutTime, .erased(.palmDetected, attempt: attempt))
                 elapsed += cutTime + 1.5
                 continue
             case 3:
-                onEvent?(.aborted(attempt: attempt))
+                emit?(elapsed + cutTime, .aborted(attempt: attempt))
                 throw CaptureError(code: .aborted, message: "the signer cancelled the capture of field \(fieldID)")
             case 4:
-                onEvent?(.borderAlert(attempt: attempt))
-                onEvent?(.erased(.leftSigningArea, attempt: attempt))
+                emit?(elapsed + cutTime, .borderAlert(attempt: attempt))
+                emit?(elapsed + cutTime, .erased(.leftSigningArea, attempt: attempt))
                 elapsed += cutTime + 2.0
                 scale *= 0.82
                 continue
@@ -315,27 +327,34 @@ public struct SignatureCapturer: Sendable {
                 fieldID: fieldID, signerID: signer.identifier, strategy: strategy, characteristics: characteristics,
                 samples: samples, configuration: config, attempts: attempt,
                 startedAt: started, completedAt: started.adding(seconds: duration))
-            onEvent?(.completed(fieldID: fieldID))
+            emit?(elapsed + duration, .completed(fieldID: fieldID))
             return signature
         }
     }
 
-    /// Captures one signature and delivers its events as an asynchronous stream.
+    /// A capture whose events arrive as it happens: each at its moment on `clock` (a point when its
+    /// sample is taken, an erase when the pen leaves the area, …), as the SDK's delegate receives them.
     ///
-    /// The stream yields every ``CaptureEvent`` and finishes after ``CaptureEvent/completed(fieldID:)``,
-    /// or throws the ``CaptureError``. The signature itself is returned alongside.
-    public func captureWithEvents(
-        signer: SignerProfile, signing: Int, fieldID: String, startedAt: CaptureTimestamp = .epoch
-    ) -> (events: AsyncThrowingStream<CaptureEvent, any Error>, signature: Result<CapturedSignature, any Error>) {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: CaptureEvent.self)
-        let result = Result {
-            try capture(signer: signer, signing: signing, fieldID: fieldID, startedAt: startedAt) { continuation.yield($0) }
-        }
-        switch result {
-        case .success: continuation.finish()
-        case .failure(let error): continuation.finish(throwing: error)
-        }
-        return (stream, result)
+    /// Nothing runs until you call ``LiveCapture/run()``; consume ``LiveCapture/events`` meanwhile:
+    ///
+    /// ```swift
+    /// let capture = capturer.captureWithEvents(signer: SignerProfile(seed: 42), signing: 1, fieldID: "sig1",
+    ///                                          clock: ContinuousClock())
+    /// async let signature = capture.run()          // takes as long as the signer writes
+    /// for try await event in capture.events { … }  // .strategySelected, .point, …, .completed
+    /// let captured = try await signature
+    /// ```
+    /// - Parameters:
+    ///   - signer: who signs.
+    ///   - signing: which signing act of this signer.
+    ///   - fieldID: the signature field this capture is for.
+    ///   - startedAt: the instant the dialog opens.
+    ///   - clock: paces the events; a test passes a clock it moves itself.
+    /// - Returns: the capture, not yet started.
+    public func captureWithEvents<C: Clock>(
+        signer: SignerProfile, signing: Int, fieldID: String, startedAt: CaptureTimestamp = .epoch, clock: C
+    ) -> LiveCapture<C> where C.Duration == Duration {
+        LiveCapture(capturer: self, signer: signer, signing: signing, fieldID: fieldID, startedAt: startedAt, clock: clock)
     }
 }
 

@@ -35,6 +35,9 @@ public struct PenDropModel: Hashable, Sendable {
 }
 
 /// A device-manager notification (the SDK's `deviceConnected:` / `deviceDisconnected:`).
+#if hasAttribute(nonexhaustive)
+@nonexhaustive
+#endif
 public enum PenDeviceEvent: Hashable, Sendable {
     /// Discovery started at this virtual time (seconds).
     case discoveryStarted(at: Double)

@@ -43,7 +43,10 @@ public struct ThresholdExpression: Sendable, Hashable {
     public var abortOnFail: Bool
 
     /// Splits `text` at its first comparison (one of `comparisons`).
-    /// - Parameter example: shown when there is no comparison, e.g. `syncAck.p99 < 200ms`.
+    /// - Parameters:
+    ///   - text: one threshold, `METRIC OP VALUE`.
+    ///   - comparisons: the comparisons the caller accepts.
+    ///   - example: shown when there is no comparison, e.g. `syncAck.p99 < 200ms`.
     public static func parse(_ text: String, comparisons: [ThresholdComparison], example: String) throws(ThresholdError)
         -> ThresholdExpression
     {

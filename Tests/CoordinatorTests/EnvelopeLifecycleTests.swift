@@ -1,4 +1,5 @@
 import DeviceNode
+import Envelopes
 import FleetProtocol
 import FleetZeroMQTransport
 import FleetTesting
@@ -12,7 +13,7 @@ import ZeroMQ
 @testable import Coordinator
 
 private typealias Status = EnvelopeLifecycle.Status
-private typealias RStatus = EnvelopeLifecycle.RecipientStatus
+private typealias RStatus = RecipientStatus
 
 /// An envelope in `status`: in-person signer 1 done (order 1), remote signers r1 (order 2)
 /// and r2 (order 3), and a carbon copy at order 2.

@@ -114,20 +114,20 @@ import Thresholds
 
     @Test(arguments: [
         // verdict, expected, thresholds held → exit code
-        ("valid", "valid", true, Int32(0)),
-        ("invalid", "valid", true, 1),
-        ("unknown", "valid", true, 2),
-        ("valid", "valid", false, 3),
-        ("invalid", "valid", false, 1),
-        ("unknown", "valid", false, 2),
-        ("invalid", "invalid", true, 0),
-        ("invalid", "invalid", false, 3),
-        ("valid", "invalid", true, 3),
-        ("unknown", "invalid", true, 2),
-        ("unknown", "unknown", true, 0),
-        ("valid", "unknown", true, 3),
+        (CheckVerdict.valid, CheckVerdict.valid, true, Int32(0)),
+        (.invalid, .valid, true, 1),
+        (.unknown, .valid, true, 2),
+        (.valid, .valid, false, 3),
+        (.invalid, .valid, false, 1),
+        (.unknown, .valid, false, 2),
+        (.invalid, .invalid, true, 0),
+        (.invalid, .invalid, false, 3),
+        (.valid, .invalid, true, 3),
+        (.unknown, .invalid, true, 2),
+        (.unknown, .unknown, true, 0),
+        (.valid, .unknown, true, 3),
     ])
-    func exitCodes(verdict: String, expected: String, thresholdsPassed: Bool, code: Int32) {
+    func exitCodes(verdict: CheckVerdict, expected: CheckVerdict, thresholdsPassed: Bool, code: Int32) {
         #expect(RunChecks.exitCode(verdict: verdict, expected: expected, thresholdsPassed: thresholdsPassed) == code)
     }
 

@@ -125,17 +125,54 @@ import Testing
         #expect(log.milestones.last == .aborted(attempt: 1))
     }
 
-    @Test func eventsAsAsyncStream() async throws {
-        let (events, result) = SignatureCapturer(pen: .applePencil).captureWithEvents(signer: SignerProfile(seed: 2), signing: 1, fieldID: "f")
-        var last: CaptureEvent?
-        var count = 0
-        for try await event in events {
-            last = event
-            count += 1
+    @Test func liveEventsArriveAtTheirMomentsNotBefore() async throws {
+        let clock = SteppingClock()
+        let capturer = SignatureCapturer(pen: .applePencil)
+        let capture = capturer.captureWithEvents(signer: SignerProfile(seed: 2), signing: 1, fieldID: "f", clock: clock)
+        // The reader notes the clock when each event reaches it; the driver moves the clock only
+        // when the capture waits for it, so nothing can arrive before its moment.
+        let reader = Task {
+            var received: [(event: CaptureEvent, at: Double)] = []
+            for try await event in capture.events { received.append((event, clock.seconds)) }
+            return received
         }
-        #expect(last == .completed(fieldID: "f"))
-        let sampleCount = try result.get().samples.count
-        #expect(count == sampleCount + 2)
+        let driver = Task {
+            for await deadline in clock.sleeps { clock.advance(to: deadline) }
+        }
+        let signature = try await capture.run()
+        let endedAt = clock.seconds
+        clock.finish()
+        await driver.value
+        let received = try await reader.value
+
+        let direct = try capturer.capture(signer: SignerProfile(seed: 2), signing: 1, fieldID: "f")
+        #expect(signature == direct, "the same capture as without events")
+        #expect(received.count == signature.samples.count + 2, "strategy, every point, completion")
+        #expect(received.first?.event == .strategySelected(.applePencil, attempt: 1))
+        #expect(received.last?.event == .completed(fieldID: "f"))
+        #expect(endedAt >= signature.duration - 1e-9, "run() returns once the signer has finished writing: \(endedAt) s")
+        var early: [String] = []
+        for (event, at) in received {
+            if case .point(let point) = event, at < point.time - 1e-9 { early.append("point of \(point.time) s at \(at) s") }
+        }
+        #expect(early.isEmpty, "events arrived before their moment: \(early.prefix(3))")
+        let lastPoint = received.last { if case .point = $0.event { true } else { false } }
+        #expect((lastPoint?.at ?? 0) > 1, "the last point arrives seconds into the capture, not at once")
+    }
+
+    @Test func liveCaptureThrowsAfterTheEventsThatLedToIt() async throws {
+        let capturer = SignatureCapturer(configuration: CaptureConfiguration(abortProbability: 1), availability: .none)
+        let capture = capturer.captureWithEvents(signer: SignerProfile(seed: 2), signing: 1, fieldID: "f", clock: ImmediateClock())
+        await #expect(throws: CaptureError.self) { try await capture.run() }
+        var events: [CaptureEvent] = []
+        do {
+            for try await event in capture.events { events.append(event) }
+            Issue.record("the stream must end with the capture's error")
+        } catch let error as CaptureError {
+            #expect(error.code == .aborted)
+        }
+        let milestones = events.filter { if case .point = $0 { false } else { true } }
+        #expect(milestones.last == .aborted(attempt: 1))
     }
 }
 

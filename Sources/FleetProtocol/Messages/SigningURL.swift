@@ -28,19 +28,38 @@ public struct SigningURLRequest: FleetRequest, Hashable {
 
 /// How a captive signing session ended: the `event` query parameter the coordinator appends to
 /// the return URL (DocuSign's embedded-signing event values).
-public enum SigningViewEvent: String, Sendable, Hashable, Codable, CaseIterable {
+///
+/// An open set of values, as ``FleetErrorCode`` is: DocuSign has more events than these, and a
+/// newer coordinator may send one this library does not name. Compare with `==`, and keep a
+/// `default` when you switch over one. ``allCases`` lists the values this version sends.
+public struct SigningViewEvent: RawRepresentable, Sendable, Hashable, Codable, CaseIterable, CustomStringConvertible {
+    /// The value on the wire, e.g. `"signing_complete"`.
+    public let rawValue: String
+
+    /// An event by its wire value (one of the static members, or one a newer coordinator sent).
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public var description: String { rawValue }
+
     /// The recipient signed; routing moved on.
-    case signingComplete = "signing_complete"
+    public static let signingComplete = SigningViewEvent(rawValue: "signing_complete")
     /// The recipient declined (with a reason); the envelope is declined.
-    case decline
+    public static let decline = SigningViewEvent(rawValue: "decline")
     /// "Finish later": nothing was signed; ask for a new URL to continue.
-    case cancel
+    public static let cancel = SigningViewEvent(rawValue: "cancel")
     /// The URL was opened after its five minutes.
-    case ttlExpired = "ttl_expired"
+    public static let ttlExpired = SigningViewEvent(rawValue: "ttl_expired")
     /// The page sat idle longer than the session's inactivity timeout.
-    case sessionTimeout = "session_timeout"
+    public static let sessionTimeout = SigningViewEvent(rawValue: "session_timeout")
     /// A finished session's URL was opened again, or the recipient had already signed.
-    case viewingComplete = "viewing_complete"
+    public static let viewingComplete = SigningViewEvent(rawValue: "viewing_complete")
     /// The envelope could not be signed (voided, declined by someone else) or the server failed.
-    case exception
+    public static let exception = SigningViewEvent(rawValue: "exception")
+
+    /// The events this version of the coordinator sends.
+    public static let allCases: [SigningViewEvent] = [
+        .signingComplete, .decline, .cancel, .ttlExpired, .sessionTimeout, .viewingComplete, .exception,
+    ]
 }
