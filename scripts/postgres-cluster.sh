@@ -51,7 +51,19 @@ if [ -z "$command" ] || [ -z "$dir" ]; then
     exit 2
 fi
 
-OPTIONS="-c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+# pg_ctl starts the server through `sh -c` with DIR and the options inside double quotes: a DIR
+# that could break out of them is refused.
+case "$dir" in
+*'"'* | *'`'* | *'$'* | *'\'* | *$'\n'*)
+    echo "error: $0 refuses a directory containing \", \`, \$, a backslash or a newline: $dir" >&2
+    exit 2
+    ;;
+esac
+
+# fsync off (a killed process loses nothing the OS holds; power loss is not simulated), but
+# synchronous_commit on: a commit the coordinator acknowledged is in the OS before the ack, so a
+# `restart_postgres: kill` is a crash the store recovers from, not a store that goes back in time.
+OPTIONS="-c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=200"
 
 case "$command" in
 start)
@@ -84,7 +96,14 @@ stop)
     ;;
 halt)
     if [ -d "$dir/data" ]; then
-        as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+        if ! as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1; then
+            as_owner "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w -t 30 stop >/dev/null 2>&1 || true
+        fi
+        # Still running (pg_ctl reports "no server running" with status 3 once it is down)?
+        if as_owner "$PGBIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+            echo "error: PostgreSQL in $dir/data did not stop" >&2
+            exit 1
+        fi
     fi
     ;;
 resume)
@@ -93,6 +112,10 @@ resume)
         exit 2
     fi
     port=$(cat "$dir/port")
+    if ! [[ "$port" =~ ^[0-9]{1,5}$ ]]; then
+        echo "error: $dir/port holds no port number" >&2
+        exit 2
+    fi
     # A killed postmaster's last backends may still be exiting: try for up to 30 s.
     for attempt in $(seq 1 60); do
         if as_owner "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start -o "-p $port $OPTIONS" >/dev/null 2>&1; then

@@ -109,7 +109,8 @@ struct CheckerAnalysis {
             server = try await ServerSnapshot.read(location: inputs.coordinatorStore, store: display(inputs.coordinatorStore))
         } catch {
             // A run's own PostgreSQL is stopped once the run is over (docs/scenarios.md, `store`).
-            let hint = PostgresCoordinatorStore.isURL(inputs.coordinatorStore) && inputs.root != nil
+            let ownCluster = inputs.root.map { FileManager.default.fileExists(atPath: $0 + "/postgres/data") } ?? false
+            let hint = PostgresCoordinatorStore.isURL(inputs.coordinatorStore) && ownCluster
                 ? " (a run's own PostgreSQL is stopped after the run: start it with scripts/postgres-cluster.sh resume <run>/postgres)" : ""
             anomalies.append(CheckAnomaly(
                 kind: .unreadableInput, message: "cannot read the coordinator store \(display(inputs.coordinatorStore)): \(error)\(hint)"))

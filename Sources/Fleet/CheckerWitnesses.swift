@@ -18,10 +18,11 @@ extension CheckerAnalysis {
         return WitnessRow(store: server.store, table: "envelope", fields: fields)
     }
 
-    /// A result row, named by its key (device, sequence); `ordered` as for envelopes.
+    /// A result row, named by its key (account, device, sequence: device ids are per account);
+    /// `ordered` as for envelopes.
     func witnessRow(_ result: ServerSnapshot.SyncResult, _ server: ServerSnapshot, ordered: Bool = false) -> WitnessRow {
         var fields = [
-            "deviceID": result.deviceID, "sequence": "\(result.sequence)", "outcome": result.outcome,
+            "accountID": result.accountID, "deviceID": result.deviceID, "sequence": "\(result.sequence)", "outcome": result.outcome,
             "envelopeID": result.envelopeID ?? "(null)",
         ]
         if ordered { fields["ingestPosition"] = "\(result.position)" }

@@ -82,12 +82,16 @@ extension Launcher {
         }
     }
 
-    /// The postmaster's pid from `postgres/data/postmaster.pid` (its first line).
+    /// The postmaster's pid from `postgres/data/postmaster.pid` (its first line), when that
+    /// process is alive and is PostgreSQL: a stale file left by a server that died on its own
+    /// must not make the launcher signal whatever process (or group) now has that number.
     func postmasterPID() -> Int32? {
         let path = URL(fileURLWithPath: run.postgresDirectory).appendingPathComponent("data/postmaster.pid").path
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
             let first = text.split(separator: "\n").first, let pid = Int32(first.trimmingCharacters(in: .whitespaces)), pid > 1
         else { return nil }
+        let command = (try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard command == "postgres" else { return nil }
         return pid
     }
 
@@ -147,8 +151,6 @@ extension Launcher {
             if manager.fileExists(atPath: candidate) { return candidate }
             directory.deleteLastPathComponent()
         }
-        let local = URL(fileURLWithPath: manager.currentDirectoryPath).appendingPathComponent("scripts/postgres-cluster.sh").path
-        if manager.fileExists(atPath: local) { return local }
         throw LauncherError.postgres(
             "store: postgres needs scripts/postgres-cluster.sh (a SignFleet checkout); set SIGNFLEET_POSTGRES_SCRIPT to it, or give an existing server with store: postgres://user@host:port/database")
     }

@@ -76,6 +76,12 @@ enum ScenarioReader {
         let text = try value.text(expected: "sqlite, postgres, or a postgres://user@host:port/database URL")
         if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
             guard text.utf8.count <= 1024 else { throw value.error("is \(text.utf8.count) bytes; a PostgreSQL URL here has at most 1024") }
+            // No query and no fragment at all: the launcher adds the run's own `schema`, and an
+            // option such as `sslmode` would be ignored (the store connects without TLS).
+            guard !text.contains("?"), !text.contains("#") else {
+                throw value.error(
+                    "has a query or a fragment; give only postgres://user[:password]@host[:port]/database (each run makes a schema of its own; connection options are not supported)")
+            }
             let schema: String?
             do {
                 schema = try PostgresCoordinatorStore.checkURL(text)
