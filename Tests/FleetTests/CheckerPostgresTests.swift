@@ -55,7 +55,13 @@ import Testing
         #expect(report.verdict == .unknown)
         let unreadable = try #require(report.anomalies(.unreadableInput).first)
         #expect(unreadable.message.contains("cannot read the coordinator store postgres://signfleet@127.0.0.1:\(refusing.port)/signfleet schema fleet"), "\(unreadable.message)")
-        #expect(unreadable.message.contains("scripts/postgres-cluster.sh resume"), "\(unreadable.message)")
+        // No cluster of the run's own (`<run>/postgres/data`): no hint to resume one.
+        #expect(!unreadable.message.contains("scripts/postgres-cluster.sh resume"), "\(unreadable.message)")
+        // With one, stopped, the hint says how to start it again.
+        try FileManager.default.createDirectory(atPath: fixture.run.path + "/postgres/data", withIntermediateDirectories: true)
+        let again = try await Checker.check(run: fixture.run)
+        let hinted = try #require(again.anomalies(.unreadableInput).first)
+        #expect(hinted.message.contains("scripts/postgres-cluster.sh resume"), "\(hinted.message)")
     }
 
     @Test func aSchemaWithoutAStoreIsNotCreatedByTheChecker() async throws {

@@ -31,7 +31,7 @@ import Testing
         .init(yaml: with(("  store: postgres", "  store: mysql")), line: 4, field: "coordinator.store", says: "must be one of sqlite, postgres"),
         .init(
             yaml: with(("  store: postgres", "  store: \"postgres://u@db.example/fleet?schema=x\"")), line: 4, field: "coordinator.store",
-            says: "leave `?schema=` out"),
+            says: "has a query or a fragment"),
         .init(yaml: with(("  store: postgres", "  store: \"postgres://db.example/fleet\"")), line: 4, field: "coordinator.store", says: "postgres://user[:password]@host[:port]/database"),
         .init(yaml: with(("  store: postgres", "  store: \"postgres://u:hunter2@db.example\"")), line: 4, field: "coordinator.store", says: "names no database"),
         .init(yaml: with(("name: c", "name: c\nproxy: true")), line: 6, field: "coordinators", says: "with `proxy: true` is not supported yet"),
