@@ -34,6 +34,8 @@ public final class CoordinatorStore: Sendable {
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     /// - Parameters:
+    ///   - path: the SQLite file.
+    ///   - durability: how hard each commit pushes to disk.
     ///   - logger: where ``faults`` logs a disk-fault episode.
     ///   - metricsFactory: where ``faults`` counts failed writes; the process-wide `MetricsSystem.factory` unless given.
     /// - Throws: GRDB's `DatabaseError` when the file cannot be opened or migrated.
