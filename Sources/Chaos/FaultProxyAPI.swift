@@ -224,7 +224,11 @@ public struct FaultProxyHTTPService: Service {
     let onListening: @Sendable (String) async -> Void
 
     /// - Parameters:
+    ///   - api: the control API to serve.
+    ///   - host: the address to listen on.
     ///   - port: `0` picks a free port; `onListening` reports the real `host:port`.
+    ///   - logger: where the server logs.
+    ///   - onListening: called once the server listens, with its `host:port`.
     public init(
         api: FaultProxyAPI, host: String, port: Int, logger: Logger, onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) {

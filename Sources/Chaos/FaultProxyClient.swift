@@ -21,7 +21,9 @@ public struct FaultProxyClient: Sendable {
     public let baseURL: URL
     private let session: URLSession
 
-    /// - Parameter address: `host:port` of the control API, as `signfleet proxy` prints it after `api`.
+    /// - Parameters:
+    ///   - address: `host:port` of the control API, as `signfleet proxy` prints it after `api`.
+    ///   - timeout: how long one request may take (whole seconds).
     public init(address: String, timeout: Duration = .seconds(10)) {
         baseURL = URL(string: "http://\(address)") ?? URL(fileURLWithPath: "/")
         let configuration = URLSessionConfiguration.ephemeral

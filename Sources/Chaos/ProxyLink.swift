@@ -20,8 +20,13 @@ final class ProxyLink {
     private let logger: Logger
 
     /// - Parameters:
+    ///   - number: the connection's number within its proxy.
+    ///   - downstream: the accepted client channel.
+    ///   - toxics: the proxy's toxics when the connection opened.
+    ///   - random: seeds the two pipes' random sources.
     ///   - applies: the toxicity draw for this connection.
     ///   - onClose: called once when the link closes (the proxy forgets it).
+    ///   - logger: where the link logs.
     init(
         number: UInt64, downstream: Channel, toxics: [ActiveToxic], random: ChaosRandom,
         applies: @escaping (ActiveToxic) -> Bool, onClose: @escaping (UInt64) -> Void, logger: Logger

@@ -134,7 +134,11 @@ public struct CaptiveSigningService: Sendable {
     /// Issues a signing URL.
     /// - Parameters:
     ///   - accountID: the envelope's account; `nil` for administrators (any account).
+    ///   - envelopeID: the envelope to sign.
+    ///   - selection: which of the envelope's recipients signs; it must be embedded (have a client user id).
     ///   - returnURL: where the browser goes at the end; empty for the coordinator's `/signing-return` page.
+    ///   - locale: the signing page's language tag (such as `fr` or `pt-BR`); `nil` for the default.
+    ///   - issuedBy: who asked, recorded with the session (such as `recipient.view:<user id>`).
     /// - Throws: as ``recipientView(_:meter:)``.
     public func issue(
         accountID: String?, envelopeID: String, selection: RecipientSelection, returnURL: String, locale: String?,

@@ -85,7 +85,9 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     }
 
     /// Applies a JSON configuration object over the current values.
-    /// - Parameter source: names the file in errors.
+    /// - Parameters:
+    ///   - data: the JSON object of settings.
+    ///   - source: names the file in errors.
     /// - Throws: ``CoordinatorConfigurationError`` naming the offending key.
     public mutating func apply(json data: Data, source: String = "the configuration") throws {
         let file: ConfigurationFile

@@ -17,9 +17,14 @@ public struct CoordinatorServices: Sendable {
     /// Captive signing: `recipient.view`, `signing.url.create` and the signing pages' sessions.
     public var captive: CaptiveSigningService
 
-    /// - Parameter metricsFactory: where the services report metrics (``SyncIngestMetrics``);
-    ///   the process-wide `MetricsSystem.factory` unless given.
-    /// - Parameter host: the `auth.userinfo` host while no HTTP listener has published its address.
+    /// - Parameters:
+    ///   - store: the coordinator's database.
+    ///   - host: the `auth.userinfo` host while no HTTP listener has published its address.
+    ///   - tokenLifetime: how long an issued access token stays valid.
+    ///   - metricsFactory: where the services report metrics (``SyncIngestMetrics``);
+    ///     the process-wide `MetricsSystem.factory` unless given.
+    ///   - captive: the captive signing time limits.
+    ///   - now: the clock the services read (tests pass a fixed one).
     public init(store: CoordinatorStore, host: String? = nil, tokenLifetime: Duration = .seconds(3600),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),

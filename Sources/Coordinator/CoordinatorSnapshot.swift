@@ -8,7 +8,7 @@ import Foundation
 /// (account, device, sequence), a result by (account, device, sequence)), and the one ordering
 /// the checker needs, the order in which the store applied them, is the order of the arrays.
 ///
-/// Payloads are not kept: ``CoordinatorStorage/checkerSnapshot(payloads:)`` hands each
+/// Payloads are not kept: `CoordinatorStorage.checkerSnapshot(payloads:)` hands each
 /// envelope's signed bytes to a closure while it reads, and the snapshot keeps their SHA-256.
 public struct CoordinatorSnapshot: Sendable, Equatable {
     public struct Device: Sendable, Hashable {

@@ -18,7 +18,7 @@ public final class CoordinatorStore: Sendable {
         /// crash (the file is never corrupt). The default.
         case processCrash
         /// WAL with `synchronous = FULL`: the WAL is synced before each commit returns, so an
-        /// acked push survives power loss too. Group commit (``IngestCommitQueue``) makes one
+        /// acked push survives power loss too. Group commit (`IngestCommitQueue`) makes one
         /// sync serve every push waiting for the writer.
         case powerLoss
 
@@ -26,7 +26,7 @@ public final class CoordinatorStore: Sendable {
     }
 
     public let durability: Durability
-    /// Disk faults of the store's writes (disk full, I/O errors): ``write(_:)`` reports to it.
+    /// Disk faults of the store's writes (disk full, I/O errors): the store's `write(_:)` reports to it.
     public let faults: StoreFaultMonitor
     /// Devices whose receipts reach further than this store (it went back in time): enrollment and
     /// ingest report to it.
@@ -34,6 +34,8 @@ public final class CoordinatorStore: Sendable {
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     /// - Parameters:
+    ///   - path: the SQLite file.
+    ///   - durability: how hard each commit pushes to disk.
     ///   - logger: where ``faults`` logs a disk-fault episode.
     ///   - metricsFactory: where ``faults`` counts failed writes; the process-wide `MetricsSystem.factory` unless given.
     /// - Throws: GRDB's `DatabaseError` when the file cannot be opened or migrated.

@@ -213,9 +213,11 @@ public struct DeviceRegistry: Sendable {
 
     /// Revokes a device's keys (an admin's act): it can do nothing until it enrolls again, with
     /// new keys, under the same account. Its envelopes and sequence history stay.
+    /// - Parameters:
+    ///   - deviceID: the device to revoke.
+    ///   - accountID: the device's account; needed only when several accounts have a
+    ///     device with this id.
     /// - Returns: false when no such device is enrolled.
-    /// - Parameter accountID: the device's account; needed only when several accounts have a
-    ///   device with this id.
     /// - Throws: `FleetError` `invalid_request` when the id is ambiguous and no account is given.
     public func revoke(deviceID: String, accountID: String? = nil) async throws -> Bool {
         switch try await store.revokeDevice(id: deviceID, accountID: accountID, at: now()) {

@@ -21,6 +21,7 @@ public final class HTTPRefusals: Sendable {
     private let now: @Sendable () -> ContinuousClock.Instant
 
     /// - Parameters:
+    ///   - logger: where the refusals are logged.
     ///   - interval: at most one summary line per kind in this time.
     ///   - now: the clock (tests move their own).
     public init(

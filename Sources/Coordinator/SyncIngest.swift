@@ -38,8 +38,13 @@ public struct SyncIngest: Sendable {
     let metrics: SyncIngestMetrics
     let commitQueue: IngestCommitQueue
 
-    /// - Parameter metricsFactory: where ``SyncIngestMetrics`` are reported; the process-wide
-    ///   `MetricsSystem.factory` unless given.
+    /// - Parameters:
+    ///   - store: the coordinator's database.
+    ///   - devices: the enrolled devices, whose keys verify the items.
+    ///   - maxItemsPerPush: the most items one push may carry.
+    ///   - metricsFactory: where ``SyncIngestMetrics`` are reported; the process-wide
+    ///     `MetricsSystem.factory` unless given.
+    ///   - now: the clock (tests pass a fixed one).
     public init(
         store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500,
         metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init

@@ -161,7 +161,7 @@ public struct TemplateCatalog: Sendable {
     }
 
     /// One template of an account, decoded.
-    /// - Throws: ``FleetError`` `not_found`.
+    /// - Throws: `FleetError` `not_found`.
     public func template(accountID: String, id: String) async throws -> EnvelopeTemplate {
         try Self.decode(try await record(accountID: accountID, id: id))
     }

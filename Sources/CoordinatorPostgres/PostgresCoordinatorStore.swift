@@ -7,7 +7,7 @@ import PostgresNIO
 import SyncContract
 
 /// The coordinator store on PostgreSQL, through postgres-nio (docs/storage.md): the same
-/// ``Coordinator/CoordinatorStorage`` rules as the SQLite store, for coordinators that share one
+/// `CoordinatorStorage` (Coordinator) rules as the SQLite store, for coordinators that share one
 /// database. Each store lives in one schema of the database (`public` unless given), so one
 /// server can hold several independent stores.
 ///
@@ -31,7 +31,7 @@ public final class PostgresCoordinatorStore: Sendable {
 
     /// Checks that `url` reads `postgres://user[:password]@host[:port]/database[?schema=name]`.
     /// - Returns: the schema it names, if any.
-    /// - Throws: ``FleetError`` `invalid_request` saying what is wrong (the password masked).
+    /// - Throws: `FleetError` `invalid_request` saying what is wrong (the password masked).
     public static func checkURL(_ url: String) throws -> String? {
         try PostgresURL(url).schema
     }
@@ -48,7 +48,7 @@ public final class PostgresCoordinatorStore: Sendable {
     /// `public` when neither names one.
     /// With `readOnly` (the fleet checker) nothing is created or migrated: the schema must hold a
     /// store already, and the caller only reads.
-    /// - Throws: ``FleetError`` `invalid_request` for a malformed URL or schema name; the driver's
+    /// - Throws: `FleetError` `invalid_request` for a malformed URL or schema name; the driver's
     ///   error when the server cannot be reached or the migration fails; `not_found` with
     ///   `readOnly` when the schema holds no coordinator store.
     public init(

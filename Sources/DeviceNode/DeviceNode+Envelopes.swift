@@ -107,8 +107,10 @@ extension DeviceNode {
 
     /// Saves an envelope definition as the draft (there is one draft at a time; it need not be valid yet).
     ///
-    /// - Parameter replacingExisting: replace a cached draft (the SDK's `resumeWithDraft: false`);
-    ///   otherwise an existing draft makes this throw ``DeviceNodeError/Code/draftExists``.
+    /// - Parameters:
+    ///   - definition: the envelope to keep as the draft.
+    ///   - replacingExisting: replace a cached draft (the SDK's `resumeWithDraft: false`);
+    ///     otherwise an existing draft makes this throw ``DeviceNodeError/Code/draftExists``.
     public func saveDraft(_ definition: Envelope, replacingExisting: Bool = false) async throws {
         _ = try requireAccount()
         var draft = definition

@@ -14,6 +14,7 @@ public enum SampleEnvelope {
     ///   - hostEmail: the host's email (usually the logged-in user).
     ///   - remoteClientUserIds: a client user id per remote signer, in order (`nil` or missing:
     ///     not embedded); an embedded remote signer signs by captive signing (docs/captive-signing.md).
+    ///   - createdAt: the envelope's creation time.
     /// - Throws: `EnvelopeValidationError` (only for invalid arguments, such as `signers < 1` with no remote signer).
     public static func inPerson(
         signers: Int, remoteSigners: Int = 0, transactionId: String = UUID().uuidString,

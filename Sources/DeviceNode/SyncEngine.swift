@@ -57,6 +57,8 @@ public actor SyncEngine {
     ///   - client: the session with the coordinator (`ClientTransport`: ZeroMQ's
     ///     `FleetClient`, or an in-process transport in tests).
     ///   - accessToken: what enrollment presents.
+    ///   - configuration: the engine's settings (``SyncEngineConfiguration``).
+    ///   - logger: where the engine logs.
     public init(
         node: DeviceNode, client: any ClientTransport, accessToken: String, configuration: SyncEngineConfiguration = SyncEngineConfiguration(),
         logger: Logger = Logger(label: "signfleet.sync")

@@ -17,7 +17,7 @@ public struct NodePlan: Codable, Sendable, Hashable {
     /// The coordinator's endpoint, or this process's fault-proxy listener.
     public var endpoint: String
     /// The other coordinators of a run with several (`coordinators: N`): each device fails over
-    /// between ``endpoint`` and these (``FleetClientConfiguration/failoverEndpoints``), starting at
+    /// between ``endpoint`` and these (`FleetClientConfiguration.failoverEndpoints`), starting at
     /// one chosen by its place in ``devices`` so that every coordinator serves devices. Absent: one coordinator.
     public var failoverEndpoints: [String]?
     /// Where the devices' SQLite files live (`<device>.sqlite`).

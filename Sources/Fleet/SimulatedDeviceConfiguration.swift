@@ -8,7 +8,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var deviceID: String
     /// The coordinator's (or the fault proxy's) endpoint.
     public var endpoint: String
-    /// Other coordinators' endpoints, tried in turn when the current one fails (``FleetClientConfiguration/failoverEndpoints``).
+    /// Other coordinators' endpoints, tried in turn when the current one fails (`FleetClientConfiguration.failoverEndpoints`).
     public var failoverEndpoints: [String] = []
     /// Where the device keeps its SQLite store (`<deviceID>.sqlite`).
     public var storeDirectory: String

@@ -20,7 +20,10 @@ public struct FleetResponder: Sendable {
     public let instance: String
     private let codec: WireCodec
 
-    /// - Parameter instance: this server run's id; a fresh UUID unless given.
+    /// - Parameters:
+    ///   - router: answers every request but `hello` and `heartbeat`.
+    ///   - configuration: the server's settings (limits, heartbeat interval).
+    ///   - instance: this server run's id; a fresh UUID unless given.
     public init(router: RequestRouter, configuration: FleetServerConfiguration, instance: String = UUID().uuidString) {
         self.router = router
         self.configuration = configuration
@@ -29,8 +32,11 @@ public struct FleetResponder: Sendable {
     }
 
     /// The answer to one decoded request: a reply to encode, or the typed error to send back.
-    /// - Parameter heartbeatInterval: what a `hello` announces (``FleetServerConfiguration/announcedHeartbeatInterval(connected:)``);
-    ///   the configured interval when nil.
+    /// - Parameters:
+    ///   - request: the decoded request.
+    ///   - context: who sent it, as the caller established.
+    ///   - heartbeatInterval: what a `hello` announces (``FleetServerConfiguration/announcedHeartbeatInterval(connected:)``);
+    ///     the configured interval when nil.
     public func answer(
         _ request: InboundMessage, context: RequestContext, heartbeatInterval: Duration? = nil
     ) async -> Result<EncodedReply, FleetError> {

@@ -143,8 +143,13 @@ public actor FleetServer {
     private var queues: PeerQueues<ReceivedRequest>
     private let budgets: PeerBudgetGate
 
-    /// - Parameter metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
-    ///   `MetricsSystem.factory` unless given.
+    /// - Parameters:
+    ///   - configuration: the server's settings.
+    ///   - router: answers the requests (through a ``FleetResponder``).
+    ///   - loop: the I/O loop that runs the server's socket.
+    ///   - logger: where the server logs.
+    ///   - metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
+    ///     `MetricsSystem.factory` unless given.
     public init(
         configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory

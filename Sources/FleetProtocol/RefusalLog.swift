@@ -10,7 +10,9 @@ public struct RefusalLog: Sendable {
     private var counts: [String: Int] = [:]
     private var lastSummary: ContinuousClock.Instant
 
-    /// - Parameter now: when the first summary period starts (tests pass their own clock's time).
+    /// - Parameters:
+    ///   - interval: at most one summary line in this time.
+    ///   - now: when the first summary period starts (tests pass their own clock's time).
     public init(interval: Duration = .seconds(10), now: ContinuousClock.Instant = .now) {
         self.interval = interval
         lastSummary = now

@@ -4,7 +4,7 @@ import Synchronization
 import ZeroMQ
 
 /// A coordinator's request dispatch in this process, without a socket: what `FleetServer`
-/// does with each message it reads (``FleetProtocol/FleetResponder``: `hello`, `heartbeat`, then
+/// does with each message it reads (`FleetResponder` (FleetProtocol): `hello`, `heartbeat`, then
 /// the `RequestRouter`), for clients made by ``client(deviceID:security:requestTimeout:maxAttempts:)``.
 ///
 /// Tests and simulations use it to run the sync engine, the remote services and a device's

@@ -28,9 +28,9 @@ public struct FleetClientConfiguration: Sendable {
     public var heartbeatLiveness: Int
     public var limits: WireLimits
     /// Under CURVE, whether failed handshakes (a wrong pinned server key) are watched for and
-    /// reported (a ``ClientEvent`` and a warning). Watching costs a libzmq monitor (two more
-    /// sockets) and a task per client; a fleet node, whose devices get the key from the launcher,
-    /// turns it off (docs/performance.md, "Memory per device").
+    /// reported (a `handshakeFailed` `ConnectionEvent` on ``FleetClient/events`` and a warning).
+    /// Watching costs a libzmq monitor (two more sockets) and a task per client; a fleet node, whose
+    /// devices get the key from the launcher, turns it off (docs/performance.md, "Memory per device").
     public var reportsHandshakeFailures: Bool = true
 
     public init(

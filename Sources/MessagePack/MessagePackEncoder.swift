@@ -54,7 +54,7 @@ public struct MessagePackEncoder: Sendable {
     }
 
     /// Encodes `value` into `Data`.
-    /// - Throws: See ``encode(_:)``.
+    /// - Throws: as `encode(_:)`.
     public func encodeData<T: Encodable>(_ value: T) throws -> Data {
         if usesFastPath, let writable = asWritable(value) {
             return Data(try encodeWritable(writable))

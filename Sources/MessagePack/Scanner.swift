@@ -24,7 +24,10 @@ struct Scanner {
     }
 
     /// Scans one value at the start of `input`.
-    /// - Parameter allowTrailing: when false, bytes after the value are an error.
+    /// - Parameters:
+    ///   - input: the encoded bytes.
+    ///   - limits: the size and depth limits the value must keep.
+    ///   - allowTrailing: when false, bytes after the value are an error.
     static func scan(_ input: UnsafeRawBufferPointer, limits: MessagePackLimits, allowTrailing: Bool) throws(MessagePackError) -> Result {
         let n = input.count
         if n > limits.maxInputSize {
