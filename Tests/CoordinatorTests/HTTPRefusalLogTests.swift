@@ -19,6 +19,14 @@ final class ManualInstant: Sendable {
     func advance(_ duration: Duration) { current.withLock { $0 += duration } }
 }
 
+/// Requests of a test client that got no response the first time, and why.
+final class RetryCount: Sendable {
+    private let state = Mutex<[URLError]>([])
+    func add(_ error: URLError) { state.withLock { $0.append(error) } }
+    var count: Int { state.withLock { $0.count } }
+    var errors: [String] { state.withLock { $0.prefix(3).map { "\($0.code.rawValue)" } } }
+}
+
 @Suite struct HTTPRefusalLogTests {
     /// Issue #14 part 10: refused HTTP input is logged through the wire's ``RefusalLog``: 10,000 bad
     /// requests of four kinds cost one line per kind, then one summary line per kind with its count.
@@ -67,13 +75,23 @@ final class ManualInstant: Sendable {
         let workers = 8
         let session = URLSession(configuration: .ephemeral)
         defer { session.finishTasksAndInvalidate() }
+        // A request that gets no response at all (the client sent it on a kept-alive connection
+        // the server was closing: "Empty reply from server", seen once in CI) is sent once more, as
+        // HTTP clients do; such retries are counted and must stay rare.
+        let retries = RetryCount()
         let unexpected = try await withThrowingTaskGroup(of: [String].self) { tasks in
             for worker in 0..<workers {
                 tasks.addTask {
                     var wrong: [String] = []
                     for index in stride(from: worker, to: total, by: workers) {
                         let (request, expected) = try request(index)
-                        let (_, response) = try await session.data(for: request)
+                        let response: URLResponse
+                        do {
+                            (_, response) = try await session.data(for: request)
+                        } catch let error as URLError {
+                            retries.add(error)
+                            (_, response) = try await session.data(for: request)
+                        }
                         let status = (response as? HTTPURLResponse)?.statusCode ?? -1
                         if status != expected { wrong.append("request \(index): \(status), expected \(expected)") }
                     }
@@ -83,6 +101,7 @@ final class ManualInstant: Sendable {
             return try await tasks.reduce(into: []) { $0 += $1 }
         }
         #expect(unexpected.isEmpty, "\(unexpected.prefix(5))")
+        #expect(retries.count <= 10, "\(retries.count) of \(total) requests got no response the first time: \(retries.errors)")
 
         // Within one interval: the first refusal of each kind, nothing more.
         let first = Array(logs.all.dropFirst(startup))
