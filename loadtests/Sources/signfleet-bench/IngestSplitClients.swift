@@ -99,10 +99,11 @@ func runSplitClients(_ setup: WireSetup, root: String, cpu: Int) async throws ->
     }
     guard process.terminationStatus == 0 else { throw BenchError("ingest-clients exited with \(process.terminationStatus)") }
     let result = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: output))) as? [String: Double]
-    guard let applied = result?["applied"], let seconds = result?["seconds"], seconds > 0 else {
-        throw BenchError("ingest-clients wrote no result to \(output)")
+    guard let applied = result?["applied"].flatMap({ Int(exactly: $0) }), let seconds = result?["seconds"], seconds.isFinite, seconds > 0
+    else {
+        throw BenchError("ingest-clients wrote no usable result (a whole number applied, positive seconds) to \(output)")
     }
-    return (Int(applied), seconds)
+    return (applied, seconds)
 }
 
 /// `signfleet-bench ingest-clients --job PATH --out PATH`: the client side of `ingest-wire --split`.

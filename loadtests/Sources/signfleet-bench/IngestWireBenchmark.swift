@@ -43,7 +43,9 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     // CPU given by `--clients-cpu` (default 1), so that their half of the encryption is not charged
     // to the coordinator; run this process with `taskset -c 0` to give the coordinator one core.
     let split = arguments.contains("--split")
-    let clientsCPU = Int(option("--clients-cpu") ?? 1)
+    guard let clientsCPU = Int(exactly: option("--clients-cpu") ?? 1), (0...1024).contains(clientsCPU) else {
+        throw BenchError("--clients-cpu takes a whole number from 0 to 1024")
+    }
     let mode = (split ? ".split" : "") + (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
         + (slowReaderMessages > 0 ? ".slow_reader" : "")
     let bench = "ingest"
@@ -56,7 +58,9 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     logger.logLevel = .critical
     // The clients have a libzmq context (and so I/O threads) of their own, as devices in other
     // processes do: with one context, one I/O thread would encrypt and decrypt for both sides.
-    let serverIOThreads = Int(option("--server-io-threads") ?? 1)
+    guard let serverIOThreads = Int(exactly: option("--server-io-threads") ?? 1), (0...1024).contains(serverIOThreads) else {
+        throw BenchError("--server-io-threads takes a whole number from 0 to 1024")
+    }
     let context = try ZMQContext(ioThreads: serverIOThreads)
     let clientContext = try ZMQContext()
     let serverLoop = try ZMQIOLoop(context: context, label: "wire-server")
