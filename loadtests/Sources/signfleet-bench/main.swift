@@ -18,4 +18,10 @@ guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
     exit(2)
 }
-try await run(Array(arguments.dropFirst()))
+do {
+    try await run(Array(arguments.dropFirst()))
+} catch {
+    // A refused option or a failed run says why and exits 1, without a crash report.
+    FileHandle.standardError.write(Data("signfleet-bench \(name): \(error)\n".utf8))
+    exit(1)
+}
