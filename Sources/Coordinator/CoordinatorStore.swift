@@ -204,6 +204,12 @@ public final class CoordinatorStore: Sendable {
                 t.primaryKey(["accountID", "origin"])
             }
         }
+        // Every token issue deletes the expired tokens: without this index that delete scanned the
+        // whole table inside the single writer, so a fleet's logins cost O(tokens) each and a
+        // burst of reconnects slowed every later login (docs/performance.md, "The startup storm").
+        migrator.registerMigration("v10-token-expiry") { db in
+            try db.create(index: "accessToken_on_expiresAt", on: "accessToken", columns: ["expiresAt"])
+        }
         return migrator
     }
 }

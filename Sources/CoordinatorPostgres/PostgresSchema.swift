@@ -105,6 +105,11 @@ enum PostgresSchema {
                 "ALTER TABLE envelope ADD COLUMN ingestOrder bigserial",
                 "ALTER TABLE syncResult ADD COLUMN ingestOrder bigserial",
             ]),
+        // SQLite's `v10-token-expiry`: each token issue deletes the expired tokens, which scanned
+        // the whole table without this index.
+        Migration(
+            name: "v3-token-expiry",
+            statements: ["CREATE INDEX accessToken_expiresAt ON accessToken (expiresAt)"]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under

@@ -53,6 +53,9 @@ public struct LauncherConfiguration: Sendable {
     public var startTimeout: Double = 60
     /// SIGTERM to SIGKILL when stopping the coordinator, the proxy and what did not drain.
     public var stopGrace: Double = 5
+    /// The nice value of every node process (``NodePlan/niceness``): the coordinator keeps the
+    /// CPU it needs on a machine the devices share with it. 0 runs them at the launcher's priority.
+    public var nodeNiceness = 10
 
     public init(
         executable: String, scenario: Scenario, seed: UInt64, scenarioText: String, plan: LaunchPlan, runsRoot: String,
@@ -351,6 +354,7 @@ public final class Launcher: Sendable {
                 pens: group.pens, outages: node.outages, statsInterval: configuration.tick,
                 requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
             plan.failoverEndpoints = failover[node.process]
+            plan.niceness = configuration.nodeNiceness
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)
             }

@@ -42,6 +42,9 @@ public struct NodePlan: Codable, Sendable, Hashable {
     public var serverKey: String?
     /// Set for a process of a hostile group: its devices attack (`HostileDevice`) instead of signing.
     public var hostile: HostilePlan?
+    /// The nice value (0–19) the node process runs at (``ProcessPriority``); absent or 0: unchanged.
+    /// The launcher gives `--node-nice` (default 10), so the devices never starve the coordinator.
+    public var niceness: Int?
 
     public init(
         process: String, group: String, endpoint: String, dataDirectory: String, historyFile: String, runStart: Double,

@@ -129,5 +129,8 @@ extension NodePlan {
         guard requestTimeout.isFinite, requestTimeout >= 0.01, requestTimeout <= 3_600 else {
             throw fail("requestTimeout", "must be 0.01 to 3600 s, not \(requestTimeout)")
         }
+        if let niceness, !ProcessPriority.range.contains(niceness) {
+            throw fail("niceness", "must be 0 to 19, not \(niceness)")
+        }
     }
 }

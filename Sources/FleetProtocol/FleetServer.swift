@@ -1,6 +1,7 @@
 import Metrics
 import Foundation
 import Logging
+import Synchronization
 import ZeroMQ
 
 /// How the wire is secured (docs/protocol.md, "Security model").
@@ -138,6 +139,8 @@ public actor FleetServer {
     private var peerNames: [[UInt8]: String] = [:]
     /// Rate-limits the log lines about peers that lose replies or send unreadable messages.
     private var refusalLog = RefusalLog()
+    /// ``refusalLog`` for replies that were not delivered, which the I/O thread reports.
+    private nonisolated let deliveryLog = Mutex(RefusalLog())
     private var nextID: UInt64 = 1
     private let metrics: FleetServerMetrics
     private var queues: PeerQueues<ReceivedRequest>
@@ -260,7 +263,7 @@ public actor FleetServer {
                         let busy = FleetError(
                             .busy, "the server has as much work as it takes now; send again after retryAfterMs", retryable: true,
                             retryAfterMs: UInt64(configuration.busyRetryAfter.milliseconds))
-                        await reply(.failure(busy), to: peer, replyTo: request.header.id, on: socket)
+                        reply(.failure(busy), to: peer, replyTo: request.header.id, on: socket)
                         continue
                     }
                     // A device with a request in progress gets this one queued behind it;
@@ -289,7 +292,7 @@ public actor FleetServer {
             guard let name = String(validating: peer, as: UTF8.self) else {
                 // Lossy decoding would make different ids one device.
                 refusalLog.note("routing id is not UTF-8", logger: logger)
-                await reply(
+                reply(
                     .failure(FleetError(.invalidRequest, "the routing id is not UTF-8; set the DEALER's routing id to the device id")),
                     to: peer, replyTo: nil, on: socket)
                 return nil
@@ -308,7 +311,7 @@ public actor FleetServer {
                 // Peers must let the ROUTER name their connection (a chosen name could be claimed by
                 // another peer first).
                 refusalLog.note("peer-chosen routing id under CURVE", logger: logger)
-                await reply(
+                reply(
                     .failure(FleetError(.invalidRequest, "under CURVE a device sets no routing id; its key identifies it")),
                     to: peer, replyTo: nil, on: socket)
                 return nil
@@ -354,7 +357,7 @@ public actor FleetServer {
         } catch {
             refusalLog.note("refused message: \(error.error.code)", logger: logger)
             metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
-            await reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
+            reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
             return nil
         }
         if request.header.replyTo != nil {
@@ -411,7 +414,7 @@ public actor FleetServer {
         }
         let result = await responder.answer(request, context: context, heartbeatInterval: announced)
         metrics.countRequest(type: request.header.type, outcome: Self.outcome(of: result))
-        await reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
+        reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
 
     /// The reply type of a success, the error code of a failure (the `outcome` dimension).
@@ -432,7 +435,7 @@ public actor FleetServer {
     private func reply(
         _ result: Result<EncodedReply, FleetError>, to peer: [UInt8], replyTo: UInt64?, rateLimit: RateLimitStatus? = nil,
         on socket: AsyncSocket
-    ) async {
+    ) {
         let encodedReply: EncodedReply
         switch result {
         case .success(let value): encodedReply = value
@@ -442,18 +445,34 @@ public actor FleetServer {
         }
         let header = MessageHeader(type: encodedReply.type, id: nextID, replyTo: replyTo, rateLimit: rateLimit)
         nextID &+= 1
+        let headerFrame: [UInt8]
         do {
-            let headerFrame = try codec.encodeHeader(header)
-            // Never wait for one peer: a peer that does not read loses its own replies.
-            if try await !socket.sendOrDrop([peer, headerFrame, encodedReply.body]) {
-                metrics.countDroppedReply(reason: "peer_not_reading")
-                refusalLog.note("reply dropped: the peer's queue is full (it does not read)", logger: logger)
-            }
+            headerFrame = try codec.encodeHeader(header)
         } catch {
+            refusalLog.note("reply not encoded: \(error.code)", logger: logger)
+            return
+        }
+        // Never wait for one peer (a peer that does not read loses its own replies), nor for the
+        // I/O thread: the receive loop answers `hello` and `heartbeat` itself and must go on
+        // reading at once. The outcome is counted when the I/O thread has tried the send.
+        socket.sendOrDrop([peer, headerFrame, encodedReply.body]) { [self] outcome in
+            self.noteDelivery(outcome)
+        }
+    }
+
+    /// Counts and logs (rate-limited) a reply that was not delivered; called on the I/O thread.
+    private nonisolated func noteDelivery(_ outcome: Result<Bool, ZMQError>) {
+        switch outcome {
+        case .success(true):
+            return
+        case .success(false):
+            metrics.countDroppedReply(reason: "peer_not_reading")
+            deliveryLog.withLock { $0.note("reply dropped: the peer's queue is full (it does not read)", logger: logger) }
+        case .failure(let error):
             // EHOSTUNREACH: the device disconnected before its reply was ready.
             // It will resend the request (same id) and get the same answer.
             metrics.countDroppedReply(reason: "peer_gone")
-            refusalLog.note("reply not delivered: \(error)", logger: logger)
+            deliveryLog.withLock { $0.note("reply not delivered: \(error)", logger: logger) }
         }
     }
 

@@ -224,7 +224,7 @@ public actor InProcessClientTransport: ClientTransport {
             }
             if stopped { throw CancellationError() }
         }
-        throw FleetError(.timeout, "no reply to \(Request.messageType) after \(attempts) attempts of \(timeout)", retryable: true)
+        throw FleetError(.timeout, "no reply to \(Request.messageType) after \(attempts) attempts (the last waited \(timeout))", retryable: true)
     }
 
     /// The server's answer, or nil when none came within `timeout`. The server keeps working on a

@@ -17,8 +17,11 @@ public struct FleetClientConfiguration: Sendable {
     public var security: ClientSecurity
     /// Names the client software in `Hello`.
     public var clientName: String
-    /// How long to wait for one reply before retrying (Lazy Pirate).
+    /// How long to wait for one reply before retrying (Lazy Pirate), when the coordinator answers
+    /// promptly: the floor of the adaptive timeout (``RetransmissionTimeout``).
     public var requestTimeout: Duration
+    /// The longest the adaptive timeout grows to while replies come late; nil: 8 × ``requestTimeout``.
+    public var maxRequestTimeout: Duration?
     /// Sends of one request before giving up with a retryable `timeout` error.
     public var maxAttempts: Int
     /// Delay before each reconnection; doubles per failure, resets on success.
@@ -61,6 +64,11 @@ public struct FleetClientConfiguration: Sendable {
 
     /// Every endpoint, in the order the client tries them.
     public var endpoints: [String] { [endpoint] + failoverEndpoints }
+
+    /// The adaptive timeout's bounds: ``requestTimeout`` to ``maxRequestTimeout``.
+    var retransmissionTimeout: RetransmissionTimeout {
+        RetransmissionTimeout(floor: requestTimeout, ceiling: maxRequestTimeout ?? requestTimeout * 8)
+    }
 }
 
 /// The DEALER side of the wire, for one device: the ZeroMQ `ClientTransport`.
@@ -119,12 +127,10 @@ public actor FleetClient: ClientTransport {
     private var nextRequestID: UInt64
     private var liveness: PeerLiveness
     private var backoff: Backoff
-    /// Hellos in a row that got no reply: each waits twice as long as the one before (up to
-    /// ``maxHelloTimeoutFactor`` × the request timeout), so a coordinator that is slow, not
-    /// gone, is not handed a new connection, and the work of a new handshake, every timeout.
-    private var unansweredHellos = 0
-    /// The longest a hello waits, in request timeouts.
-    static let maxHelloTimeoutFactor = 8
+    /// How long the next `hello` or request waits for its reply: each timeout doubles it, replies
+    /// bring it back towards their round-trip time, so a coordinator that is slow, not gone, is not
+    /// handed resends and new connections (new handshakes) at every timeout.
+    private var retransmission: RetransmissionTimeout
     private var reconnectRequested = false
     private var lastSent: ContinuousClock.Instant = .now
     private var stopped = false
@@ -136,6 +142,7 @@ public actor FleetClient: ClientTransport {
         self.codec = WireCodec(limits: configuration.limits)
         self.liveness = PeerLiveness(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
         self.backoff = configuration.reconnectBackoff
+        self.retransmission = configuration.retransmissionTimeout
         // Ids start from the wall clock so a restarted device cannot match a
         // stale reply meant for its previous run (ROUTER_HANDOVER routes it here).
         self.nextRequestID = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)) << 8
@@ -232,15 +239,15 @@ public actor FleetClient: ClientTransport {
         _ = liveness.heard(at: .now)  // the liveness clock starts with the connection
         do {
             let hello = Hello(deviceID: configuration.deviceID, client: configuration.clientName)
-            let timeout = configuration.requestTimeout * min(1 << min(unansweredHellos, 10), Self.maxHelloTimeoutFactor)
+            let sent = ContinuousClock.now
             let reply: HelloReply
             do {
-                reply = try decodeReply(Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: timeout))
-            } catch {
-                unansweredHellos += 1
-                throw error
+                reply = try decodeReply(Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: retransmission.current))
+            } catch is ReplyTimeout {
+                retransmission.timedOut()
+                throw ReplyTimeout()
             }
-            unansweredHellos = 0
+            retransmission.record(roundTrip: sent.duration(to: .now))
             liveness.interval = .milliseconds(Int64(reply.heartbeatIntervalMs))
             liveness.liveness = max(1, Int(reply.heartbeatLiveness))
             backoff.reset()
@@ -362,16 +369,23 @@ public actor FleetClient: ClientTransport {
     public func request<Request: FleetRequest>(
         _ request: Request, timeout: Duration? = nil, attempts: Int? = nil
     ) async throws -> Request.Reply {
-        let timeout = timeout ?? configuration.requestTimeout
+        let fixedTimeout = timeout
         let attempts = max(1, attempts ?? configuration.maxAttempts)
         let id = makeRequestID()
         var busyAnswers = 0
         var attempt = 1
+        var lastTimeout = fixedTimeout ?? retransmission.current
         while attempt <= attempts {
             try Task.checkCancellation()
             guard let socket = await currentSocket() else { throw CancellationError() }
+            let timeout = fixedTimeout ?? retransmission.current
+            lastTimeout = timeout
+            let sent = ContinuousClock.now
+            let sentOn = connection
             do {
                 let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
+                // Karn's rule: only a request sent once says how long a round trip takes.
+                if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: sent.duration(to: .now)) }
                 return try decodeReply(Request.self, reply)
             } catch let error as FleetError where error.code == .busy && busyAnswers < Self.maxBusyAnswers {
                 // The server is alive and says when to come back: that costs no attempt.
@@ -383,13 +397,22 @@ public actor FleetClient: ClientTransport {
             } catch is ReplyTimeout {
                 logger.notice(
                     "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
-                // Lazy Pirate: a fresh socket cures a half-open connection.
-                if attempt < attempts { reconnectRequested = true }
+                if fixedTimeout == nil { retransmission.timedOut() }
+                // Lazy Pirate: a fresh socket cures a half-open connection. A server heard from
+                // within the last heartbeat interval is alive, only slow: a new connection (a new
+                // handshake, a new hello) would add to its load; the resend goes on this one.
+                if attempt < attempts, !heardRecently(at: .now) { reconnectRequested = true }
             }
             attempt += 1
         }
         throw FleetError(
-            .timeout, "no reply to \(Request.messageType) after \(attempts) attempts of \(timeout)", retryable: true)
+            .timeout, "no reply to \(Request.messageType) after \(attempts) attempts (the last waited \(lastTimeout))", retryable: true)
+    }
+
+    /// Whether the server said anything within the last heartbeat interval.
+    private func heardRecently(at now: ContinuousClock.Instant) -> Bool {
+        guard let heard = liveness.lastHeard else { return false }
+        return heard.duration(to: now) < liveness.interval
     }
 
     /// `busy` answers one request waits out before the error reaches its caller.

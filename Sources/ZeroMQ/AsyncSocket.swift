@@ -105,8 +105,21 @@ public final class AsyncSocket: Sendable {
     public func sendOrDrop(_ frames: [[UInt8]]) async throws -> Bool {
         if closeRequested.load(ordering: .relaxed) { throw ZMQError.socketClosed("send") }
         return try await withCheckedThrowingContinuation { (reply: CheckedContinuation<Bool, Error>) in
-            loop.shared.submit(.sendOrDrop(socket: id, frames: frames, reply: reply))
+            loop.shared.submit(.sendOrDrop(socket: id, frames: frames, reply: .waiting(reply)))
         }
+    }
+
+    /// ``sendOrDrop(_:)`` without waiting for the I/O thread: the sender goes on at once, and
+    /// `outcome` gets what ``sendOrDrop(_:)`` would have returned or thrown. A server that answers
+    /// from its receive loop uses it so that replying never holds up reading.
+    /// - Parameter outcome: called exactly once, on the loop's I/O thread (or on the caller's when
+    ///   the socket is already closed): keep it short, and do not use the socket from it.
+    public func sendOrDrop(_ frames: [[UInt8]], outcome: @escaping @Sendable (Result<Bool, ZMQError>) -> Void) {
+        if closeRequested.load(ordering: .relaxed) {
+            outcome(.failure(ZMQError.socketClosed("send")))
+            return
+        }
+        loop.shared.submit(.sendOrDrop(socket: id, frames: frames, reply: .callback(outcome)))
     }
 
     /// Incoming multipart messages, in order; finishes when the socket closes.

@@ -157,15 +157,15 @@ final class IOWorker {
             }
         case .sendOrDrop(let id, let frames, let reply):
             guard let entry = entries[id] else {
-                reply.resume(throwing: ZMQError.socketClosed("send"))
+                reply.complete(.failure(ZMQError.socketClosed("send")))
                 return
             }
             // Tried once, now, whatever waits in `pendingSends`: for a ROUTER those wait on other
             // peers, and a full peer must cost only itself (its message is dropped, not queued).
             do throws(ZMQError) {
-                reply.resume(returning: try entry.socket.send(frames: frames, dontWait: true))
+                reply.complete(.success(try entry.socket.send(frames: frames, dontWait: true)))
             } catch {
-                reply.resume(throwing: error)
+                reply.complete(.failure(error))
             }
         case .cancelSend(let id, let token):
             guard let entry = entries[id] else { return }

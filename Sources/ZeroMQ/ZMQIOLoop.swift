@@ -128,6 +128,20 @@ struct OpenRequest: Sendable {
     var reply: CheckedContinuation<Void, Error>
 }
 
+/// Where the outcome of a ``Command/sendOrDrop(socket:frames:reply:)`` goes: a task waiting for it,
+/// or a function the I/O thread calls (the sender does not wait).
+enum SendOrDropReply: Sendable {
+    case waiting(CheckedContinuation<Bool, Error>)
+    case callback(@Sendable (Result<Bool, ZMQError>) -> Void)
+
+    func complete(_ result: Result<Bool, ZMQError>) {
+        switch self {
+        case .waiting(let continuation): continuation.resume(with: result.mapError { $0 as Error })
+        case .callback(let outcome): outcome(result)
+        }
+    }
+}
+
 /// A request from a task to the I/O thread.
 enum Command: Sendable {
     enum EndpointAction: Sendable { case bind, unbind, connect, disconnect }
@@ -138,7 +152,7 @@ enum Command: Sendable {
     case send(socket: Int, frames: [[UInt8]], token: UInt64, reply: CheckedContinuation<Void, Error>?)
     case cancelSend(socket: Int, token: UInt64)
     /// A send that never waits: `reply` gets false when the destination's queue is full.
-    case sendOrDrop(socket: Int, frames: [[UInt8]], reply: CheckedContinuation<Bool, Error>)
+    case sendOrDrop(socket: Int, frames: [[UInt8]], reply: SendOrDropReply)
     case resumeReading(socket: Int)
     case close(socket: Int, reply: CheckedContinuation<Void, Never>?)
     /// A job of a task that prefers the loop as its executor.
@@ -156,7 +170,7 @@ enum Command: Sendable {
         case .send(_, _, _, let reply):
             reply?.resume(throwing: ZMQError.loopClosed("send"))
         case .sendOrDrop(_, _, let reply):
-            reply.resume(throwing: ZMQError.loopClosed("send"))
+            reply.complete(.failure(ZMQError.loopClosed("send")))
         case .close(_, let reply):
             reply?.resume()
         case .job(let job):

@@ -69,6 +69,19 @@ struct FleetCommand: AsyncParsableCommand {
         @Option(help: "Override the scenario's duration, in seconds.")
         var duration: Double?
 
+        @Option(
+            help: """
+                The nice value (0-19) of the node processes, so the simulated devices never take the \
+                coordinator's CPU on this machine; 0 runs them at the launcher's priority.
+                """)
+        var nodeNice = 10
+
+        func validate() throws {
+            guard ProcessPriority.range.contains(nodeNice) else {
+                throw ValidationError("--node-nice must be 0 to 19, not \(nodeNice)")
+            }
+        }
+
         func run() async throws {
             let path = FleetCommand.scenarioPath(scenario)
             var loaded: Scenario
@@ -84,10 +97,12 @@ struct FleetCommand: AsyncParsableCommand {
             let plan = LaunchPlan.make(scenario: loaded, seed: chosenSeed)
             var replay = "signfleet fleet run \(scenario) --seed \(chosenSeed)"
             if let duration { replay += " --duration \(duration)" }
-            let configuration = LauncherConfiguration(
+            if nodeNice != 10 { replay += " --node-nice \(nodeNice)" }
+            var configuration = LauncherConfiguration(
                 executable: FleetCommand.executablePath(), scenario: loaded, seed: chosenSeed,
                 scenarioText: loaded.yaml(seed: chosenSeed), plan: plan, runsRoot: runs, replay: replay,
                 check: FleetCheck.run)
+            configuration.nodeNiceness = nodeNice
             let launcher: Launcher
             do {
                 launcher = try Launcher(configuration: configuration)

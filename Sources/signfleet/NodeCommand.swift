@@ -176,6 +176,14 @@ struct NodeCommand: AsyncParsableCommand {
         } catch let error as NodePlanError {
             throw ValidationError(error.description)
         }
+        if let niceness = plan.niceness, niceness > 0 {
+            // Before the devices start their work; threads started later inherit it.
+            do {
+                try ProcessPriority.lower(to: niceness)
+            } catch {
+                logger.warning("node priority unchanged", metadata: ["niceness": "\(niceness)", "error": "\(error)"])
+            }
+        }
         let host = NodeHost(plan: plan, logger: logger)
         signal(SIGUSR1, SIG_IGN)
         let drain = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())

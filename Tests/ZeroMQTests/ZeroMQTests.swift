@@ -183,6 +183,56 @@ struct ZeroMQTests {
         }
     }
 
+    /// `sendOrDrop(_:outcome:)` returns before the I/O thread has tried the send; the outcome
+    /// reports what the waiting form returns or throws: sent, dropped (a peer over its high-water
+    /// mark) or refused (an unknown peer).
+    @Test func sendOrDropWithoutWaitingReportsEachOutcome() async throws {
+        try await withLoop { _, loop in
+            var routerOptions = SocketOptions()
+            routerOptions.routerMandatory = true
+            routerOptions.sendHighWaterMark = 1
+            let router = try await loop.makeSocket(.router, options: routerOptions)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            var options = SocketOptions()
+            options.routingID = bytes("reader")
+            options.receiveHighWaterMark = 1
+            options.receiveBufferLimit = 1
+            let dealer = try await loop.makeSocket(.dealer, options: options)
+            try await dealer.connect(endpoint)
+            try await dealer.send([bytes("hi")])
+            _ = try #require(try await router.receive())
+
+            let outcomes = AsyncStream.makeStream(of: Result<Bool, ZMQError>.self)
+            router.sendOrDrop([bytes("nobody"), bytes("x")]) { outcomes.continuation.yield($0) }
+            var iterator = outcomes.stream.makeAsyncIterator()
+            guard case .failure(let refused) = await iterator.next() else {
+                Issue.record("a send to an unknown peer must fail")
+                return
+            }
+            #expect(refused.errno == EHOSTUNREACH)
+
+            router.sendOrDrop([bytes("reader"), bytes("first")]) { outcomes.continuation.yield($0) }
+            #expect(try (await iterator.next())?.get() == true)
+            #expect(try await dealer.receive() == [bytes("first")])
+
+            // The dealer stops reading: its queues fill, and further replies are dropped, not queued.
+            var dropped = 0
+            for index in 0..<10_000 where dropped == 0 {
+                router.sendOrDrop([bytes("reader"), bytes("\(index)")]) { outcomes.continuation.yield($0) }
+                if try (await iterator.next())?.get() == false { dropped += 1 }
+            }
+            #expect(dropped == 1, "a reader that does not read must lose replies, not hold them")
+
+            await router.close()
+            router.sendOrDrop([bytes("reader"), bytes("late")]) { outcomes.continuation.yield($0) }
+            guard case .failure = await iterator.next() else {
+                Issue.record("a send on a closed socket must fail")
+                return
+            }
+            await dealer.close()
+        }
+    }
+
     @Test func malformedEndpointThrowsErrnoAndText() async throws {
         try await withLoop { _, loop in
             let dealer = try await loop.makeSocket(.dealer)

@@ -1,0 +1,51 @@
+import Testing
+
+@testable import FleetProtocol
+
+@Suite struct RetransmissionTimeoutTests {
+    @Test func startsAtTheFloorAndDoublesPerTimeoutUpToTheCeiling() {
+        var timer = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(8))
+        #expect(timer.current == .seconds(1), "before any reply: the configured request timeout")
+        var waits: [Duration] = []
+        for _ in 0..<5 {
+            timer.timedOut()
+            waits.append(timer.current)
+        }
+        #expect(waits == [.seconds(2), .seconds(4), .seconds(8), .seconds(8), .seconds(8)])
+    }
+
+    @Test func aReplyEndsTheBackOffAndFastRepliesNeverGoBelowTheFloor() {
+        var timer = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(8))
+        timer.timedOut()
+        timer.timedOut()
+        #expect(timer.current == .seconds(4))
+        for _ in 0..<20 { timer.record(roundTrip: .milliseconds(5)) }
+        #expect(timer.current == .seconds(1), "an idle coordinator's timeouts are exactly the configured ones")
+    }
+
+    @Test func slowRepliesRaiseTheWaitAboveTheirRoundTrip() {
+        var timer = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(30))
+        // The first sample: srtt = 3 s, rttvar = 1.5 s, so srtt + 4 × rttvar = 9 s.
+        timer.record(roundTrip: .seconds(3))
+        #expect(timer.current == .seconds(9))
+        // Steady 3 s replies: the variation decays, the wait approaches 3 s from above.
+        for _ in 0..<40 { timer.record(roundTrip: .seconds(3)) }
+        #expect(timer.current > .seconds(3) && timer.current < .milliseconds(3_100), "\(timer.current)")
+        // A timeout after that doubles what the estimate gave.
+        let before = timer.current
+        timer.timedOut()
+        #expect(timer.current == before * 2)
+    }
+
+    @Test func boundsAreOrderedAndHugeSamplesStayAtTheCeiling() {
+        let inverted = RetransmissionTimeout(floor: .seconds(5), ceiling: .seconds(1))
+        #expect(inverted.ceiling == .seconds(5), "a ceiling below the floor is raised to it")
+        var timer = RetransmissionTimeout(floor: .milliseconds(100), ceiling: .seconds(10))
+        timer.record(roundTrip: .seconds(Int64.max / 4))
+        #expect(timer.current == .seconds(10))
+        var zero = RetransmissionTimeout(floor: .zero, ceiling: .zero)
+        #expect(zero.current == .milliseconds(1), "a zero floor would never wait")
+        zero.timedOut()
+        #expect(zero.current == .milliseconds(1))
+    }
+}
