@@ -5,10 +5,12 @@
 # device: proportional set size (Pss, shared library pages split among the processes that map
 # them) and VmRSS (which counts each shared page in every process) of every node-* process in
 # the run's pids file, summed, sampled every 2 s.
+# It also reports the node processes' CPU time per device and minute of the run (run and drain), and
+# the coordinator's CPU seconds and peak VmRSS. NODE_NICE is `fleet run --node-nice` (default 10).
 # The answer is the largest count with a valid verdict and p99 < 1 s.
 #
 #   loadtests/fleet-scale.sh [COUNTS...]        default: 100 250 500 1000
-#   SIGNFLEET_BIN=... SEED=... DURATION=2m loadtests/fleet-scale.sh 200
+#   SIGNFLEET_BIN=... SEED=... DURATION=2m NODE_NICE=10 loadtests/fleet-scale.sh 200
 #
 # The scenario is scenarios/offline-field-day.yaml scaled: 80% rural, 20% depot,
 # PER_PROCESS devices per node process (default 250), its faults moved into the 2 minutes (the rural
@@ -55,53 +57,77 @@ checks: {verdict: valid}
 EOF
 }
 
-# Peak summed Pss and Rss (kB, "PSS RSS") of the run's node processes, sampled while $1 (the
-# launcher) lives.
-sample_memory() {
-    local launcher=$1 runs=$2 peak=0 peak_rss=0
+# While $1 (the launcher) lives, samples every 2 s: the summed Pss and Rss (kB) of the run's node
+# processes, the coordinator's VmRSS (kB), and the CPU time (clock ticks, utime + stime) each node
+# process and the coordinator have used. Prints "PEAK_PSS PEAK_RSS NODE_TICKS COORDINATOR_TICKS
+# PEAK_COORDINATOR_RSS": the peaks, and the CPU time summed over each process's last sample (a
+# node restarted by a kill fault counts with both of its pids).
+sample_run() {
+    local launcher=$1 runs=$2 peak=0 peak_rss=0 coordinator_rss=0
+    declare -A ticks=()
     while kill -0 "$launcher" 2>/dev/null; do
-        local pids total=0 total_rss=0
-        pids=$(awk '$1 ~ /^node-/ {print $2}' "$runs/latest/pids" 2>/dev/null || true)
-        for p in $pids; do
-            pss=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
-            rss=$(awk '/^Rss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
-            total=$((total + ${pss:-0}))
-            total_rss=$((total_rss + ${rss:-0}))
-        done
+        local total=0 total_rss=0
+        while read -r name p; do
+            [ -r "/proc/$p/stat" ] || continue
+            # Fields 14 and 15 of /proc/PID/stat (utime, stime), counted after the command's ")".
+            t=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}')
+            [ -n "$t" ] && ticks["$name/$p"]=$t
+            case "$name" in
+            node-*)
+                pss=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+                rss=$(awk '/^Rss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
+                total=$((total + ${pss:-0}))
+                total_rss=$((total_rss + ${rss:-0})) ;;
+            coordinator*)
+                c=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)
+                [ "${c:-0}" -gt "$coordinator_rss" ] && coordinator_rss=$c ;;
+            esac
+        done < <(awk '{print $1, $2}' "$runs/latest/pids" 2>/dev/null || true)
         [ "$total" -gt "$peak" ] && peak=$total
         [ "$total_rss" -gt "$peak_rss" ] && peak_rss=$total_rss
         sleep 2
     done
-    echo "$peak $peak_rss"
+    local node_ticks=0 coordinator_ticks=0
+    for key in "${!ticks[@]}"; do
+        case "$key" in
+        node-*) node_ticks=$((node_ticks + ticks[$key])) ;;
+        coordinator*) coordinator_ticks=$((coordinator_ticks + ticks[$key])) ;;
+        esac
+    done
+    echo "$peak $peak_rss $node_ticks $coordinator_ticks $coordinator_rss"
 }
 
-printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\trun\n' >"$OUT/results.tsv"
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\trun\n' >"$OUT/results.tsv"
 for n in "${COUNTS[@]}"; do
     file="$OUT/offline-field-day-$n.yaml"
     scenario "$n" >"$file"
     runs="$OUT/runs-$n"
     echo "==> $n devices ($file)"
     set +e
-    "$BIN" fleet run "$file" --seed "$SEED" --runs "$runs" >"$OUT/fleet-$n.out" 2>"$OUT/fleet-$n.err" &
+    "$BIN" fleet run "$file" --seed "$SEED" --runs "$runs" --node-nice "${NODE_NICE:-10}" >"$OUT/fleet-$n.out" 2>"$OUT/fleet-$n.err" &
     launcher=$!
-    read -r peak peak_rss < <(sample_memory "$launcher" "$runs")
+    read -r peak peak_rss node_ticks coordinator_ticks coordinator_rss < <(sample_run "$launcher" "$runs")
     wait "$launcher"
     code=$?
     set -e
     summary="$runs/latest/summary.json"
     if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
-        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%.1f\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
+        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
             "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$runs" | tee -a "$OUT/results.tsv"
         echo "    exit $code (see $OUT/fleet-$n.err)"
         continue
     fi
-    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" <<'PY'
+    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" "$node_ticks" "$coordinator_ticks" "$coordinator_rss" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3]); peak_rss = int(sys.argv[4])
+node_ticks, coordinator_ticks, coordinator_rss, hz = (int(v) for v in sys.argv[6:10])
 ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
+# Node CPU per device and minute of the whole run (run and drain: what a device costs while it exists).
+minutes = max(s["durations"]["total"], 1) / 60
 print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAck"].get("p99")), str(s["syncAck"]["samples"]),
                  "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), "%.1f" % (peak_rss / 1024), "%.0f" % (peak_rss / max(n, 1)),
-                 sys.argv[5], s["runDirectory"]]))
+                 sys.argv[5], "%.1f" % (node_ticks / hz * 1000 / max(n, 1) / minutes), "%.1f" % (coordinator_ticks / hz),
+                 "%.1f" % (coordinator_rss / 1024), s["runDirectory"]]))
 PY
 )
     echo "$row" | tee -a "$OUT/results.tsv"

@@ -214,7 +214,9 @@ def fleet_section(out_dir):
         f"`loadtests/run fleet` (loadtests/fleet-scale.sh) at {at}: a 2-minute scaled `offline-field-day` per device count "
         "(real coordinator, node processes of the devices per process shown, ZeroMQ, SQLite, faults), checked by the history checker. "
         "Sync-ack p50/p99 come from the devices' histories; memory is the peak summed Pss of the node processes (shared library pages "
-        "split among the processes that map them) and, beside it, their summed VmRSS (which counts each shared page once per process).\n")
+        "split among the processes that map them) and, beside it, their summed VmRSS (which counts each shared page once per process); "
+        "node CPU is the node processes' CPU time (user + system) per device and minute of the whole run (run and drain); the "
+        "coordinator's CPU seconds and peak VmRSS cover the same span.\n")
     ok = [r for r in rows if r.get("verdict") == "valid" and number(r.get("p99_ms")) is not None and number(r["p99_ms"]) < 1000]
     if ok:
         best = max(ok, key=lambda r: int(r["devices"]))
@@ -223,12 +225,13 @@ def fleet_section(out_dir):
             f"(p99 {best['p99_ms']} ms, {best.get('pss_kb_per_device', best.get('rss_kb_per_device'))} kB resident per device).\n")
     else:
         out.append("**No device count met both a valid verdict and p99 sync-ack < 1 s.**\n")
-    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device | node CPU ms per device-minute | coordinator CPU (s) | coordinator peak RSS (MB) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         out.append(
             f"| {r.get('devices', '')} | {r.get('devices_per_process', '~50')} | {r.get('verdict', '')} | {r.get('p50_ms', '')} | {r.get('p99_ms', '')} | "
-            f"{r.get('syncs', '')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} |")
+            f"{r.get('syncs', '')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
+            f"{r.get('node_cpu_ms_per_device_minute', '-')} | {r.get('coordinator_cpu_s', '-')} | {r.get('peak_coordinator_rss_mb', '-')} |")
     out.append("")
     return out
 

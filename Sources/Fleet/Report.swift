@@ -107,16 +107,7 @@ public struct RunReport: Sendable {
             """
         body += checksSection()
         body += hostileSection()
-        body += "<h2>Anomalies</h2>\n"
-        if anomalies.isEmpty {
-            body += "<p>None found.</p>\n"
-        } else {
-            body += "<table class=\"anomalies\"><tr><th>kind</th><th>what</th><th>witness</th></tr>\n"
-            for anomaly in anomalies {
-                body += "<tr><td>\(e(anomaly.kind))</td><td>\(e(anomaly.message))</td><td><pre>\(e(anomaly.witness))</pre></td></tr>\n"
-            }
-            body += "</table>\n"
-        }
+        body += anomaliesSection()
         body += "<h2>Over time</h2>\n<p>Shaded bands are fault windows.</p>\n"
         body += charts.map { "<figure>\($0.svg())</figure>" }.joined(separator: "\n")
         body += "\n<h2>Faults applied</h2>\n"
@@ -125,7 +116,7 @@ public struct RunReport: Sendable {
         } else {
             body += "<table class=\"faults\"><tr><th>fault</th><th>targets</th><th>from</th><th>to</th></tr>\n"
             for fault in s.faults {
-                body += "<tr><td>\(e(fault.kind))</td><td>\(e(fault.targets.joined(separator: ", ")))</td>"
+                body += "<tr><td>\(e(fault.kind))</td><td>\(e(ProcessNames.compact(fault.targets)))</td>"
                 body += "<td>\(String(format: "%.1f", fault.start)) s</td><td>\(fault.end.map { String(format: "%.1f s", $0) } ?? "end")</td></tr>\n"
             }
             body += "</table>\n"
@@ -159,6 +150,37 @@ public struct RunReport: Sendable {
             let observed = metric?.format(result.actual) ?? result.actual.map { "\($0)" } ?? "no data"
             html += "<tr class=\"\(result.passed ? "pass" : "fail")\"><td><code>\(e(result.threshold))</code></td>"
             html += "<td>\(e(observed))</td><td>\(result.passed ? "pass" : "FAIL")</td></tr>\n"
+        }
+        return html + "</table>\n"
+    }
+
+    /// How many anomalies of one kind the report shows with their witnesses; check.json has them all.
+    static let anomaliesShownPerKind = 20
+
+    /// The anomalies: a count per kind, then the first ``anomaliesShownPerKind`` of each kind with
+    /// their witnesses, so a run with thousands of them (10,000 devices that did not drain) stays a
+    /// page a person can read.
+    func anomaliesSection() -> String {
+        let e = ReportChart.escape
+        guard !anomalies.isEmpty else { return "<h2>Anomalies</h2>\n<p>None found.</p>\n" }
+        var kinds: [String] = []
+        var byKind: [String: [ReportAnomaly]] = [:]
+        for anomaly in anomalies {
+            if byKind[anomaly.kind] == nil { kinds.append(anomaly.kind) }
+            byKind[anomaly.kind, default: []].append(anomaly)
+        }
+        var html = "<h2>Anomalies</h2>\n<table class=\"anomaly-kinds\"><tr><th>kind</th><th>count</th></tr>\n"
+        for kind in kinds { html += "<tr><td>\(e(kind))</td><td>\(byKind[kind]?.count ?? 0)</td></tr>\n" }
+        html += "</table>\n<table class=\"anomalies\"><tr><th>kind</th><th>what</th><th>witness</th></tr>\n"
+        for kind in kinds {
+            let all = byKind[kind] ?? []
+            for anomaly in all.prefix(Self.anomaliesShownPerKind) {
+                html += "<tr><td>\(e(anomaly.kind))</td><td>\(e(anomaly.message))</td><td><pre>\(e(anomaly.witness))</pre></td></tr>\n"
+            }
+            if all.count > Self.anomaliesShownPerKind {
+                html += "<tr><td>\(e(kind))</td><td colspan=\"2\">… and \(all.count - Self.anomaliesShownPerKind) more of this kind "
+                html += "(<code>check.json</code> lists every one)</td></tr>\n"
+            }
         }
         return html + "</table>\n"
     }

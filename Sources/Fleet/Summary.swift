@@ -18,9 +18,10 @@ public struct AppliedFault: Codable, Sendable, Hashable {
         self.end = end
     }
 
-    /// How the progress line and the report name it.
+    /// How the progress line and the report name it (numbered processes in ranges:
+    /// `offline node-rural-1…16`).
     public var label: String {
-        targets.isEmpty ? kind : "\(kind) \(targets.joined(separator: ","))"
+        targets.isEmpty ? kind : "\(kind) \(ProcessNames.compact(targets))"
     }
 }
 

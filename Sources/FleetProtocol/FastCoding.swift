@@ -282,21 +282,30 @@ extension Heartbeat: MessagePackWritable, MessagePackReadable {
 
 extension HeartbeatReply: MessagePackWritable, MessagePackReadable {
     public func write(to writer: inout MessagePackWriter) throws {
-        writer.writeMapHeader(1)
+        writer.writeMapHeader(heartbeatIntervalMs == nil ? 1 : 2)
         writer.writeKey("serverInstance")
         writer.write(serverInstance)
+        if let heartbeatIntervalMs {
+            writer.writeKey("heartbeatIntervalMs")
+            writer.write(UInt64(heartbeatIntervalMs))
+        }
     }
 
     public init(from reader: inout MessagePackReader) throws {
         var serverInstance: String?
+        var interval: UInt32?
+        var sawInterval = false
         for _ in 0..<(try reader.readMapHeader()) {
             switch try reader.readKey() {
             case "serverInstance" where serverInstance == nil: serverInstance = try reader.readString()
+            case "heartbeatIntervalMs" where !sawInterval:
+                sawInterval = true
+                if try !reader.readNil() { interval = try reader.readUInt32() }
             default: try reader.skipValue()
             }
         }
         guard let serverInstance else { throw reader.missingKey("serverInstance") }
-        self.init(serverInstance: serverInstance)
+        self.init(serverInstance: serverInstance, heartbeatIntervalMs: interval)
     }
 }
 

@@ -42,7 +42,8 @@ public struct FleetResponder: Sendable {
     ) async -> Result<EncodedReply, FleetError> {
         switch request.header.type {
         case Hello.messageType: hello(request, context: context, heartbeatInterval: heartbeatInterval ?? configuration.heartbeatInterval)
-        case Heartbeat.messageType: encoded(HeartbeatReply(serverInstance: instance))
+        case Heartbeat.messageType:
+            encoded(HeartbeatReply(serverInstance: instance, heartbeatIntervalMs: heartbeatInterval.map { UInt32(clamping: $0.milliseconds) }))
         default: await router.route(request, context: context)
         }
     }

@@ -405,9 +405,9 @@ public actor FleetServer {
             logger.debug("heartbeat", metadata: ["device": "\(peerNames[peer] ?? context.peerName)"])
         }
         var announced: Duration?
-        if request.header.type == Hello.messageType {
-            // A larger fleet is told to send heartbeats less often; every device is then judged by
-            // the longest interval announced so far.
+        if request.header.type == Hello.messageType || request.header.type == Heartbeat.messageType {
+            // A larger fleet is told to send heartbeats less often, in every `hello` and
+            // `heartbeat` reply; every device is then judged by the longest interval announced so far.
             let interval = configuration.announcedHeartbeatInterval(connected: liveness.aliveCount)
             liveness.interval = max(liveness.interval, interval)
             announced = interval

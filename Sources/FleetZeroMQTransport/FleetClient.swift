@@ -75,12 +75,14 @@ public struct FleetClientConfiguration: Sendable {
 ///
 /// `run()` keeps a connection: it opens the socket, says `hello`, sends
 /// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
-/// or a request times out (Lazy Pirate) it closes the socket and opens a new
-/// one after an exponential back-off, to the next of its endpoints when it has
-/// several (``FleetClientConfiguration/failoverEndpoints``). `request(_:)` sends a typed request and
+/// or a request times out while the server has been silent for a heartbeat
+/// interval (Lazy Pirate) it closes the socket and opens a new one after an
+/// exponential back-off, to the next of its endpoints when it has several
+/// (``FleetClientConfiguration/failoverEndpoints``). `request(_:)` sends a typed request and
 /// waits for its reply, resending it with the same request id on timeout and
 /// on every new connection (a reply sent to a closing socket is lost);
-/// requests are idempotent, so a resend is always safe.
+/// requests are idempotent, so a resend is always safe. How long it waits
+/// adapts to the server (``RetransmissionTimeout``, docs/protocol.md "Retries").
 ///
 /// ```swift
 /// let client = FleetClient(configuration: .init(endpoint: endpoint, deviceID: "dev-1"), loop: loop, logger: logger)
@@ -330,6 +332,12 @@ public actor FleetClient: ClientTransport {
             return
         }
         if let rateLimit = message.header.rateLimit { lastRateLimit = rateLimit }
+        if message.header.type == HeartbeatReply.messageType,
+            let reply = try? codec.decodeBody(HeartbeatReply.self, from: message), let interval = reply.heartbeatIntervalMs, interval > 0
+        {
+            // The server's interval for the fleet as it is now (it grows with the fleet).
+            liveness.interval = .milliseconds(Int64(interval))
+        }
         guard let replyTo = message.header.replyTo else {
             logger.debug("dropped unsolicited message", metadata: ["type": "\(message.header.type)"])
             return

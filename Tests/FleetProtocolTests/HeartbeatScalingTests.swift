@@ -21,6 +21,21 @@ import ZeroMQ
         #expect(FleetServerConfiguration(heartbeatBudget: .nan).heartbeatBudget == 1_000)
     }
 
+    @Test func aHeartbeatReplyFromAnOlderServerHasNoInterval() throws {
+        let codec = WireCodec()
+        // An older server's reply: the map has only `serverInstance`.
+        let body: [UInt8] = [0x81, 0xae] + Array("serverInstance".utf8) + [0xa3] + Array("old".utf8)
+        let old = try codec.decodeBody(
+            HeartbeatReply.self, from: InboundMessage(header: MessageHeader(type: HeartbeatReply.messageType, id: 1), body: body))
+        #expect(old == HeartbeatReply(serverInstance: "old", heartbeatIntervalMs: nil))
+        let frames = try codec.encode(
+            HeartbeatReply(serverInstance: "new", heartbeatIntervalMs: 7_000), header: MessageHeader(type: HeartbeatReply.messageType, id: 2))
+        let message = try codec.decode(frames[...])
+        #expect(try codec.decodeBody(HeartbeatReply.self, from: message).heartbeatIntervalMs == 7_000)
+        // The generic decoder reads the same bytes.
+        #expect(try MessagePackDecoder().decode(HeartbeatReply.self, from: message.body).heartbeatIntervalMs == 7_000)
+    }
+
     @Test func aPeerIsJudgedByTheTablesCurrentInterval() {
         var table = LivenessTable<String>(interval: .milliseconds(100), liveness: 3)
         let start = ContinuousClock.now
@@ -64,6 +79,12 @@ import ZeroMQ
         }
         #expect(intervals == [5_000, 5_000, 6_000, 8_000, 10_000, 12_000])
         #expect(await server.aliveDeviceCount == 6)
+        // The first device was told 5 s when it was alone; its next heartbeat's reply gives it the
+        // interval for the fleet as it is now, six devices: 12 s.
+        let (header, body) = try await rawExchange(
+            sockets[0], try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 2)))
+        #expect(header.type == HeartbeatReply.messageType)
+        #expect(try MessagePackDecoder().decode(HeartbeatReply.self, from: body).heartbeatIntervalMs == 12_000)
         for socket in sockets { await socket.close() }
         serving.cancel()
         await serving.value

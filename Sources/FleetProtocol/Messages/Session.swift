@@ -62,6 +62,14 @@ public struct HeartbeatReply: FleetMessageBody, Hashable {
 
     /// The server's instance id (see ``HelloReply/serverInstance``).
     public var serverInstance: String
+    /// The heartbeat interval the server wants now, as ``HelloReply/heartbeatIntervalMs`` would
+    /// announce it: a device adopts it, so devices that said `hello` while the fleet was small
+    /// slow down as it grows (a crowd reconnecting at once would otherwise all keep the short
+    /// interval of the first). Absent from older servers: keep the interval of the `hello`.
+    public var heartbeatIntervalMs: UInt32?
 
-    public init(serverInstance: String) { self.serverInstance = serverInstance }
+    public init(serverInstance: String, heartbeatIntervalMs: UInt32? = nil) {
+        self.serverInstance = serverInstance
+        self.heartbeatIntervalMs = heartbeatIntervalMs
+    }
 }
