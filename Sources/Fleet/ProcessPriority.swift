@@ -34,6 +34,21 @@ public enum ProcessPriority {
         #endif
     }
 
+    /// Lowers every thread to `niceness` now and again every `interval`, until the task is
+    /// cancelled: libdispatch on Linux gives each worker thread it starts the nice value of its
+    /// queue's QoS (`-2` for GRDB's serial queues), whatever its creator's, so a lowered process
+    /// would otherwise run its SQLite work above the coordinator.
+    /// - Throws: ``ProcessPriorityError`` as ``lower(to:)``, from the first pass only.
+    public static func keepLowered(to niceness: Int, every interval: Duration = .milliseconds(500)) throws(ProcessPriorityError) -> Task<Void, Never> {
+        try lower(to: niceness)
+        return Task.detached(priority: .background) {
+            while !Task.isCancelled {
+                do { try await Task.sleep(for: interval) } catch { return }
+                try? lower(to: niceness)
+            }
+        }
+    }
+
     /// The nice value of the calling thread.
     public static var current: Int {
         errno = 0

@@ -383,6 +383,9 @@ public actor FleetClient: ClientTransport {
         var busyAnswers = 0
         var attempt = 1
         var lastTimeout = fixedTimeout ?? retransmission.current
+        // Timeouts of this request on one connection (``timeoutsConnection``).
+        var timeoutsOnConnection = 0
+        var timeoutsConnection = connection
         while attempt <= attempts {
             try Task.checkCancellation()
             guard let socket = await currentSocket() else { throw CancellationError() }
@@ -407,9 +410,17 @@ public actor FleetClient: ClientTransport {
                     "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
                 if fixedTimeout == nil { retransmission.timedOut() }
                 // Lazy Pirate: a fresh socket cures a half-open connection. A server heard from
-                // within the last heartbeat interval is alive, only slow: a new connection (a new
-                // handshake, a new hello) would add to its load; the resend goes on this one.
-                if attempt < attempts, !heardRecently(at: .now) { reconnectRequested = true }
+                // within the last heartbeat interval is alive, perhaps only slow: a new connection
+                // (a new handshake, a new hello) would add to its load, so the first resend goes on
+                // this one, with twice the wait. A second timeout on the same connection, or the
+                // last attempt's, gives up on it all the same: a server that answers heartbeats but
+                // no request is hung, and the request goes on to the next endpoint.
+                if sentOn != timeoutsConnection {
+                    timeoutsConnection = sentOn
+                    timeoutsOnConnection = 0
+                }
+                timeoutsOnConnection += 1
+                if attempt == attempts || timeoutsOnConnection >= 2 || !heardRecently(at: .now) { reconnectRequested = true }
             }
             attempt += 1
         }

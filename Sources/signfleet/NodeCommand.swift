@@ -176,14 +176,16 @@ struct NodeCommand: AsyncParsableCommand {
         } catch let error as NodePlanError {
             throw ValidationError(error.description)
         }
+        var priority: Task<Void, Never>?
         if let niceness = plan.niceness, niceness > 0 {
-            // Before the devices start their work; threads started later inherit it.
+            // Before the devices start their work, and again for the threads libdispatch starts later.
             do {
-                try ProcessPriority.lower(to: niceness)
+                priority = try ProcessPriority.keepLowered(to: niceness)
             } catch {
                 logger.warning("node priority unchanged", metadata: ["niceness": "\(niceness)", "error": "\(error)"])
             }
         }
+        defer { priority?.cancel() }
         let host = NodeHost(plan: plan, logger: logger)
         signal(SIGUSR1, SIG_IGN)
         let drain = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())

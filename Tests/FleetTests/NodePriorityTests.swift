@@ -20,9 +20,11 @@ import Testing
         #expect(throws: ProcessPriorityError.outOfRange(20)) { try ProcessPriority.lower(to: 20) }
     }
 
+    /// Also the threads libdispatch starts after the node lowered itself, which it gives the nice
+    /// value of their queue's QoS (GRDB's serial queues: -2) whatever their creator's.
     @Test func everyThreadOfANodeRunsAtThePlansNiceness() async throws {
-        let own = ProcessPriority.current
-        #expect(try await threadNiceness(planned: nil).allSatisfy { $0 == own }, "without a niceness the node keeps its parent's")
+        let unchanged = try await threadNiceness(planned: nil)
+        #expect(!unchanged.isEmpty && !unchanged.contains(19), "without a niceness nothing is lowered: \(unchanged)")
         let lowered = try await threadNiceness(planned: 19)
         #expect(lowered.count >= 2 && lowered.allSatisfy { $0 == 19 }, "\(lowered)")
     }
@@ -39,6 +41,9 @@ import Testing
         let node = try ChildProcess.launch(try NodeProcessTests.binary(), ["node", "--plan", path], name: "node-nice")
         defer { Task { await node.terminate() } }
         try await node.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("node started") }
+        // Ten stats lines (0.2 s apart): the node has run a while, its devices have opened their
+        // stores (new dispatch threads), and the priority has been applied again since.
+        try await node.waitForLines(10, in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("stats ") }
         let taskDirectory = "/proc/\(node.processIdentifier)/task"
         var values: [Int] = []
         for thread in try FileManager.default.contentsOfDirectory(atPath: taskDirectory) {
