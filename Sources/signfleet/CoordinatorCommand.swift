@@ -44,6 +44,13 @@ struct CoordinatorCommand: AsyncParsableCommand {
 
     @Option(
         help: """
+            Heartbeats a second planned for across the fleet (default 1000): the interval announced to devices grows \
+            with the devices alive to stay within it.
+            """)
+    var heartbeatBudget: Int?
+
+    @Option(
+        help: """
             The coordinator's store: a SQLite file path, created if missing (default signfleet-coordinator.sqlite), or a \
             PostgreSQL URL postgres://user[:password]@host[:port]/database[?schema=name] shared by several coordinators (docs/storage.md).
             """)
@@ -95,6 +102,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let http { settings.http = http }
         if let heartbeatMs { settings.heartbeatMs = heartbeatMs }
         if let liveness { settings.liveness = liveness }
+        if let heartbeatBudget { settings.heartbeatBudget = heartbeatBudget }
         if let store { settings.store = store }
         if let seedDemo { settings.seedDemo = seedDemo }
         if let demoHourlyLimit { settings.demoHourlyLimit = demoHourlyLimit }
@@ -148,6 +156,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
             security: security,
             heartbeatInterval: .milliseconds(settings.heartbeatMs),
             heartbeatLiveness: settings.liveness,
+            heartbeatBudget: Double(settings.heartbeatBudget),
             limits: WireLimits(maxMessageSize: settings.maxMessageSize)
         )
         let services = CoordinatorServices(

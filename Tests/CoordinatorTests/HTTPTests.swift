@@ -311,8 +311,24 @@ struct PrometheusText: CustomStringConvertible {
         #expect { try configuration.validate() } throws: { ($0 as? CoordinatorConfigurationError)?.key == "http-max-connections" }
     }
 
+    @Test func theHeartbeatBudgetComesFromTheFileAndIsBounded() throws {
+        var configuration = CoordinatorConfiguration()
+        #expect(configuration.heartbeatBudget == 1000)
+        try configuration.apply(json: Data(#"{"heartbeat-budget": 250}"#.utf8))
+        #expect(configuration.heartbeatBudget == 250)
+        try configuration.validate()
+        for bad in [0, -1, 1_000_001] {
+            configuration.heartbeatBudget = bad
+            #expect(
+                throws: CoordinatorConfigurationError(
+                    key: "heartbeat-budget", "--heartbeat-budget (file key \"heartbeat-budget\") must be 1 to 1000000 heartbeats a second")
+            ) { try configuration.validate() }
+        }
+    }
+
     @Test(arguments: [
         (#"{"heartbeat": 5}"#, "heartbeat"),
+        (#"{"heartbeat-budget": 2.5}"#, "heartbeat-budget"),
         (#"{"liveness": "three"}"#, "liveness"),
         (#"{"seed-demo": 1}"#, "seed-demo"),
         (#"{"token-lifetime": 1.5}"#, "token-lifetime"),
