@@ -27,6 +27,7 @@ let package = Package(
                 .product(name: "SyncContract", package: "SignFleet"),
                 .product(name: "Envelopes", package: "SignFleet"),
                 .product(name: "Coordinator", package: "SignFleet"),
+                .product(name: "CoordinatorPostgres", package: "SignFleet"),
                 .product(name: "Chaos", package: "SignFleet"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),

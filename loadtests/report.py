@@ -43,6 +43,8 @@ COMPARISONS = [
     ("ingest", "CURVE vs plain TCP: achieved at 5,000 envelopes/s offered", "ingest.zmq_curve.achieved_envelopes_per_s_at5000", "ingest.zmq.achieved_envelopes_per_s_at5000", True, "(ratio >= 0.85)"),
     ("proxy", "ZeroMQ round trip 64 B through the fault proxy (no toxics) vs direct", "via_proxy.rtt.64B.per_s", "direct.rtt.64B.per_s", True, "(cost of the extra hop)"),
     ("proxy", "ZeroMQ round trip 6 KB through the fault proxy (no toxics) vs direct", "via_proxy.rtt.6KB.per_s", "direct.rtt.6KB.per_s", True, "(cost of the extra hop)"),
+    ("store", "verified ingest into the PostgreSQL store vs the SQLite store, 100 devices, in process, one coordinator", "store.postgres.envelopes_per_s", "store.sqlite.envelopes_per_s", True, "(informational: PostgreSQL shares this machine's 2 cores)"),
+    ("store", "two coordinators on one PostgreSQL schema vs one (same 2 cores: not a scale-out measure)", "store.postgres.coordinators2.envelopes_per_s", "store.postgres.envelopes_per_s", True, "(informational)"),
     ("captive", "captive ceremonies (issue URL, open page, finish, redirect), 8 concurrent signers vs GET /health, same server, client and concurrency", "ceremonies.k8.per_s", "health.k8.per_s", True, "(cost of the signing flow over the bare server)"),
     ("captive", "HTTP requests of those ceremonies (3 each) vs GET /health", "ceremonies.k8.requests_per_s", "health.k8.per_s", True, "(cost per request)"),
     ("captive", "ceremonies that also fetch their 2 page images, each drawn by pdftoppm on this first view, vs ceremonies without page images", "ceremonies.k8.render_first.per_s", "ceremonies.k8.per_s", True, "(cost of drawing pages)"),
@@ -69,6 +71,13 @@ TARGETS = [
     ("ingest", "ack latency p99 at 50% of the max rate", "ingest.p99_ms_at50pct", "(no target yet)", None),
     ("ingest", "ack latency p50 at 90% of the max rate", "ingest.p50_ms_at90pct", "(no target yet)", None),
     ("ingest", "ack latency p99 at 90% of the max rate", "ingest.p99_ms_at90pct", "(no target yet)", None),
+    ("store", "coordinator CPU per envelope, SQLite store", "store.sqlite.coordinator_cpu_ms_per_envelope", "(model input)", None),
+    ("store", "coordinator CPU per envelope, PostgreSQL store", "store.postgres.coordinator_cpu_ms_per_envelope", "(model input)", None),
+    ("store", "PostgreSQL server CPU per envelope", "store.postgres.postgres_cpu_ms_per_envelope", "(model input)", None),
+    ("store", "coordinator CPU per envelope, two coordinators on PostgreSQL", "store.postgres.coordinators2.coordinator_cpu_ms_per_envelope", "(model input)", None),
+    ("store", "PostgreSQL server CPU per envelope, two coordinators", "store.postgres.coordinators2.postgres_cpu_ms_per_envelope", "(model input)", None),
+    ("store", "modelled: envelopes/s per added coordinator core (1000 / coordinator CPU ms per envelope), PostgreSQL store", "store.postgres.envelopes_per_coordinator_core_s", "(model)", None),
+    ("store", "modelled: envelopes/s per PostgreSQL core", "store.postgres.envelopes_per_postgres_core_s", "(model)", None),
     ("captive", "complete captive ceremonies per second, 8 concurrent signers", "ceremonies.k8.per_s", "(no target yet)", None),
     ("captive", "the same with page images drawn on first view (pdftoppm)", "ceremonies.k8.render_first.per_s", "(no target yet)", None),
     ("captive", "the same with page images from the cache", "ceremonies.k8.render_cached.per_s", "(no target yet)", None),
@@ -79,7 +88,7 @@ OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 # Kept in git, so that a fresh clone regenerating one group keeps the others' figures.
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "proxy", "captive"]
+GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "store", "proxy", "captive"]
 
 
 def sh(*args):

@@ -137,6 +137,9 @@ func ingestBenchmark(_ arguments: [String]) async throws {
 
 /// A fresh coordinator store with `devices` enrolled simulated devices and their signed items.
 struct IngestRig: Sendable {
+    /// The bench account's user.
+    static let email = "ann@bench.example"
+    static let secret = "secret-123"
     let services: CoordinatorServices
     let forgers: [Forger]
     /// `items[device]`: that device's items, sequences 1...n.
@@ -149,13 +152,18 @@ struct IngestRig: Sendable {
         let store = try CoordinatorStore(path: path, durability: durability)
         var services = CoordinatorServices(store: store)
         services.ingest.verification = verification
+        try await self.init(services: services, devices: devices, items: count, base: base, curveKeys: curveKeys)
+    }
+
+    /// The same on services over any store (`signfleet-bench store` passes PostgreSQL ones).
+    init(services: CoordinatorServices, devices: Int, items count: Int, base: SyncItem, curveKeys: [[UInt8]]? = nil) async throws {
         self.services = services
         _ = try await services.accounts.createAccount(
             id: "bench", name: "Bench", offlineSigning: true,
             rateLimits: RateLimits(hourly: 1_000_000_000, burst: 1_000_000_000, burstWindowSeconds: 30))
         _ = try await services.accounts.createUser(
-            accountID: "bench", name: "Ann", email: "ann@bench.example", secret: "secret-123")
-        let token = try await services.auth.issueToken(email: "ann@bench.example", secret: "secret-123").accessToken
+            accountID: "bench", name: "Ann", email: Self.email, secret: Self.secret)
+        let token = try await services.auth.issueToken(email: Self.email, secret: Self.secret).accessToken
         let forgers = (0..<devices).map { Forger(id: "bench-\($0)") }
         self.forgers = forgers
         for (index, forger) in forgers.enumerated() {

@@ -13,6 +13,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "ingest-wire": ingestWireBenchmark,
     "flood": floodBenchmark,
     "ingest-clients": ingestClientsBenchmark,
+    "store": storeBenchmark,
 ]
 guard let name = arguments.first, let run = benchmarks[name] else {
     print("usage: signfleet-bench <\(benchmarks.keys.sorted().joined(separator: "|"))> [options]")
