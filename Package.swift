@@ -129,8 +129,9 @@ let package = Package(
                 // The launcher's supervisor starts and signals child processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
-                // The checker reads the run's stores (the coordinator's through its snapshot, SQLite
-                // or PostgreSQL) and re-verifies with the wire contract's rule.
+                // The checker reads the run's stores through their snapshots (the coordinator's on
+                // SQLite or PostgreSQL) and verifies payloads with its own implementation of the
+                // documented rule (swift-crypto for Ed25519 and SHA-256).
                 "Coordinator", "CoordinatorPostgres", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // Scenario files.
@@ -201,6 +202,7 @@ let package = Package(
             dependencies: [
                 "Fleet", "FleetTesting", "Thresholds",
                 "Coordinator", "CoordinatorPostgres", "DeviceNode", "Envelopes", "SignatureCapture", "FleetProtocol", "SyncContract",
+                "MessagePack",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]),

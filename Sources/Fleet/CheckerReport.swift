@@ -1,7 +1,9 @@
 import Foundation
 
 /// The checker's verdict on a run (docs/checker.md, "Verdict").
-public enum CheckVerdict: String, Codable, Sendable, Hashable {
+///
+/// Encoded (check.json, summary.json) and printed as its raw value: `valid`, `invalid`, `unknown`.
+public enum CheckVerdict: String, Codable, Sendable, Hashable, CaseIterable, CustomStringConvertible {
     /// Every envelope signed on a device is on the server once, in order, verified, routed correctly.
     case valid
     /// At least one anomaly proves something went wrong.
@@ -9,6 +11,9 @@ public enum CheckVerdict: String, Codable, Sendable, Hashable {
     /// Nothing went provably wrong, but something could not be decided (an outbox never drained,
     /// an unreadable or missing store).
     case unknown
+
+    /// The raw value: `valid`, `invalid` or `unknown`.
+    public var description: String { rawValue }
 
     /// The process exit code: 0 valid, 1 invalid, 2 unknown.
     public var exitCode: Int32 {

@@ -1,13 +1,9 @@
 import Coordinator
 import CoordinatorPostgres
-import DeviceNode
-import MessagePack
 import Crypto
+import DeviceNode
 import Foundation
-import FleetProtocol
 import GRDB
-import SignatureCapture
-import SyncContract
 import Synchronization
 
 /// Opens a run's SQLite file read-only: the checker never changes what it judges.
@@ -187,20 +183,20 @@ struct ServerSnapshot: Sendable {
         allDevices.values.filter { $0.id == device && $0.publicKey == publicKey }.map(\.accountID)
     }
 
-    /// The wire contract's rule (``SyncItemRule``, every signature checked), plus the row's local
-    /// envelope id; nil when it verifies, else why not.
+    /// The checker's own implementation of the documented rule (``CheckerSignatureRule``, every
+    /// signature checked), plus the row's local envelope id; nil when it verifies, else why not.
     static func verify(_ signed: CoordinatorSnapshot.Payload) -> String? {
         let envelope = signed.envelope
         guard let device = signed.device else { return "device \(envelope.deviceID) is not enrolled on the server" }
-        let item = SyncItem(
-            sequence: UInt64(clamping: envelope.sequence), transactionID: envelope.transactionID, payload: Array(signed.payload),
-            signature: Array(signed.signature))
-        switch SyncItemRule.check(item, deviceID: envelope.deviceID, key: try? StrictEd25519.publicKey(Array(device.publicKey)).get()) {
+        let result = CheckerSignatureRule.check(
+            payload: Array(signed.payload), signature: Array(signed.signature), deviceID: envelope.deviceID,
+            sequence: UInt64(clamping: envelope.sequence), transactionID: envelope.transactionID, publicKey: Array(device.publicKey))
+        switch result {
         case .failure(let failure):
             return failure.reason
-        case .success(let decoded):
-            guard decoded.envelopeId == envelope.localEnvelopeID else {
-                return "the payload's envelope id \(decoded.envelopeId) is not the row's local envelope id \(envelope.localEnvelopeID)"
+        case .success(let verified):
+            guard verified.envelopeID == envelope.localEnvelopeID else {
+                return "the payload's envelope id \(verified.envelopeID) is not the row's local envelope id \(envelope.localEnvelopeID)"
             }
             return nil
         }
@@ -274,51 +270,33 @@ struct DeviceSnapshot: Sendable {
         outboxTransactions.contains(transaction) || envelopes[transaction] != nil || lastJournal[transaction] != nil
     }
 
+    /// Reads the device store at `path` through its read-only ``DeviceStoreSnapshot`` (module
+    /// DeviceNode): the checker never reads a device's tables itself.
     static func read(path: String, store: String) throws -> DeviceSnapshot {
-        let queue = try CheckerDatabase.openReadOnly(path)
-        defer { try? queue.close() }
-        return try queue.read { db in
-            guard let deviceRow = try Row.fetchOne(db, sql: "SELECT deviceId, privateKey FROM device WHERE id = 1") else {
-                throw CheckerError.unreadable(path: path, reason: "the store has no device row (never opened by a device node)")
-            }
-            let deviceID: String = deviceRow["deviceId"]
-            let privateKey: Data = deviceRow["privateKey"]
-            let publicKey = (try? Curve25519.Signing.PrivateKey(rawRepresentation: privateKey)).map { Array($0.publicKey.rawRepresentation) } ?? []
-            // Which server account this device is: the one it logged in to.
-            let accountID = try Data.fetchOne(db, sql: "SELECT userInfo FROM account WHERE id = 1")
-                .flatMap { try? MessagePackDecoder().decode(UserInfo.self, from: $0) }?.accountId
-            let durability = try db.columns(in: "device").contains { $0.name == "durability" }
-                ? String.fetchOne(db, sql: "SELECT durability FROM device WHERE id = 1") : nil
-            let outbox = try Row.fetchAll(db, sql: """
-                SELECT sequence, envelopeId, transactionId, status, attempts, outcome, serverEnvelopeId, reason, payloadSHA256
-                FROM outbox ORDER BY sequence
-                """).map { row in
-                let sequence: Int64 = row["sequence"]
-                let sha: Data = row["payloadSHA256"]
-                return OutboxRow(
-                    sequence: UInt64(clamping: sequence), envelopeId: row["envelopeId"], transactionId: row["transactionId"], status: row["status"],
-                    attempts: row["attempts"], outcome: row["outcome"], serverEnvelopeId: row["serverEnvelopeId"], reason: row["reason"],
-                    payloadSHA256: Array(sha))
-            }
-            var envelopes: [String: (envelopeId: String, localState: String)] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT envelopeId, transactionId, localState FROM envelopes") {
-                envelopes[row["transactionId"]] = (row["envelopeId"], row["localState"])
-            }
-            var last: [String: JournalRow] = [:]
-            var dropped: [String: JournalRow] = [:]
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, envelopeId, transactionId, kind, state, sequence, detail FROM journal ORDER BY id")
-            while let row = try cursor.next() {
-                let sequence: Int64? = row["sequence"]
-                let entry = JournalRow(
-                    id: row["id"], envelopeId: row["envelopeId"], transactionId: row["transactionId"], kind: row["kind"], state: row["state"],
-                    sequence: sequence.map { UInt64(clamping: $0) }, detail: row["detail"])
-                last[entry.transactionId] = entry
-                if entry.kind == "dropped" { dropped[entry.transactionId] = entry }
-            }
-            return DeviceSnapshot(
-                store: store, deviceID: deviceID, publicKey: publicKey, accountID: accountID, durability: durability, outbox: outbox,
-                envelopes: envelopes,
-                lastJournal: last, dropped: dropped)
+        DeviceSnapshot(try DeviceStoreSnapshot.read(readOnlyPath: path), store: store)
+    }
+
+    /// The checker's view of a device store's snapshot, indexed.
+    init(_ snapshot: DeviceStoreSnapshot, store: String) {
+        let outbox = snapshot.outbox.map { row in
+            OutboxRow(
+                sequence: row.sequence, envelopeId: row.envelopeId, transactionId: row.transactionId, status: row.status,
+                attempts: row.attempts, outcome: row.outcome, serverEnvelopeId: row.serverEnvelopeId, reason: row.reason,
+                payloadSHA256: Array(row.payloadSHA256))
         }
+        var envelopes: [String: (envelopeId: String, localState: String)] = [:]
+        for row in snapshot.envelopes { envelopes[row.transactionId] = (row.envelopeId, row.localState) }
+        func journal(_ row: DeviceStoreSnapshot.JournalRow) -> JournalRow {
+            JournalRow(
+                id: row.id, envelopeId: row.envelopeId, transactionId: row.transactionId, kind: row.kind, state: row.state,
+                sequence: row.sequence, detail: row.detail)
+        }
+        var last: [String: JournalRow] = [:]
+        for row in snapshot.lastJournalEntries { last[row.transactionId] = journal(row) }
+        var dropped: [String: JournalRow] = [:]
+        for row in snapshot.droppedJournalEntries { dropped[row.transactionId] = journal(row) }
+        self.init(
+            store: store, deviceID: snapshot.deviceId, publicKey: Array(snapshot.publicKey), accountID: snapshot.accountId,
+            durability: snapshot.durability, outbox: outbox, envelopes: envelopes, lastJournal: last, dropped: dropped)
     }
 }

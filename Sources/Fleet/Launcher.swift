@@ -13,19 +13,26 @@ import Glibc
 
 /// The checker's answer as the launcher uses it.
 public struct CheckOutcome: Sendable {
-    /// valid, invalid or unknown.
-    public var verdict: String
+    /// The checker's verdict (``CheckVerdict/unknown`` when it could not run).
+    public var verdict: CheckVerdict
     public var anomalies: [ReportAnomaly]
     /// Why the checker could not decide, if it could not.
     public var notes: [String]
     /// What the checker counted in the stores (nil when it could not run).
     public var counts: CheckCounts?
 
-    public init(verdict: String, anomalies: [ReportAnomaly] = [], notes: [String] = [], counts: CheckCounts? = nil) {
+    public init(verdict: CheckVerdict, anomalies: [ReportAnomaly] = [], notes: [String] = [], counts: CheckCounts? = nil) {
         self.counts = counts
         self.verdict = verdict
         self.anomalies = anomalies
         self.notes = notes
+    }
+
+    /// The verdict as text, as before it was a ``CheckVerdict``: a text that names no verdict is
+    /// ``CheckVerdict/unknown``.
+    @available(*, deprecated, message: "pass a CheckVerdict (.valid, .invalid, .unknown)")
+    public init(verdict: String, anomalies: [ReportAnomaly] = [], notes: [String] = [], counts: CheckCounts? = nil) {
+        self.init(verdict: CheckVerdict(rawValue: verdict) ?? .unknown, anomalies: anomalies, notes: notes, counts: counts)
     }
 }
 

@@ -8,7 +8,7 @@ public enum FleetCheck {
         do {
             report = try await Checker.check(run: run)
         } catch {
-            return CheckOutcome(verdict: "unknown", notes: ["the checker could not run: \(error)"])
+            return CheckOutcome(verdict: .unknown, notes: ["the checker could not run: \(error)"])
         }
         var notes: [String] = []
         do {
@@ -25,6 +25,6 @@ public enum FleetCheck {
             }
             return ReportAnomaly(kind: anomaly.kind.rawValue, message: anomaly.message, witness: lines.joined(separator: "\n"))
         }
-        return CheckOutcome(verdict: report.verdict.rawValue, anomalies: anomalies, notes: notes, counts: report.counts)
+        return CheckOutcome(verdict: report.verdict, anomalies: anomalies, notes: notes, counts: report.counts)
     }
 }

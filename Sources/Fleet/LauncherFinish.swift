@@ -19,7 +19,7 @@ extension Launcher {
             notes.append("cannot merge the histories: \(error)")
         }
 
-        var outcome = CheckOutcome(verdict: "unknown")
+        var outcome = CheckOutcome(verdict: .unknown)
         if !interrupted {
             outcome = await configuration.check(run)
             notes += outcome.notes
@@ -29,7 +29,7 @@ extension Launcher {
         if !drainedAll && !interrupted { notes.append("not every node drained within \(configuration.scenario.drainTimeout) s") }
         // An invalid history stays invalid; otherwise anything the launcher could not vouch for makes it unknown.
         var verdict = outcome.verdict
-        if verdict == "valid" && (!exhausted.isEmpty || !drainedAll || interrupted) { verdict = "unknown" }
+        if verdict == .valid && (!exhausted.isEmpty || !drainedAll || interrupted) { verdict = .unknown }
 
         let hostileNames = configuration.scenario.hostileGroupNames
         let timeline = RunReport.readTimeline(path: run.timelineFile)

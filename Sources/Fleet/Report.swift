@@ -81,7 +81,7 @@ public struct RunReport: Sendable {
 
         var body = """
             <h1>SignFleet run: \(e(s.scenario))</h1>
-            <p class="verdict \(e(s.verdict))">verdict: <strong>\(e(s.verdict))</strong> \
+            <p class="verdict \(e(s.verdict.rawValue))">verdict: <strong>\(e(s.verdict.rawValue))</strong> \
             (\(s.anomalies) anomal\(s.anomalies == 1 ? "y" : "ies"))</p>
             <p>seed <code>\(s.seed)</code> · replay: <code>\(e(s.replay))</code><br>
             run directory <code>\(e(s.runDirectory))</code> · started \(e(Self.timestamp(s.startedAt)))</p>
@@ -125,7 +125,7 @@ public struct RunReport: Sendable {
         return """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8">
-            <title>SignFleet \(e(s.scenario)) — \(e(s.verdict))</title>
+            <title>SignFleet \(e(s.scenario)) — \(e(s.verdict.rawValue))</title>
             <style>\(Self.css)</style></head>
             <body>
             \(body)
@@ -140,7 +140,7 @@ public struct RunReport: Sendable {
         let e = ReportChart.escape
         let met = s.verdict == s.expectedVerdict
         var html = "<h2>Checks</h2>\n<p class=\"checks \(s.checksPassed ? "pass" : "fail")\">"
-        html += "expected verdict <strong>\(e(s.expectedVerdict))</strong>: \(met ? "met" : "not met") · "
+        html += "expected verdict <strong>\(e(s.expectedVerdict.rawValue))</strong>: \(met ? "met" : "not met") · "
         html += s.thresholds.isEmpty ? "no thresholds" : "\(s.thresholds.filter(\.passed).count) of \(s.thresholds.count) thresholds held"
         html += "</p>\n"
         guard !s.thresholds.isEmpty else { return html }

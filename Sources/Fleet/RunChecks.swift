@@ -28,18 +28,14 @@ public enum RunChecks {
     }
 
     public static func exitCode(_ summary: RunSummary) -> Int32 {
-        // RunSummary still holds its verdicts as text (written by the launcher; issue #17 part 5 leaves
-        // them to the launcher's change): an unreadable one counts as unknown.
-        exitCode(
-            verdict: CheckVerdict(rawValue: summary.verdict) ?? .unknown, expected: CheckVerdict(rawValue: summary.expectedVerdict) ?? .valid,
-            thresholdsPassed: summary.thresholds.allSatisfy(\.passed))
+        exitCode(verdict: summary.verdict, expected: summary.expectedVerdict, thresholdsPassed: summary.thresholds.allSatisfy(\.passed))
     }
 
     /// The printed lines: the expectation when it is not `valid`, then one line per threshold.
     public static func lines(_ summary: RunSummary) -> [String] {
         var lines: [String] = []
-        if summary.expectedVerdict != "valid" || summary.verdict != summary.expectedVerdict {
-            lines.append("expected verdict: \(summary.expectedVerdict) (\(summary.verdict == summary.expectedVerdict ? "met" : "NOT met"))")
+        if summary.expectedVerdict != .valid || summary.verdict != summary.expectedVerdict {
+            lines.append("expected verdict: \(summary.expectedVerdict.rawValue) (\(summary.verdict == summary.expectedVerdict ? "met" : "NOT met"))")
         }
         for result in summary.thresholds {
             let metric = (try? FleetThreshold.parse(result.threshold))?.metric

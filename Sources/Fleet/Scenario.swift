@@ -311,12 +311,19 @@ public struct ToxicSpec: Codable, Sendable, Hashable {
 /// What must hold at the end.
 public struct Checks: Codable, Sendable, Hashable {
     /// Expected verdict (a test scenario may expect `invalid`).
-    public var verdict: String
+    public var verdict: CheckVerdict
     /// Thresholds on the summary, e.g. `syncAck.p99 < 1s`, `pending == 0`.
     public var thresholds: [String]
 
-    public init(verdict: String = "valid", thresholds: [String] = []) {
+    public init(verdict: CheckVerdict = .valid, thresholds: [String] = []) {
         self.verdict = verdict
         self.thresholds = thresholds
+    }
+
+    /// The expected verdict as text, as before it was a ``CheckVerdict``: a text that names no
+    /// verdict expects ``CheckVerdict/unknown``.
+    @available(*, deprecated, message: "pass a CheckVerdict (.valid, .invalid, .unknown)")
+    public init(verdict: String, thresholds: [String] = []) {
+        self.init(verdict: CheckVerdict(rawValue: verdict) ?? .unknown, thresholds: thresholds)
     }
 }

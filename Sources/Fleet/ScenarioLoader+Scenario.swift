@@ -18,7 +18,7 @@ enum ScenarioReader {
     ]
     static let connectivityKeys = ["model", "online_mean", "offline_mean", "start_offline"]
     static let checksKeys = ["verdict", "thresholds"]
-    static let verdicts = ["valid", "invalid", "unknown"]
+    static let verdicts = CheckVerdict.allCases.map(\.rawValue)
 
     static let scenarioNameCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
     /// Group names become parts of process and device ids (`node-<group>-<n>`, `<group>-<n>`), so no '-'.
@@ -286,7 +286,7 @@ enum ScenarioReader {
     static func checks(_ value: YAMLValue) throws -> Checks {
         let map = try value.mapping(keys: checksKeys)
         var checks = Checks()
-        if let v = map.optional("verdict") { checks.verdict = try v.choice(verdicts) }
+        if let v = map.optional("verdict"), let verdict = CheckVerdict(rawValue: try v.choice(verdicts)) { checks.verdict = verdict }
         if let v = map.optional("thresholds") {
             checks.thresholds = try v.sequence(maximumCount: 100, expected: "a list of thresholds like \"pending == 0\"").map(threshold)
         }

@@ -72,20 +72,17 @@ public struct RunSummary: Codable, Sendable, Hashable {
     /// Node processes that printed `drained` before the drain timeout.
     public var drained: Int
     public var interrupted: Bool
-    /// valid, invalid or unknown: a ``CheckVerdict``'s raw value.
-    ///
-    /// Still text (issue #17 part 5, not done): the launcher writes it from `CheckOutcome.verdict`
-    /// and the scenario's `Checks.verdict` (Launcher*.swift, Scenario*.swift, changed on another
-    /// branch at the time); those three become ``CheckVerdict`` together. summary.json stays the
-    /// same, since ``CheckVerdict`` encodes as this text. ``RunChecks`` already takes ``CheckVerdict``.
-    public var verdict: String
+    /// The run's verdict: the checker's, made ``CheckVerdict/unknown`` when the launcher cannot vouch
+    /// for the run (docs/fleet.md, "Exit codes"). In summary.json it is the text `valid`, `invalid`
+    /// or `unknown`, as it was when this field was a `String`.
+    public var verdict: CheckVerdict
     public var anomalies: Int
     /// Why the verdict is unknown, when it is.
     public var notes: [String]
     /// Anomalies by the checker's kind (`lost`, `order-violation`, …, as in check.json).
     public var anomalyKinds: [String: Int] = [:]
-    /// The scenario's `checks.verdict`: the verdict it expects.
-    public var expectedVerdict = "valid"
+    /// The scenario's `checks.verdict`: the verdict it expects (summary.json: its text).
+    public var expectedVerdict: CheckVerdict = .valid
     /// Each of the scenario's `checks.thresholds`: the text, the value observed (in the
     /// metric's unit: a count, seconds, or per second; null without samples), passed.
     public var thresholds: [ThresholdResult] = []

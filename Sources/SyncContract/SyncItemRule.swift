@@ -4,8 +4,9 @@ import Foundation
 import SignatureCapture
 
 /// The rule that decides whether a sync item is its device's and valid: one pure function, shared by
-/// the coordinator's ingest, its `recheck`, and the fleet checker (docs/sync-payload.md, section 6;
-/// docs/sync.md, "Verification").
+/// the coordinator's ingest and its `recheck` (docs/sync-payload.md, section 6; docs/sync.md,
+/// "Verification"). The fleet checker does not call it: it has its own implementation of the
+/// documented rule, held to the same answers by a test (docs/checker.md, "The signature rule").
 public enum SyncItemRule {
     /// Why an item fails the rule.
     public struct Failure: Error, Sendable, Hashable {

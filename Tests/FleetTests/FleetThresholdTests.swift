@@ -7,7 +7,7 @@ import Thresholds
 /// A scenario's `checks`: thresholds parsed with the shared grammar against the summary's
 /// metrics, evaluated on a finished run's summary, and the exit code they lead to.
 @Suite struct FleetThresholdTests {
-    static func summary(verdict: String = "valid", synced: Int = 40, pending: Int = 0, p99: Double? = 0.25) -> RunSummary {
+    static func summary(verdict: CheckVerdict = .valid, synced: Int = 40, pending: Int = 0, p99: Double? = 0.25) -> RunSummary {
         var counts = RunSummary.Counts()
         counts.composed = 45
         counts.signed = 42
@@ -18,8 +18,8 @@ import Thresholds
             durations: .init(run: 20, drain: 3, total: 25), devices: 4, nodeProcesses: 2, counts: counts,
             signedPerSecond: 2.1, syncedPerSecond: 2, syncAck: .init(samples: p99 == nil ? 0 : 40, p50: p99.map { $0 / 5 }, p99: p99, max: p99),
             faults: [AppliedFault(kind: "kill node", targets: ["node-a-1"], start: 2, end: 4)], restarts: [:], totalRestarts: 0,
-            exhausted: [], drained: 2, interrupted: false, verdict: verdict, anomalies: verdict == "invalid" ? 3 : 0, notes: [],
-            anomalyKinds: verdict == "invalid" ? ["lost": 1, "order-violation": 2] : [:])
+            exhausted: [], drained: 2, interrupted: false, verdict: verdict, anomalies: verdict == .invalid ? 3 : 0, notes: [],
+            anomalyKinds: verdict == .invalid ? ["lost": 1, "order-violation": 2] : [:])
     }
 
     @Test func parsesTheBriefsExamplesInTheSummarysUnits() throws {
@@ -42,7 +42,7 @@ import Thresholds
         let names = FleetMetric.all.map(\.name)
         #expect(Set(names).count == names.count)
         for kind in CheckAnomaly.Kind.allCases { #expect(names.contains("\(kind)")) }
-        let summary = Self.summary(verdict: "invalid")
+        let summary = Self.summary(verdict: .invalid)
         #expect(FleetMetric.named("synced")?.value(in: summary) == 40)
         #expect(FleetMetric.named("lost")?.value(in: summary) == 1)
         #expect(FleetMetric.named("orderViolation")?.value(in: summary) == 2)
@@ -92,7 +92,7 @@ import Thresholds
 
     @Test func checksAreAppliedToTheSummary() {
         var summary = Self.summary(pending: 1)
-        RunChecks.apply(Checks(verdict: "valid", thresholds: ["lost == 0", "pending == 0"]), to: &summary)
+        RunChecks.apply(Checks(verdict: .valid, thresholds: ["lost == 0", "pending == 0"]), to: &summary)
         #expect(summary.thresholds == [
             ThresholdResult(threshold: "lost == 0", actual: 0, passed: true),
             ThresholdResult(threshold: "pending == 0", actual: 1, passed: false),
@@ -101,15 +101,15 @@ import Thresholds
         #expect(RunChecks.exitCode(summary) == RunChecks.checksFailedExitCode)
         #expect(RunChecks.lines(summary) == ["threshold PASS  lost == 0  (actual 0)", "threshold FAIL  pending == 0  (actual 1)"])
 
-        var expectedInvalid = Self.summary(verdict: "invalid")
-        RunChecks.apply(Checks(verdict: "invalid", thresholds: ["lost >= 1"]), to: &expectedInvalid)
+        var expectedInvalid = Self.summary(verdict: .invalid)
+        RunChecks.apply(Checks(verdict: .invalid, thresholds: ["lost >= 1"]), to: &expectedInvalid)
         #expect(expectedInvalid.checksPassed && RunChecks.exitCode(expectedInvalid) == 0)
         #expect(RunChecks.lines(expectedInvalid).first == "expected verdict: invalid (met)")
 
         // The summary as written keeps the results.
         let data = try? JSONEncoder().encode(summary)
         let decoded = data.flatMap { try? JSONDecoder().decode(RunSummary.self, from: $0) }
-        #expect(decoded?.thresholds == summary.thresholds && decoded?.expectedVerdict == "valid")
+        #expect(decoded?.thresholds == summary.thresholds && decoded?.expectedVerdict == .valid)
     }
 
     @Test(arguments: [

@@ -82,7 +82,7 @@ import Testing
                 AppliedFault(kind: "kill-node", targets: ["node-a-1"], start: 10, end: 20),
                 AppliedFault(kind: "toxic latency", targets: ["node-b-1"], start: 22, end: 28),
             ],
-            restarts: [:], totalRestarts: 0, exhausted: [], drained: 2, interrupted: false, verdict: "invalid", anomalies: 1,
+            restarts: [:], totalRestarts: 0, exhausted: [], drained: 2, interrupted: false, verdict: .invalid, anomalies: 1,
             notes: [])
         return RunReport(
             summary: summary, timeline: timeline,

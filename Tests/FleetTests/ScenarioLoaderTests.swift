@@ -102,7 +102,7 @@ import Testing
         #expect(desk.pens == ["signaturePad": 1, "wacomBluetooth": 1])
         #expect(desk.behaviour.sync == .manual)
         #expect(desk.connectivity == Connectivity())
-        #expect(scenario.checks == Checks(verdict: "invalid", thresholds: ["pending == 0", "syncAck.p99 < 2s"]))
+        #expect(scenario.checks == Checks(verdict: .invalid, thresholds: ["pending == 0", "syncAck.p99 < 2s"]))
     }
 
     static func faults(_ lines: String, proxy: Bool = true) throws -> [FaultSpec] {
