@@ -250,8 +250,8 @@ public actor FleetClient: ClientTransport {
                 throw ReplyTimeout()
             }
             retransmission.record(roundTrip: sent.duration(to: .now))
-            liveness.interval = .milliseconds(Int64(reply.heartbeatIntervalMs))
-            liveness.liveness = max(1, Int(reply.heartbeatLiveness))
+            liveness.interval = Self.heartbeatInterval(announced: reply.heartbeatIntervalMs)
+            liveness.liveness = min(max(1, Int(reply.heartbeatLiveness)), 100)
             backoff.reset()
             logger.info(
                 "connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)", "endpoint": "\(endpoint)"])
@@ -333,10 +333,10 @@ public actor FleetClient: ClientTransport {
         }
         if let rateLimit = message.header.rateLimit { lastRateLimit = rateLimit }
         if message.header.type == HeartbeatReply.messageType,
-            let reply = try? codec.decodeBody(HeartbeatReply.self, from: message), let interval = reply.heartbeatIntervalMs, interval > 0
+            let reply = try? codec.decodeBody(HeartbeatReply.self, from: message), let interval = reply.heartbeatIntervalMs
         {
             // The server's interval for the fleet as it is now (it grows with the fleet).
-            liveness.interval = .milliseconds(Int64(interval))
+            liveness.interval = Self.heartbeatInterval(announced: interval)
         }
         guard let replyTo = message.header.replyTo else {
             logger.debug("dropped unsolicited message", metadata: ["type": "\(message.header.type)"])
@@ -426,6 +426,13 @@ public actor FleetClient: ClientTransport {
         }
         throw FleetError(
             .timeout, "no reply to \(Request.messageType) after \(attempts) attempts (the last waited \(lastTimeout))", retryable: true)
+    }
+
+    /// An announced heartbeat interval, kept between 10 ms and the longest a server announces
+    /// (``FleetServerConfiguration/maxAnnouncedHeartbeatInterval``): 0 would make the keep-alive
+    /// loop spin, and days would leave a dead server unnoticed.
+    static func heartbeatInterval(announced milliseconds: UInt32) -> Duration {
+        min(max(.milliseconds(Int64(milliseconds)), .milliseconds(10)), FleetServerConfiguration.maxAnnouncedHeartbeatInterval)
     }
 
     /// Whether the server said anything within the last heartbeat interval.

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import FleetProtocol
+@testable import FleetZeroMQTransport
 
 @Suite struct RetransmissionTimeoutTests {
     @Test func startsAtTheFloorAndDoublesPerTimeoutUpToTheCeiling() {
@@ -47,5 +48,13 @@ import Testing
         #expect(zero.current == .milliseconds(1), "a zero floor would never wait")
         zero.timedOut()
         #expect(zero.current == .milliseconds(1))
+    }
+}
+
+@Suite struct AnnouncedHeartbeatIntervalTests {
+    @Test func anAnnouncedIntervalIsKeptBetweenTenMillisecondsAndAMinute() {
+        #expect(FleetClient.heartbeatInterval(announced: 0) == .milliseconds(10), "0 would make the keep-alive loop spin")
+        #expect(FleetClient.heartbeatInterval(announced: 1_500) == .milliseconds(1_500))
+        #expect(FleetClient.heartbeatInterval(announced: .max) == .seconds(60))
     }
 }
