@@ -340,7 +340,7 @@ public final class Launcher: Sendable {
         }
         // Node hosts reach the coordinators at their own address for them (same ports).
         for node in configuration.plan.nodes {
-            guard let host = host(of: node) else { continue }
+            guard let host = self.host(of: node) else { continue }
             endpoints[node.process] = endpoints[node.process].map { Self.endpoint($0, reachedFrom: host) }
             failover[node.process] = failover[node.process]?.map { Self.endpoint($0, reachedFrom: host) }
         }

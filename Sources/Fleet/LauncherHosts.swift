@@ -35,14 +35,11 @@ extension Launcher {
 
     /// The node plan's paths on its host (devices, history) when it runs on one.
     func placeOnHost(_ plan: inout NodePlan, node: LaunchPlan.NodeProcess) {
-        guard let host = host(of: node) else { return }
+        guard let host = self.host(of: node) else { return }
         let directory = remoteRunDirectory(host)
         plan.dataDirectory = "\(directory)/devices"
         plan.historyFile = "\(directory)/history/\(node.process).jsonl"
     }
-
-    /// `hosts/` in the run directory: the tar streams gathered from the hosts while they are unpacked.
-    var hostsDirectory: String { URL(fileURLWithPath: run.path).appendingPathComponent("hosts").path }
 
     /// Creates this run's directory on every host (`nodes/`, `history/`, `devices/`).
     func prepareHosts() async throws {
@@ -62,7 +59,7 @@ extension Launcher {
     /// The child spec of a node process: local, or through its host's launch prefix with its plan
     /// copied there first (`launch + [tee, <remote plan>]`, the plan on standard input).
     func nodeChildSpec(_ node: LaunchPlan.NodeProcess, planFile: String) async throws -> ChildSpec {
-        guard let host = host(of: node) else {
+        guard let host = self.host(of: node) else {
             return ChildSpec(name: node.process, arguments: ["node", "--plan", planFile], restartBudget: node.restartBudget)
         }
         let remotePlan = "\(remoteRunDirectory(host))/nodes/\(node.process).json"
@@ -85,10 +82,10 @@ extension Launcher {
         let used = Set(configuration.plan.nodes.compactMap(\.host))
         let hosts = configuration.scenario.hosts.filter { used.contains($0.name) }
         guard !hosts.isEmpty else { return [] }
-        try? FileManager.default.createDirectory(atPath: hostsDirectory, withIntermediateDirectories: true)
+        try? FileManager.default.createDirectory(atPath: run.hostsDirectory, withIntermediateDirectories: true)
         var notes: [String] = []
         for host in hosts {
-            let archive = URL(fileURLWithPath: hostsDirectory).appendingPathComponent("\(host.name).tar").path
+            let archive = URL(fileURLWithPath: run.hostsDirectory).appendingPathComponent("\(host.name).tar").path
             let pulled = await HostCommand(
                 argv: host.launch + ["tar", "-C", remoteRunDirectory(host), "-cf", "-", "history", "devices"], output: archive,
                 timeout: .seconds(600)
@@ -111,8 +108,8 @@ extension Launcher {
             record(.ok, .stop, details: ["host": host.name, "phase": "gather", "from": remoteRunDirectory(host)])
             message("host \(host.name): histories and device stores gathered from \(remoteRunDirectory(host))")
         }
-        if (try? FileManager.default.contentsOfDirectory(atPath: hostsDirectory))?.isEmpty == true {
-            try? FileManager.default.removeItem(atPath: hostsDirectory)
+        if (try? FileManager.default.contentsOfDirectory(atPath: run.hostsDirectory))?.isEmpty == true {
+            try? FileManager.default.removeItem(atPath: run.hostsDirectory)
         }
         return notes
     }

@@ -244,10 +244,10 @@ struct FaultReader {
     /// Whether a `partition` value is `{host: …}` (a node host's link) rather than proxy targets.
     static func namesHost(_ value: YAMLValue) -> Bool {
         guard case .mapping(let mapping) = value.node else { return false }
-        return mapping.contains { key, _ in
-            if case .scalar(let scalar) = key { return scalar.string == "host" }
-            return false
+        for (key, _) in mapping {
+            if case .scalar(let scalar) = key, scalar.string == "host" { return true }
         }
+        return false
     }
 
     /// `{host: a}`: a host of `hosts:` that has `link_down` and `link_up`.

@@ -70,13 +70,14 @@ extension ScenarioReader {
         if let signals = map.optional("signals") {
             host.signals = try signals.choice(["local", "remote"]) == "remote" ? .remote : .local
         }
-        switch (map.optional("link_down"), map.optional("link_up")) {
-        case (nil, nil): break
-        case (let down?, let up?):
+        let down = map.optional("link_down"), up = map.optional("link_up")
+        if let down, let up {
             host.linkDown = try argv(down)
             host.linkUp = try argv(up)
-        case (nil, _): throw map.error(at: "link_up", "needs link_down too (the command that takes the link down)")
-        case (_, nil): throw map.error(at: "link_down", "needs link_up too (the command that brings the link back)")
+        } else if down != nil {
+            throw map.error(at: "link_down", "needs link_up too (the command that brings the link back)")
+        } else if up != nil {
+            throw map.error(at: "link_up", "needs link_down too (the command that takes the link down)")
         }
         return host
     }

@@ -230,7 +230,7 @@ import Glibc
         let logs = { () -> String in
             let names = ["node-north-1", "node-south-1", "coordinator"]
             return names.map { name in
-                "--- \(name).log ---\n" + ((try? String(contentsOfFile: "\(runPath)/logs/\(name).log", encoding: .utf8))?.suffix(3000) ?? "")
+                "--- \(name).log ---\n" + String((try? String(contentsOfFile: "\(runPath)/logs/\(name).log", encoding: .utf8))?.suffix(3000) ?? "")
             }.joined(separator: "\n")
         }
         #expect(status == 0, "seed \(seed)\n\(launcher.output)\n\(logs())")
@@ -245,7 +245,7 @@ import Glibc
             #expect(manager.fileExists(atPath: "\(runPath)/devices/\(device).sqlite"), "gathered from host \(host)")
         }
         let plan = try FleetRunFiles.json("\(runPath)/nodes/node-north-1.json")
-        #expect(plan["endpoint"] as? String == "tcp://\(NamespaceRig.addressA):" + ((plan["endpoint"] as? String)?.split(separator: ":").last.map(String.init) ?? "?"))
+        #expect((plan["endpoint"] as? String)?.hasPrefix("tcp://\(NamespaceRig.addressA):") == true, "\(plan)")
         #expect(plan["historyFile"] as? String == "\(directory)/host-a/\(run)/history/node-north-1.jsonl")
 
         let summary = try FleetRunFiles.json(runPath + "/summary.json")
