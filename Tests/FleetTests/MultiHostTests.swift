@@ -102,7 +102,8 @@ import Glibc
                 directory: /var/tmp/x
                 groups: [north]
             """.split(separator: "\n").map(String.init)
-        if let index = lines.firstIndex(where: { $0.trimmingCharacters(in: .whitespaces).hasPrefix("\(key):") }) {
+        // Only the host's own keys (indented under `hosts:`), not the top-level `groups:`.
+        if let index = lines.firstIndex(where: { $0.hasPrefix("    \(key):") }) {
             lines[index] = line
         } else {
             lines.append(line)
