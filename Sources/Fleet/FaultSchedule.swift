@@ -113,6 +113,9 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
                 } else if targets.count < wanted.count {
                     notes.append(Note(id: id, time: item.start, message: "hits \(targets.count) of the \(wanted.count) coordinators; the others are already killed or paused then"))
                 }
+            case .partitionHost(let host):
+                targets = isFree("host-\(host)") ? [host] : []
+                if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: host \(host) is already partitioned then")) }
             case .restartPostgres:
                 targets = isFree(Self.postgresProcess) ? [Self.postgresProcess] : []
                 if targets.isEmpty { notes.append(Note(id: id, time: item.start, message: "dropped: PostgreSQL is already being restarted then")) }
@@ -137,7 +140,8 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
             }
             if targets.isEmpty, spec.fault.needsTargets { continue }
             if let exclusive {
-                for target in targets { busy["\(exclusive)/\(target)", default: []].append((item.start, item.end)) }
+                if case .partitionHost(let host) = spec.fault { busy["\(exclusive)/host-\(host)", default: []].append((item.start, item.end)) }
+                for target in targets where !spec.fault.isHostFault { busy["\(exclusive)/\(target)", default: []].append((item.start, item.end)) }
             }
             let label = spec.fault.label(targets: targets)
             func event(_ time: Double, _ phase: FaultEvent.Phase) -> FaultEvent {
@@ -235,7 +239,7 @@ extension Fault {
     var exclusionClass: String? {
         switch self {
         case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator, .restartPostgres: return "kill or pause"
-        case .partition: return "partition"
+        case .partition, .partitionHost: return "partition"
         default: return nil
         }
     }
@@ -253,7 +257,14 @@ extension Fault {
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator: return "restore coordinator"
         case .restartPostgres(let crash): return crash ? "restart postgres (kill -9)" : "restart postgres (fast)"
+        case .partitionHost: return "partition host"
         }
+    }
+
+    /// A fault on a node host's link (its target is the host, not node processes).
+    var isHostFault: Bool {
+        if case .partitionHost = self { return true }
+        return false
     }
 
     /// A restart of the run's PostgreSQL server.
@@ -282,6 +293,7 @@ extension Fault {
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator(let snapshot): return "restore coordinator from its copy at \(DurationText.render(snapshot))"
         case .restartPostgres(let crash): return crash ? "kill -9 postgres, then restart it" : "stop postgres (fast), then restart it"
+        case .partitionHost(let host): return "partition host \(host) (link down)"
         }
     }
 }

@@ -12,6 +12,8 @@ public struct LaunchPlan: Sendable, Hashable {
         /// Scheduled outages of this process's devices (seconds from the run's start).
         public var outages: [Outage]
         public var restartBudget: Int
+        /// The node host it runs on (``FleetHost/name``); nil: the launcher's machine.
+        public var host: String?
 
         public init(process: String, group: String, devices: [DevicePlan], outages: [Outage], restartBudget: Int) {
             self.process = process
@@ -44,6 +46,10 @@ public struct LaunchPlan: Sendable, Hashable {
             NodeProcess(
                 process: process.name, group: process.group, devices: process.devices, outages: schedule.outages(for: process.name),
                 restartBudget: budgets[process.group] ?? 5)
+        }.map { node in
+            var node = node
+            node.host = scenario.host(ofGroup: node.group)?.name
+            return node
         }
         return LaunchPlan(nodes: nodes, faults: schedule.events, notes: schedule.notes.map { "\($0.id) at \($0.time)s: \($0.message)" })
     }

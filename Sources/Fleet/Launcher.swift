@@ -184,6 +184,7 @@ public final class Launcher: Sendable {
             try await startCoordinators()
             try await prepareTemplates()
             if configuration.scenario.proxy { try await startProxy() }
+            try await prepareHosts()
             try await startNodes()
             runSeconds = await runSchedule()
             if !interrupted {
@@ -198,6 +199,7 @@ public final class Launcher: Sendable {
         }
         mutable.withLock { $0.progress.finish() }
         await stopEverything()
+        notes += await gatherHosts()
         if interrupted { notes.append("interrupted (SIGINT/SIGTERM): not drained, not checked") }
         let result = await finish(
             started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, drainedAll: drainedAll, notes: notes)
@@ -260,7 +262,7 @@ public final class Launcher: Sendable {
         var endpoints: [String] = []
         for name in configuration.scenario.coordinator.processNames {
             let spec = ChildSpec(
-                name: name, arguments: coordinatorArguments(bind: "tcp://127.0.0.1:*"),
+                name: name, arguments: coordinatorArguments(bind: coordinatorBind),
                 restartBudget: configuration.scenario.coordinator.restartBudget)
             await supervisor.start(spec)
             let endpoint = try await waitForAnnounced("listening", by: name)
@@ -269,7 +271,7 @@ public final class Launcher: Sendable {
             again.arguments = coordinatorArguments(bind: endpoint)
             await supervisor.update(again)
             _ = try await waitForAnnounced("http", by: name)
-            endpoints.append(endpoint)
+            endpoints.append(Self.localEndpoint(endpoint))
             message("\(name) listening on \(endpoint)")
         }
         // Printed before `listening`; the devices pin it (and a restart serves the same key, from the store).
@@ -346,6 +348,12 @@ public final class Launcher: Sendable {
                 failover[node.process] = Array(allEndpoints.dropFirst())
             }
         }
+        // Node hosts reach the coordinators at their own address for them (same ports).
+        for node in configuration.plan.nodes {
+            guard let host = self.host(of: node) else { continue }
+            endpoints[node.process] = endpoints[node.process].map { Self.endpoint($0, reachedFrom: host) }
+            failover[node.process] = failover[node.process]?.map { Self.endpoint($0, reachedFrom: host) }
+        }
         let runStart = Date().timeIntervalSince1970
         mutable.withLock { $0.runStart = runStart }
         let encoder = JSONEncoder()
@@ -362,12 +370,13 @@ public final class Launcher: Sendable {
                 requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
             plan.failoverEndpoints = failover[node.process]
             plan.niceness = configuration.nodeNiceness
+            placeOnHost(&plan, node: node)
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)
             }
             let path = run.nodePlanFile(process: node.process)
             try encoder.encode(plan).write(to: URL(fileURLWithPath: path))
-            await supervisor.start(ChildSpec(name: node.process, arguments: ["node", "--plan", path], restartBudget: node.restartBudget))
+            await supervisor.start(try await nodeChildSpec(node, planFile: path))
         }
         let honest = configuration.plan.nodes.filter { hostile[$0.group] == nil }
         let attackers = configuration.plan.nodes.filter { hostile[$0.group] != nil }

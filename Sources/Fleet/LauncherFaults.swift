@@ -44,7 +44,7 @@ extension Launcher {
         case .pauseNode, .pauseCoordinator: return isStart ? .pause : .resume
         case .offline: return isStart ? .offline : .online
         case .toxic: return isStart ? .toxic : .heal
-        case .partition: return isStart ? .partition : .heal
+        case .partition, .partitionHost: return isStart ? .partition : .heal
         case .templateEdit: return .templateEdit
         case .restoreCoordinator: return isStart ? .restore : .restart
         case .restartPostgres: return isStart ? .kill : .restart
@@ -79,6 +79,8 @@ extension Launcher {
             }
         case .restartPostgres(let crash):
             failures += await restartPostgres(crash: crash, isStart: isStart)
+        case .partitionHost(let host):
+            failures += await partitionHost(host, isStart: isStart)
         case .offline:
             break  // the nodes apply their outages themselves (NodePlan.outages); recorded for the report
         case .toxic(let spec):

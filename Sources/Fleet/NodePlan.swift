@@ -5,6 +5,8 @@ import Foundation
 /// restart (the devices then find their stores and carry on).
 ///
 /// The contract between launcher and node:
+/// - at start the node prints `node started process=<process> devices=<n> endpoint=<endpoint> pid=<pid>`
+///   (the pid is what the launcher signals on a node host with remote signals, ``FleetHost/Signals/remote``);
 /// - the node appends its devices' operations to `historyFile` (``HistoryWriter``);
 /// - every `statsInterval` seconds it prints one line `stats <NodeStats JSON>` on stdout;
 /// - on SIGUSR1 it drains: stops composing, treats every device as online, syncs until

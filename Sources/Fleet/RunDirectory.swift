@@ -19,7 +19,8 @@ import Foundation
 ///   coordinator.sqlite   the coordinator's store (SQLite, the default)
 ///   postgres/            with `coordinator: {store: postgres}`: the run's PostgreSQL cluster
 ///                        (data/, server.log, port); coordinator.json names its URL
-///   devices/<device>.sqlite
+///   devices/<device>.sqlite  (gathered from node hosts at the end, when the scenario has `hosts`)
+///   hosts/<host>.tar     node hosts only, while unpacked or when unpacking failed: what the host sent
 ///   hostile/<process>.jsonl  what hostile groups tried and got (only with hostile groups)
 ///   report.html          self-contained report
 /// ```
@@ -57,6 +58,9 @@ public struct RunDirectory: Sendable, Hashable {
     /// The coordinator's CURVE public key (Z85, one line), written by the coordinator at start.
     public var coordinatorPublicKeyFile: String { file("coordinator.pub") }
     public var devicesDirectory: String { file("devices") }
+    /// Node hosts' `tar` streams of their `history/` and `devices/` while they are unpacked
+    /// (removed after; kept when unpacking failed). Absent without `hosts`.
+    public var hostsDirectory: String { file("hosts") }
     public var reportFile: String { file("report.html") }
     /// Hostile groups' attempts, `<process>.jsonl` each (``HostileAttempt`` per line); absent
     /// without hostile groups.

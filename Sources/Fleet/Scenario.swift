@@ -24,6 +24,9 @@ public struct Scenario: Codable, Sendable, Hashable {
     public var groups: [DeviceGroup]
     public var faults: [FaultSpec]
     public var checks: Checks
+    /// Machines (or network namespaces) that run some groups' node processes (``FleetHost``);
+    /// empty: every process runs on the launcher's machine. docs/fleet.md, "Fleets across hosts".
+    public var hosts: [FleetHost] = []
 
     public init(
         name: String, seed: UInt64? = nil, duration: Double, drainTimeout: Double = 60,
@@ -271,6 +274,9 @@ public enum Fault: Codable, Sendable, Hashable {
     /// recovers from; otherwise a fast shutdown) and start it again on the same data directory
     /// and port after the duration. Needs `coordinator: {store: postgres}`.
     case restartPostgres(crash: Bool)
+    /// Take a host's network link down (its ``FleetHost/linkDown`` command) and up again after the
+    /// duration (``FleetHost/linkUp``): every node process there loses the coordinator at once.
+    case partitionHost(host: String)
 }
 
 /// Which processes or devices a fault hits: a group (or all groups), and a fraction
@@ -326,4 +332,58 @@ public struct Checks: Codable, Sendable, Hashable {
     public init(verdict: String, thresholds: [String] = []) {
         self.init(verdict: CheckVerdict(rawValue: verdict) ?? .unknown, thresholds: thresholds)
     }
+}
+
+/// A machine, or a network namespace, that runs the node processes of some groups
+/// (docs/fleet.md, "Fleets across hosts"). The launcher runs every command for it as
+/// `launch + [command…]`, an argv list (never a shell line built from the scenario), e.g.
+/// `[ssh, -o, BatchMode=yes, fleet@10.0.0.7]` or `[ip, netns, exec, sf-a]`.
+public struct FleetHost: Codable, Sendable, Hashable {
+    /// How the launcher's signals reach the node processes there.
+    public enum Signals: String, Codable, Sendable, Hashable {
+        /// To the launched process's group on this machine: for prefixes that run the node in place
+        /// (`ip netns exec`, `nsenter`, `chroot`).
+        case local
+        /// As `launch + [kill, -s, NAME, PID]` with the pid the node announced (`node started … pid=N`):
+        /// for prefixes whose local process is not the node (`ssh`).
+        case remote
+    }
+
+    /// 1–32 of a-z 0-9 _ (a partition fault names it).
+    public var name: String
+    /// The argv prefix that runs a command there.
+    public var launch: [String]
+    /// The host name or address the coordinator is reached at from there (the launcher adds the port).
+    public var coordinatorAddress: String
+    /// An absolute directory there; each run uses `<directory>/<run directory's name>/` (plans, histories,
+    /// device stores), gathered back into the run directory at the end.
+    public var directory: String
+    /// The groups whose node processes run there (a group runs on one host).
+    public var groups: [String]
+    /// The `signfleet` binary there; nil: the launcher's own path.
+    public var executable: String?
+    public var signals: Signals
+    /// Run on the launcher's machine to take this host's link down and up (`partition: {host: …}`).
+    public var linkDown: [String]?
+    public var linkUp: [String]?
+
+    public init(
+        name: String, launch: [String], coordinatorAddress: String, directory: String, groups: [String], executable: String? = nil,
+        signals: Signals = .local, linkDown: [String]? = nil, linkUp: [String]? = nil
+    ) {
+        self.name = name
+        self.launch = launch
+        self.coordinatorAddress = coordinatorAddress
+        self.directory = directory
+        self.groups = groups
+        self.executable = executable
+        self.signals = signals
+        self.linkDown = linkDown
+        self.linkUp = linkUp
+    }
+}
+
+extension Scenario {
+    /// The host a group's node processes run on; nil: the launcher's machine.
+    public func host(ofGroup group: String) -> FleetHost? { hosts.first { $0.groups.contains(group) } }
 }

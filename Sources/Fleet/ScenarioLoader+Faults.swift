@@ -68,6 +68,8 @@ struct FaultReader {
             case (_, "node"): fault = .pauseNode
             default: fault = .pauseCoordinator
             }
+        case "partition" where Self.namesHost(actionValue):
+            fault = .partitionHost(host: try hostPartition(actionValue))
         case "offline", "partition":
             let inner = try actionValue.mapping(keys: Self.targetKeys, expected: "a target mapping like {group: field, fraction: 0.5} ({} for all)")
             target = try self.target(inner, into: target, outer: map)
@@ -117,6 +119,10 @@ struct FaultReader {
         }
         try checkTarget(fault, target, map: map, action: action)
         if case .toxic = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
+        if case .partitionHost = fault, map.has("group") || map.has("fraction") || map.has("count") {
+            let key = Self.targetKeys.first { map.has($0) } ?? action
+            throw map.error(at: key, "a host partition takes every node process of the host; no group, fraction or count")
+        }
         if case .partition = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
         var spec = FaultSpec(fault: fault, at: 0, target: target)
         try timing(map, fault: fault, into: &spec)
@@ -233,6 +239,31 @@ struct FaultReader {
             throw value.error("a \(type) toxic needs `\(required)`")
         }
         return spec
+    }
+
+    /// Whether a `partition` value is `{host: …}` (a node host's link) rather than proxy targets.
+    static func namesHost(_ value: YAMLValue) -> Bool {
+        guard case .mapping(let mapping) = value.node else { return false }
+        for (key, _) in mapping {
+            if case .scalar(let scalar) = key, scalar.string == "host" { return true }
+        }
+        return false
+    }
+
+    /// `{host: a}`: a host of `hosts:` that has `link_down` and `link_up`.
+    func hostPartition(_ value: YAMLValue) throws -> String {
+        let map = try value.mapping(keys: ["host"], expected: "{host: <name>} (a node host's link)")
+        let hostValue = try map.required("host", "the node host whose link goes down")
+        let name = try hostValue.text(expected: "a host name")
+        let names = scenario.hosts.map(\.name)
+        guard let host = scenario.hosts.first(where: { $0.name == name }) else {
+            let known = names.isEmpty ? "the scenario has no `hosts`" : "hosts are \(names.joined(separator: ", "))"
+            throw hostValue.error("unknown host `\(name)`; \(known)\(Suggestion.hint(for: name, in: names))")
+        }
+        guard host.linkDown != nil, host.linkUp != nil else {
+            throw hostValue.error("host `\(name)` has no link_down and link_up commands (hosts[…].link_down / link_up) to partition it with")
+        }
+        return name
     }
 
     /// `{template: demo-nda}` or just the template id.

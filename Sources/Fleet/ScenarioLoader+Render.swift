@@ -26,6 +26,7 @@ extension Scenario {
         out.line("coordinators: \(coordinator.instances)")
         out.line("groups:")
         for group in groups { out.group(group) }
+        out.hosts(hosts)
         if faults.isEmpty {
             out.line("faults: []")
         } else {
@@ -121,6 +122,8 @@ struct ScenarioYAMLWriter {
             parts.append("restore_coordinator: {snapshot: \(DurationText.render(snapshot))}")
         case .restartPostgres(let crash):
             parts.append("restart_postgres: \(crash ? "kill" : "fast")")
+        case .partitionHost(let host):
+            parts.append("partition: {host: \(quote(host))}")
         }
         if let coordinator = spec.target.coordinator { targetParts.append("coordinator: \(coordinator)") }
         parts += targetParts

@@ -8,7 +8,7 @@ import Yams
 /// Reads each part of a scenario from its YAML value (keys are snake_case; the
 /// allowed keys of every mapping are listed here and in docs/scenarios.md).
 enum ScenarioReader {
-    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "coordinators", "groups", "faults", "checks"]
+    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
     static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
@@ -50,6 +50,12 @@ enum ScenarioReader {
         var scenario = Scenario(
             name: name, seed: seed, duration: duration, drainTimeout: drainTimeout, coordinator: coordinator, proxy: proxy,
             groups: groups, checks: checks)
+        if let hosts = map.optional("hosts") {
+            scenario.hosts = try self.hosts(hosts, groups: groups)
+            if proxy, !scenario.hosts.isEmpty {
+                throw map.error(at: "hosts", "node hosts with `proxy: true` are not supported yet (the proxies listen on the launcher's loopback); set proxy: false")
+            }
+        }
         if let faults = map.optional("faults") {
             scenario.faults = try FaultReader(scenario: scenario).faults(faults)
         }

@@ -14,6 +14,14 @@ public struct ChildSpec: Sendable, Hashable {
     public var arguments: [String]
     /// Unexpected exits restarted before the supervisor gives up on this child.
     public var restartBudget: Int
+    /// A node host's launch prefix (``FleetHost/launch``): the child is `launchPrefix + [executable] + arguments`.
+    /// Empty: the executable is run directly.
+    public var launchPrefix: [String] = []
+    /// The `signfleet` binary for this child (a node host's ``FleetHost/executable``); nil: the supervisor's.
+    public var executable: String?
+    /// Signals go through the launch prefix as `kill -s NAME <pid>` to the pid the child announced
+    /// (`… pid=N` on its `node started` line), not to the local process group (``FleetHost/Signals/remote``).
+    public var remoteSignals = false
 
     public init(name: String, arguments: [String], restartBudget: Int) {
         self.name = name
@@ -72,6 +80,8 @@ public actor Supervisor {
         var loop: Task<Void, Never>?
         var paused = false
         var lastExit: ChildExit?
+        /// The pid the child announced (`pid=N`), for ``ChildSpec/remoteSignals``.
+        var announcedPid: Int32?
     }
 
     private let executable: String
@@ -125,22 +135,40 @@ public actor Supervisor {
     public func isPaused(_ name: String) -> Bool { children[name]?.paused ?? false }
     public func lastExit(of name: String) -> ChildExit? { children[name]?.lastExit }
 
-    /// Sends `signal` to the child's process group; false when it is not running.
+    /// Sends `signal` to the child's process group (or, with ``ChildSpec/remoteSignals``, to its
+    /// announced pid through its launch prefix); false when it is not running or the signal failed.
     @discardableResult
-    public func signal(_ name: String, _ signal: Int32) -> Bool {
-        guard let pid = children[name]?.pid else { return false }
+    public func signal(_ name: String, _ signal: Int32) async -> Bool {
+        guard let child = children[name], let pid = child.pid else { return false }
         if signal == SIGSTOP { children[name]?.paused = true }
         if signal == SIGCONT { children[name]?.paused = false }
+        if child.spec.remoteSignals { return await remoteSignal(name, signal) }
         return Glibc.kill(-pid, signal) == 0
     }
 
+    /// `launchPrefix + [kill, -s, NAME, PID]`; false without an announced pid or when it fails.
+    private func remoteSignal(_ name: String, _ signal: Int32) async -> Bool {
+        guard let child = children[name], let pid = child.announcedPid, let signalName = Self.signalNames[signal] else { return false }
+        let command = HostCommand(argv: child.spec.launchPrefix + ["kill", "-s", signalName, "\(pid)"], timeout: .seconds(10))
+        return await command.run().succeeded
+    }
+
+    static let signalNames: [Int32: String] = [
+        SIGKILL: "KILL", SIGTERM: "TERM", SIGSTOP: "STOP", SIGCONT: "CONT", SIGUSR1: "USR1", SIGINT: "INT",
+    ]
+
     /// Kills the child's process group with SIGKILL on purpose (not restarted until
-    /// ``restart(_:)``) and waits until it has exited.
+    /// ``restart(_:)``) and waits until it has exited. A child with remote signals is killed
+    /// there first; its local process (the launch command) is killed if it has not ended 10 s later.
     public func kill(_ name: String) async {
         guard var child = children[name] else { return }
         child.desired = .down
         children[name] = child
-        if let pid = child.pid { _ = Glibc.kill(-pid, SIGKILL) }
+        if child.spec.remoteSignals, child.pid != nil {
+            _ = await remoteSignal(name, SIGKILL)
+            if await waitForLoopEnd(name, within: .seconds(10)) { return }
+        }
+        if let pid = children[name]?.pid { _ = Glibc.kill(-pid, SIGKILL) }
         await child.loop?.value
     }
 
@@ -151,13 +179,20 @@ public actor Supervisor {
         child.desired = .down
         children[name] = child
         guard let loop = child.loop else { return }
+        let remote = child.spec.remoteSignals
         if let pid = child.pid {
-            _ = Glibc.kill(-pid, SIGCONT)
-            _ = Glibc.kill(-pid, SIGTERM)
+            if remote {
+                _ = await remoteSignal(name, SIGCONT)
+                _ = await remoteSignal(name, SIGTERM)
+            } else {
+                _ = Glibc.kill(-pid, SIGCONT)
+                _ = Glibc.kill(-pid, SIGTERM)
+            }
         }
         let exited = await waitForLoopEnd(name, within: grace)
-        if !exited, let pid = children[name]?.pid {
-            _ = Glibc.kill(-pid, SIGKILL)
+        if !exited, children[name]?.pid != nil {
+            if remote { _ = await remoteSignal(name, SIGKILL) }
+            if let pid = children[name]?.pid { _ = Glibc.kill(-pid, SIGKILL) }
         }
         await loop.value
     }
@@ -194,6 +229,7 @@ public actor Supervisor {
 
     private func didStart(_ name: String, pid: Int32) {
         children[name]?.pid = pid
+        children[name]?.announcedPid = nil
         children[name]?.paused = false
         LiveProcessGroups.shared.insert(pid)
         appendPid(name: name, pid: pid)
@@ -244,10 +280,13 @@ public actor Supervisor {
         defer { try? output.close() }
         var options = PlatformOptions()
         options.processGroupID = 0  // a group of its own, led by the child
+        // A node host's child: its launch prefix runs the host's signfleet with the arguments.
+        let program = spec.executable ?? executable
+        let argv = spec.launchPrefix.isEmpty ? [program] + spec.arguments : spec.launchPrefix + [program] + spec.arguments
         do {
             let result = try await Subprocess.run(
-                .path(FilePath(executable)),
-                arguments: Arguments(spec.arguments),
+                HostCommand.executable(argv[0]),
+                arguments: Arguments(Array(argv.dropFirst())),
                 environment: .inherit.updating(["SIGNFLEET_PARENT_PID": "\(getpid())"]),
                 platformOptions: options,
                 input: .none,
@@ -257,6 +296,7 @@ public actor Supervisor {
                 await self.didStart(name, pid: execution.processIdentifier.value)
                 for try await line in execution.standardOutput.strings() {
                     output.write(Data((line + "\n").utf8))
+                    if spec.remoteSignals, let pid = Self.announcedPid(in: line) { await self.setAnnouncedPid(name, pid) }
                     self.events(.line(name: name, text: line))
                 }
             }
@@ -269,6 +309,19 @@ public actor Supervisor {
             if let pid = await self.pid(of: name) { _ = Glibc.kill(-pid, SIGKILL) }
             return .failedToStart("\(error)")
         }
+    }
+
+    /// The `N` of a `node started … pid=N` line.
+    static func announcedPid(in line: String) -> Int32? {
+        guard line.hasPrefix("node started "), let field = line.split(separator: " ").last(where: { $0.hasPrefix("pid=") }) else { return nil }
+        guard let pid = Int32(field.dropFirst(4)), pid > 1 else { return nil }
+        return pid
+    }
+
+    private func setAnnouncedPid(_ name: String, _ pid: Int32) {
+        children[name]?.announcedPid = pid
+        // `<name>@remote <pid>`: the pid on the node host, apart from the launch command's local one.
+        appendPid(name: "\(name)@remote", pid: pid)
     }
 
     private func appendPid(name: String, pid: Int32) {

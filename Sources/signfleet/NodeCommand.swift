@@ -192,7 +192,7 @@ struct NodeCommand: AsyncParsableCommand {
         drain.setEventHandler { host.requestDrain() }
         drain.resume()
         defer { drain.cancel() }
-        announce("node started process=\(plan.process) devices=\(plan.devices.count) endpoint=\(plan.endpoint)")
+        announce("node started process=\(plan.process) devices=\(plan.devices.count) endpoint=\(plan.endpoint) pid=\(getpid())")
         do {
             try await runUntilSignalled { try await host.run(output: announce) }
         } catch is CancellationError {
