@@ -11,6 +11,9 @@ APT_PACKAGES+=(chromium chromium-driver)
 # PostgreSQL 15: the PostgreSQL coordinator store's tests run a throwaway cluster
 # (scripts/postgres-cluster.sh, docs/storage.md).
 APT_PACKAGES+=(postgresql)
+# iproute2's `ip` builds the network namespaces of the fleets-across-hosts test (MultiHostTests,
+# scripts/netns-fleet.sh); tar carries a node host's histories and stores back.
+APT_PACKAGES+=(iproute2 tar)
 # poppler's pdftoppm draws the captive page's PDF pages (and pdfinfo reads their boxes in the
 # tests); Ghostscript produces test PDFs (docs/captive-signing.md).
 APT_PACKAGES+=(poppler-utils ghostscript)
