@@ -21,9 +21,12 @@ public protocol DeviceTimer: Sendable {
     func cancel()
 }
 
-/// The wall clock: `Date()` for the time, and libdispatch's timers on a global queue (one timer
-/// source per queue, whatever the number of devices) for the waits.
+/// The wall clock: `Date()` for the time, and libdispatch's timers for the waits, all on one
+/// serial queue per process (one thread at most, whatever the number of devices: an action only
+/// resumes a waiting device).
 public struct WallDeviceClock: DeviceClock {
+    private static let queue = DispatchQueue(label: "signfleet.device-clock")
+
     public init() {}
 
     public var now: Double { Date().timeIntervalSince1970 }
@@ -33,7 +36,7 @@ public struct WallDeviceClock: DeviceClock {
         let delay = max(0, deadline - now)
         // Nanoseconds, bounded so the conversion cannot trap (a device never waits more than a day).
         let nanoseconds = Int(min(delay, 86_400 * 2) * 1e9)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { timer.fire() }
+        Self.queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { timer.fire() }
         return timer
     }
 
