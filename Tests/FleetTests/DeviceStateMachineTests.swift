@@ -313,7 +313,9 @@ import Testing
             default: break
             }
         }
-        #expect(world.log.contains { $0.action == .goOffline(reason: .outage) }, "the outage at 300 s")
+        // Offline for the whole outage (300 to 400 s), whatever the chain says (it may already be offline at 300 s).
+        #expect(transitions.last { $0.0 <= Self.start + 300 }?.1 == false, "offline when the outage starts (seed \(Self.seed))")
+        #expect(!transitions.contains { $0.0 > Self.start + 300 && $0.0 < Self.start + 400 }, "a change inside the outage (seed \(Self.seed))")
         // No wake-up for nothing: each wait's end has an action (issue 16: no timer that wakes idle).
         for (entry, following) in zip(world.log, world.log.dropFirst()) {
             if case .wait = entry.action, case .wait = following.action {
