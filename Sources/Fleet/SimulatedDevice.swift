@@ -10,12 +10,15 @@ import ZeroMQ
 /// A simulated signing device: a `DeviceNode` with its own SQLite store and Ed25519 key, a
 /// `FleetClient` (its own DEALER socket) while it believes it is online, and a `SyncEngine`.
 ///
-/// One task per device runs everything in turn, as one person at one device would: envelopes
-/// arrive (Poisson, ``BehaviourModel``), are composed from a cached template or from builders,
-/// signed by paced synthetic signers (or cancelled, or declined), and synced by the sync policy
-/// while the ``ConnectivityModel`` says the device is online. Connectivity changes take effect
-/// between operations (a sync pass or a signing in progress finishes first). Offline, the device
-/// has no socket at all.
+/// What it does is decided by a `DeviceStateMachine` (a value: no I/O, no clock, no task);
+/// this actor runs it. One loop performs the machine's actions in turn, as one person at one
+/// device would, and feeds their results back: envelopes arrive (Poisson, ``BehaviourModel``),
+/// are composed from a cached template or from builders, signed by paced synthetic signers (or
+/// cancelled, or declined), and synced by the sync policy while the ``ConnectivityModel`` says the
+/// device is online. Connectivity changes take effect between operations (a sync pass or a signing
+/// in progress finishes first). Offline, the device has no socket at all. Between operations the
+/// loop waits once, until the machine's next due moment on the injected ``DeviceClock`` or until a
+/// drain or a stop wakes it; a second task turns the node's events into history as they happen.
 ///
 /// Embedded remote signers (``Behaviour/embeddedFraction``) sign by captive signing on this
 /// device once their envelope has synced: one ceremony at a time, in routing order, while
@@ -36,57 +39,36 @@ public actor SimulatedDevice {
     private let logger: Logger
     private let history: DeviceHistory
     private let counters: NodeCounters
-    private let behaviour: BehaviourModel
-    private var connectivity: ConnectivityModel
+    private let clock: any DeviceClock
     private let services = LinkedServices()
+    private let wakeup = DeviceWakeup()
+    private var machine: DeviceStateMachine
 
     private var node: DeviceNode?
     private var link: DeviceLink?
     private var engine: SyncEngine?
     private var token: String?
-    private var loggedInOnline = false
-    private var nextLoginAttempt = 0.0
-    private var templatesChecked = false
+    /// Counted in the `online` figure of the stats line.
+    private var countedOnline = false
 
-    private var online: Bool?
-    private var connectivityUntil = Double.infinity
-    private var composed = 0
-    private var nextArrivalAt: Double?
-    /// With ``SimulatedDeviceConfiguration/gapsFromIdle``: the next arrival is scheduled once idle.
-    private var scheduleWhenIdle = false
-    private var resumeEnvelope: (id: String, number: Int)?
-    private var needsSync = false
-    private var lastSyncAt = 0.0
-    private var retrySyncAt: Double?
-    /// Envelopes with embedded remote signers, by transaction, until their sync is acknowledged.
-    private var awaitingSync: [String: CaptiveWork] = [:]
-    /// Synced envelopes whose embedded remote signers are still to be presented, oldest first.
-    private var captiveQueue: [CaptiveWork] = []
-    /// A captive ceremony is abandoned after this long (the headless browser's own requests
-    /// time out after 30 s).
-    private let captiveDeadline = 30.0
-    /// After a ceremony's error, the next one waits (the back-off of sync passes).
-    private var captiveRetryAt: Double?
-
-    private var draining = false
-    private var drained = false
+    private var stopped = false
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
-    private var sleeper: Task<Void, Never>?
+    /// The event consumer could not write the history: the loop stops with this error.
+    private var consumerError: (any Error)?
 
     private var passesStarted = 0
     private var passesSeen = 0
     private var consumerEnded = false
     private var passWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
     private var pushStartedAt: [UInt64: Double] = [:]
-    /// Consecutive failed logins and sync passes: the next try waits longer (with jitter), so
-    /// a thousand devices facing a slow coordinator back off instead of storming it.
-    private var loginFailures = 0
-    private var syncFailures = 0
-    private var jitter: SeededRandom
+    /// A captive ceremony is abandoned after this long (the headless browser's own requests
+    /// time out after 30 s).
+    private let captiveDeadline = 30.0
 
+    /// Creates a device; it reads the time and waits on `clock` (a test can move one by hand).
     public init(
         configuration: SimulatedDeviceConfiguration, loop: ZMQIOLoop, logger: Logger, history: HistoryWriter? = nil,
-        process: String = "node", counters: NodeCounters = NodeCounters()
+        process: String = "node", counters: NodeCounters = NodeCounters(), clock: any DeviceClock = WallDeviceClock()
     ) {
         self.configuration = configuration
         self.loop = loop
@@ -95,20 +77,8 @@ public actor SimulatedDevice {
         self.logger = logger
         self.history = DeviceHistory(writer: history, process: process, device: configuration.deviceID)
         self.counters = counters
-        self.behaviour = BehaviourModel(behaviour: configuration.behaviour, pens: configuration.pens, seed: configuration.seed)
-        self.connectivity = ConnectivityModel(
-            connectivity: configuration.connectivity, outages: configuration.outages, seed: configuration.seed)
-        self.jitter = SeededRandom(mixing: configuration.seed, 0xBAC0_FF)
-    }
-
-    private var now: Double { Date().timeIntervalSince1970 }
-    private var retryDelay: Double { max(0.05, Self.seconds(configuration.requestTimeout)) }
-
-    /// The wait before the next try after `failures` failures in a row: `requestTimeout`
-    /// doubling up to 30 s (5 s while draining), times a jitter in [0.5, 1.5).
-    private func backoff(after failures: Int) -> Double {
-        let delay = min(retryDelay * Double(1 << min(max(0, failures - 1), 10)), draining ? 5 : 30)
-        return delay * (0.5 + jitter.nextDouble())
+        self.clock = clock
+        self.machine = DeviceStateMachine(configuration: configuration)
     }
 
     // MARK: Running
@@ -132,10 +102,10 @@ public actor SimulatedDevice {
         let events = node.events()
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await self.consume(events) }
-                group.addTask { try await self.work(node) }
+                // The only other task of the device: events become history when they happen.
+                group.addTask { await self.consume(events) }
                 defer { group.cancelAll() }
-                try await group.next()
+                try await self.work(node)
             }
         } catch {
             await shutDown(node)
@@ -145,132 +115,67 @@ public actor SimulatedDevice {
     }
 
     /// Stops composing, treats the device as online and syncs until the outbox is empty;
-    /// returns then (at once when already drained).
+    /// returns then (at once when already drained, or when the device has stopped).
     public func drain() async {
-        draining = true
-        nextArrivalAt = nil
-        wake()
-        guard !drained else { return }
+        let done = machine.drain()
+        wakeup.ring()
+        guard !done, !stopped else { return }
         await withCheckedContinuation { drainWaiters.append($0) }
     }
 
     private func shutDown(_ node: DeviceNode) async {
+        stopped = true
         await closeLink()
-        if online == true { counters.addOnline(-1) }
-        online = nil
+        if countedOnline { counters.addOnline(-1) }
+        countedOnline = false
         try? await node.close()
         for waiter in drainWaiters { waiter.resume() }
         drainWaiters = []
     }
 
+    /// Performs the machine's actions until it says the work is over (or the task is cancelled).
     private func work(_ node: DeviceNode) async throws {
-        try await restore(node)
-        if configuration.startDelay > 0 { try await sleep(until: now + configuration.startDelay) }
-        scheduleNextArrival(from: max(now, configuration.runStart))
+        let restored = try await restore(node)
+        machine.restore(restored)
+        machine.start(now: clock.now)
         while true {
             try Task.checkCancellation()
-            try await applyConnectivity()
-            if token == nil || (online == true && !loggedInOnline), now >= nextLoginAttempt {
+            if let consumerError { throw consumerError }
+            switch machine.next(now: clock.now) {
+            case .wait(let until):
+                let now = clock.now
+                let deadline = min(until, now + 86_400)
+                if deadline > now { await wakeup.wait(until: deadline, on: clock) }
+            case .goOnline(let reason):
+                try goOnline(reason)
+            case .goOffline(let reason):
+                try await goOffline(reason)
+            case .logIn:
                 try await logIn(node)
+            case .cacheTemplates:
+                let cached = await cacheTemplates(node)
+                machine.templatesCached(cached)
+            case .compose(let decision):
+                try await compose(node, decision)
+            case .sign(let envelope, let decision):
+                try await sign(node, envelope: envelope, decision: decision)
+            case .sync:
+                try await syncPass()
+            case .presentCaptive(let work):
+                try await presentCaptive(node, work)
+            case .inspectOutbox:
+                let empty = try await node.pendingOutboxItems(limit: 1).isEmpty
+                let reconcile = await engine?.needsReconcile ?? false
+                machine.outboxInspected(empty: empty, needsReconcile: reconcile)
+            case .finishDrain:
+                try await finishDrain(node)
+            case .finish:
+                return
             }
-            if token != nil, let resume = resumeEnvelope {
-                resumeEnvelope = nil
-                try await sign(node, envelope: resume.id, decision: behaviour.decision(for: resume.number))
-                continue
-            }
-            if draining {
-                if online == true, let engine, await engine.needsReconcile {
-                    // Nothing may be pending here, yet a coordinator restored from an older copy of
-                    // its store needs this device's retained items: a drained device has reconciled.
-                    if (retrySyncAt ?? 0) <= now {
-                        try await syncPass()
-                        continue
-                    }
-                    try await sleep(until: nextWake())
-                    continue
-                }
-                if try await node.pendingOutboxItems(limit: 1).isEmpty {
-                    if canPresentCaptive, !captiveQueue.isEmpty {
-                        // Drained only once the ceremonies ran (or were given up).
-                        if captiveDue {
-                            try await presentNextCaptive(node)
-                            continue
-                        }
-                    } else {
-                        if !drained { try await finishDrain(node) }
-                        if configuration.finishWhenDone { return }
-                    }
-                } else if online == true, engine != nil, (retrySyncAt ?? 0) <= now {
-                    try await syncPass()
-                    continue
-                }
-            } else {
-                // A due sync goes first: "after each signing" means before the next envelope.
-                if online == true, engine != nil, syncDue() {
-                    try await syncPass()
-                    continue
-                }
-                if canPresentCaptive, !captiveQueue.isEmpty, captiveDue {
-                    try await presentNextCaptive(node)
-                    continue
-                }
-                if token != nil, let at = nextArrivalAt, at <= now {
-                    try await arrive(node)
-                    continue
-                }
-                if scheduleWhenIdle {
-                    scheduleWhenIdle = false
-                    scheduleNextArrival(from: now)
-                    continue
-                }
-                if configuration.finishWhenDone, nextArrivalAt == nil, resumeEnvelope == nil {
-                    draining = true
-                    continue
-                }
-            }
-            try await sleep(until: nextWake())
         }
-    }
-
-    /// The earliest moment something is due.
-    private func nextWake() -> Double {
-        var next = Double.infinity
-        if !draining {
-            next = min(next, connectivityUntil)
-            if token != nil, let at = nextArrivalAt { next = min(next, at) }
-            if online == true, case .every(let seconds) = configuration.behaviour.sync { next = min(next, lastSyncAt + seconds) }
-        }
-        if let retry = retrySyncAt, online == true { next = min(next, retry) }
-        if let retry = captiveRetryAt, online == true, !captiveQueue.isEmpty { next = min(next, retry) }
-        if token == nil || (online == true && !loggedInOnline) { next = min(next, nextLoginAttempt) }
-        return next
-    }
-
-    private func syncDue() -> Bool {
-        switch configuration.behaviour.sync {
-        case .whenOnline: return needsSync || (retrySyncAt.map { $0 <= now } ?? false)
-        case .every(let seconds): return now >= lastSyncAt + seconds
-        case .manual: return false
-        }
-    }
-
-    /// Waits until `moment` (epoch seconds) or until woken by ``drain()``; cancellable.
-    private func sleep(until moment: Double) async throws {
-        let delay = min(moment - now, 86_400)
-        guard delay > 0 else { return }
-        let task = Task<Void, Never> { _ = try? await Task.sleep(for: .milliseconds(Int64((delay * 1000).rounded(.up)))) }
-        sleeper = task
-        await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-        sleeper = nil
-        try Task.checkCancellation()
-    }
-
-    private func wake() {
-        sleeper?.cancel()
     }
 
     private func finishDrain(_ node: DeviceNode) async throws {
-        drained = true
         let last = try await node.lastSequence()
         logger.info("drained", metadata: ["signed": "\(last)"])
         try history.record(.ok, .drain, sequence: last)
@@ -281,7 +186,7 @@ public actor SimulatedDevice {
     // MARK: Restart
 
     /// Finds what an earlier run left in the store (see the type's documentation).
-    private func restore(_ node: DeviceNode) async throws {
+    private func restore(_ node: DeviceNode) async throws -> DeviceStateMachine.Restored {
         let prefix = configuration.deviceID + "-"
         func number(_ transaction: String) -> Int? {
             transaction.hasPrefix(prefix) ? Int(transaction.dropFirst(prefix.count)) : nil
@@ -289,18 +194,16 @@ public actor SimulatedDevice {
         let cached = try await node.cachedEnvelopes()
         let outbox = try await node.outboxItems()
         let numbers = cached.compactMap { number($0.envelope.transactionId) } + outbox.compactMap { number($0.envelope.transactionId) }
-        composed = numbers.max() ?? 0
-        if let last = cached.first(where: { number($0.envelope.transactionId) == composed }), last.sequence == nil,
-            behaviour.decision(for: composed).outcome != .cancel
-        {
-            resumeEnvelope = (last.envelope.localId, composed)
+        var restored = DeviceStateMachine.Restored(composed: numbers.max() ?? 0)
+        if let last = cached.first(where: { number($0.envelope.transactionId) == restored.composed }), last.sequence == nil {
+            restored.unqueuedLast = .init(envelope: last.envelope.localId, number: restored.composed)
         }
         let pendingItems = outbox.filter { $0.status == .pending }
         for item in pendingItems {
             guard let number = number(item.envelope.transactionId), let envelope = try await node.cachedEnvelope(id: item.envelope.localId),
                 let work = CaptiveWork(envelope: envelope, localId: item.envelope.localId, number: number)
             else { continue }
-            awaitingSync[work.transaction] = work
+            restored.awaitingSync.append(work)
         }
         // Envelopes synced before the restart whose embedded signers may not all have signed:
         // the queue of ceremonies was in memory, so it is rebuilt, and checked against the
@@ -311,7 +214,7 @@ public actor SimulatedDevice {
             // from its decision. One whose decision drew a template is skipped: a template has no
             // embedded signers, and a fallback to builders (no cached template then) is not told
             // apart after a restart.
-            let decision = behaviour.decision(for: number)
+            let decision = machine.behaviour.decision(for: number)
             guard !decision.fromTemplate, decision.embeddedCount > 0,
                 var work = CaptiveWork(
                     envelope: try Self.builderEnvelope(decision, transaction: item.envelope.transactionId, hostEmail: configuration.email),
@@ -319,39 +222,30 @@ public actor SimulatedDevice {
             else { continue }
             work.serverEnvelope = server
             work.restored = true
-            captiveQueue.append(work)
+            restored.owedCaptive.append(work)
         }
         let pending = pendingItems.count
         counters.addPending(pending)
-        if composed > 0 {
-            logger.info("restored", metadata: ["composed": "\(composed)", "pending": "\(pending)"])
+        if restored.composed > 0 {
+            logger.info("restored", metadata: ["composed": "\(restored.composed)", "pending": "\(pending)"])
         }
+        return restored
     }
 
     // MARK: Connectivity
 
-    private func applyConnectivity() async throws {
-        let moment = now
-        let state = connectivity.state(at: moment - configuration.runStart)
-        connectivityUntil = configuration.runStart + state.until
-        let want = draining || state.online
-        guard want != online else { return }
-        let reason = draining ? "drain" : (connectivity.inOutage(moment - configuration.runStart) ? "outage" : "chain")
-        if want {
-            online = true
-            counters.addOnline(1)
-            try history.record(.info, .online, details: ["reason": reason])
-            openLink()
-            needsSync = configuration.behaviour.sync == .whenOnline
-            lastSyncAt = moment
-            retrySyncAt = nil
-            if token != nil, !templatesChecked { await cacheTemplatesIfNeeded() }
-        } else {
-            if online == true { counters.addOnline(-1) }
-            online = false
-            try history.record(.info, .offline, details: ["reason": reason])
-            await closeLink()
-        }
+    private func goOnline(_ reason: DeviceStateMachine.TransitionReason) throws {
+        if !countedOnline { counters.addOnline(1) }
+        countedOnline = true
+        try history.record(.info, .online, details: ["reason": reason.rawValue])
+        openLink()
+    }
+
+    private func goOffline(_ reason: DeviceStateMachine.TransitionReason) async throws {
+        if countedOnline { counters.addOnline(-1) }
+        countedOnline = false
+        try history.record(.info, .offline, details: ["reason": reason.rawValue])
+        await closeLink()
     }
 
     private func openLink() {
@@ -401,10 +295,8 @@ public actor SimulatedDevice {
                 _ = try await node.login(accessToken: reply.accessToken)
                 try history.record(.ok, .login)
                 token = reply.accessToken
-                loggedInOnline = true
-                loginFailures = 0
                 makeEngine()
-                await cacheTemplatesIfNeeded()
+                machine.loginFinished(.online, now: clock.now)
                 return
             } catch let error as FleetError where !error.retryable {
                 try history.record(.fail, .login, error: error.description)
@@ -416,41 +308,34 @@ public actor SimulatedDevice {
                 logger.notice("coordinator unreachable; logging in offline", metadata: ["error": "\(error)"])
             }
         }
-        loginFailures += 1
-        nextLoginAttempt = now + backoff(after: loginFailures)
-        guard token == nil else { return }
-        if let account = try? await node.loginOffline() {
+        let failedAt = clock.now
+        var offlineAccount = false
+        if token == nil, let account = try? await node.loginOffline() {
             try history.record(.ok, .login, details: ["offline": "true"])
             token = account.accessToken
             makeEngine()
+            offlineAccount = true
         }
+        machine.loginFinished(.unavailable(offlineAccount: offlineAccount), now: failedAt)
     }
 
-    /// Caches the coordinator's templates once, when the behaviour uses templates.
-    private func cacheTemplatesIfNeeded() async {
-        guard configuration.behaviour.templateFraction > 0, !templatesChecked, let node, link != nil else { return }
+    /// Caches the coordinator's templates when none is cached; whether that worked.
+    private func cacheTemplates(_ node: DeviceNode) async -> Bool {
+        guard link != nil else { return false }
         do {
             if try await node.cachedTemplates().isEmpty {
                 for summary in try await node.listTemplates().prefix(20) {
                     try await node.cacheTemplate(id: summary.templateId)
                 }
             }
-            templatesChecked = true
+            return true
         } catch {
             logger.notice("templates not cached; will try again", metadata: ["error": "\(error)"])
+            return false
         }
     }
 
     // MARK: Envelopes
-
-    private func scheduleNextArrival(from base: Double) {
-        nextArrivalAt = nil
-        if let limit = configuration.behaviour.maxEnvelopes, composed >= limit { return }
-        let at = base + behaviour.decision(for: composed + 1).gap
-        guard at.isFinite else { return }
-        if let duration = configuration.duration, at > configuration.runStart + duration { return }
-        nextArrivalAt = at
-    }
 
     /// The envelope a decision composes from builders: its in-person and remote signers, the
     /// embedded ones (with a client user id) first among the remote ones, since a signer by email
@@ -465,11 +350,9 @@ public actor SimulatedDevice {
             hostEmail: hostEmail, remoteClientUserIds: embedded)
     }
 
-    private func arrive(_ node: DeviceNode) async throws {
-        let base = nextArrivalAt ?? now
-        let number = composed + 1
-        let decision = behaviour.decision(for: number)
-        let transaction = "\(configuration.deviceID)-\(number)"
+    /// Composes the envelope of an arrival (the machine then asks for its signing).
+    private func compose(_ node: DeviceNode, _ decision: EnvelopeDecision) async throws {
+        let transaction = "\(configuration.deviceID)-\(decision.number)"
         var details: [String: String] = [:]
         var template: CachedTemplate?
         if decision.fromTemplate {
@@ -482,13 +365,6 @@ public actor SimulatedDevice {
             }
         }
         try history.record(.invoke, .compose, transaction: transaction, details: details.isEmpty ? nil : details)
-        composed = number
-        if configuration.gapsFromIdle {
-            nextArrivalAt = nil
-            scheduleWhenIdle = true
-        } else {
-            scheduleNextArrival(from: base)
-        }
         let envelopeId: String
         do {
             let user = await node.currentAccount?.user
@@ -513,35 +389,20 @@ public actor SimulatedDevice {
         }
         counters.add(.composed)
         try history.record(.ok, .compose, envelope: envelopeId, transaction: transaction)
-        try await sign(node, envelope: envelopeId, decision: decision)
+        machine.composed(envelope: envelopeId, decision: decision)
     }
 
     /// One signing session: every in-person signer in routing order, each taking their time;
-    /// the decision may make the first cancel (finish later) or one decline.
+    /// the decision may make the first cancel (finish later) or one decline (``SigningPlan``).
     private func sign(_ node: DeviceNode, envelope envelopeId: String, decision: EnvelopeDecision) async throws {
         guard let envelope = try await node.cachedEnvelope(id: envelopeId) else { return }
         let transaction = envelope.transactionId
         let local = envelope.recipients.filter { $0.type == .inPersonSigner }.sorted { $0.routingOrder < $1.routingOrder }
-        var durations: [String: Double] = [:]
-        for (index, recipient) in local.enumerated() {
-            durations[recipient.recipientId] = decision.signingDurations[index % decision.signingDurations.count]
-        }
-        var scripted: [String: SyntheticSigner.Behaviour] = [:]
-        var op = HistoryEvent.Operation.sign
-        switch decision.outcome {
-        case .cancel where !local.isEmpty:
-            op = .cancel
-            scripted[local[0].recipientId] = .finishLater
-        case .decline(let draw) where !local.isEmpty:
-            op = .decline
-            let index = min(local.count - 1, Int(draw * Double(local.count)))
-            scripted[local[index].recipientId] = .decline(reason: "the signer declined (simulated)")
-        default:
-            break
-        }
+        let plan = SigningPlan(decision: decision, localSigners: local.map(\.recipientId))
+        let op = plan.operation
         let driver = PacedSigner(
-            signer: SyntheticSigner(seed: decision.signerSeed, pen: PenKind(name: decision.pen) ?? .applePencil, behaviour: scripted),
-            durations: durations)
+            signer: SyntheticSigner(seed: decision.signerSeed, pen: PenKind(name: decision.pen) ?? .applePencil, behaviour: plan.scripted),
+            durations: plan.durations, clock: clock)
         try history.record(.invoke, op, envelope: envelopeId, transaction: transaction, details: ["pen": decision.pen])
         let outcome: SigningOutcome
         do {
@@ -572,11 +433,10 @@ public actor SimulatedDevice {
         try history.record(
             .ok, op, envelope: envelopeId, transaction: transaction, sequence: sequence,
             details: ["outcome": Self.describe(outcome)])
-        if sequence != nil, configuration.behaviour.sync == .whenOnline { needsSync = true }
-        // Signed by everyone here and queued: the embedded remote signers come once it has synced.
-        if sequence != nil, op != .decline, let work = CaptiveWork(envelope: envelope, localId: envelopeId, number: decision.number) {
-            awaitingSync[transaction] = work
-        }
+        machine.signed(
+            .init(
+                queued: sequence != nil, declined: op == .decline,
+                captive: CaptiveWork(envelope: envelope, localId: envelopeId, number: decision.number)))
     }
 
     private static func describe(_ outcome: SigningOutcome) -> String {
@@ -590,31 +450,26 @@ public actor SimulatedDevice {
 
     // MARK: Captive signing
 
-    /// Online with a login the coordinator accepted: captive signing needs both.
-    private var canPresentCaptive: Bool {
-        online == true && link != nil && loggedInOnline && token != nil
-    }
-
-    private var captiveDue: Bool { (captiveRetryAt ?? 0) <= now }
-
-    /// Presents captive signing for the next embedded remote signer (the lookup variant: server
-    /// envelope id + client user id) with a synthetic signer. `signing_complete` is `ok captive`;
-    /// another ending is `fail captive` with the exit reason; an error or the deadline is
-    /// `info captive` (the server may have recorded the signature) and is tried again later, up to
-    /// ``CaptiveWork/maxErrors`` times. After another ending, or too many errors, the envelope's
-    /// later embedded signers are not presented (it would never be their turn).
-    private func presentNextCaptive(_ node: DeviceNode) async throws {
-        guard let link, !captiveQueue.isEmpty else { return }
-        var work = captiveQueue.removeFirst()
-        guard let server = work.serverEnvelope, !work.signers.isEmpty else { return }
+    /// Presents captive signing for the work's next embedded remote signer (the lookup variant:
+    /// server envelope id + client user id) with a synthetic signer. `signing_complete` is
+    /// `ok captive`; another ending is `fail captive` with the exit reason; an error or the
+    /// deadline is `info captive` (the server may have recorded the signature) and is tried again
+    /// later, up to ``CaptiveWork/maxErrors`` times. After another ending, or too many errors, the
+    /// envelope's later embedded signers are not presented (it would never be their turn).
+    private func presentCaptive(_ node: DeviceNode, _ work: CaptiveWork) async throws {
+        guard let link, let token, let server = work.serverEnvelope, !work.signers.isEmpty else {
+            // No link to present it with (cannot happen online): tried again later, as after an error.
+            machine.captiveFinished(.checkFailed(work), now: clock.now)
+            return
+        }
+        var work = work
         if work.restored {
-            guard let token else {
-                captiveQueue.append(work)
-                return
-            }
             do {
                 let reply = try await link.client.request(EnvelopeQuery(accessToken: token, envelopeID: server))
-                guard let remaining = work.remaining(on: reply) else { return }  // nothing left to sign
+                guard let remaining = work.remaining(on: reply) else {
+                    machine.captiveFinished(.nothingLeft, now: clock.now)  // nothing left to sign
+                    return
+                }
                 work = remaining
                 logger.info(
                     "captive signing resumed after a restart",
@@ -623,22 +478,22 @@ public actor SimulatedDevice {
                 throw CancellationError()
             } catch {
                 // Asked again later, like a ceremony's error (and given up after as many).
-                work.errors += 1
-                captiveRetryAt = now + backoff(after: work.errors)
-                if work.errors < CaptiveWork.maxErrors { captiveQueue.append(work) }
+                machine.captiveFinished(.checkFailed(work), now: clock.now)
                 logger.notice("cannot check a restored envelope's signers", metadata: ["transaction": "\(work.transaction)", "error": "\(error)"])
                 return
             }
         }
         let signer = work.signers.removeFirst()
-        let decision = behaviour.decision(for: work.number)
+        let decision = machine.behaviour.decision(for: work.number)
         let person = CaptiveSigner(
             seed: decision.signerSeed &+ UInt64(work.presented + 1), pen: PenKind(name: decision.pen) ?? .applePencil)
         work.presented += 1
         let details = ["recipient": signer.recipientId, "clientUserId": signer.clientUserId]
+        let localId = work.localId
+        let transaction = work.transaction
         func note(_ type: HistoryEvent.Kind, error: String? = nil) throws {
             try history.record(
-                type, .captive, envelope: work.localId, transaction: work.transaction, serverEnvelope: server, error: error, details: details)
+                type, .captive, envelope: localId, transaction: transaction, serverEnvelope: server, error: error, details: details)
         }
         try note(.invoke)
         let service = RemoteRecipientViewService(client: link.client)
@@ -649,29 +504,23 @@ public actor SimulatedDevice {
             }
             if result.event == .signingComplete {
                 counters.add(.captive)
-                work.errors = 0
-                captiveRetryAt = nil
                 try note(.ok)
-                logger.info("captive signed", metadata: ["transaction": "\(work.transaction)", "recipient": "\(signer.recipientId)"])
-                if !work.signers.isEmpty { captiveQueue.insert(work, at: 0) }
+                logger.info("captive signed", metadata: ["transaction": "\(transaction)", "recipient": "\(signer.recipientId)"])
+                machine.captiveFinished(.signed(work), now: clock.now)
                 return
             }
             try note(.fail, error: "exit reason: \(result.event?.rawValue ?? "left open")")
+            machine.captiveFinished(.ended, now: clock.now)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
             try note(.info, error: "\(error)")
-            // Asking again is safe: a new URL, or a refusal when the first attempt did sign.
-            work.errors += 1
-            captiveRetryAt = now + backoff(after: work.errors)
-            if work.errors < CaptiveWork.maxErrors {
-                work.signers.insert(signer, at: 0)
-                captiveQueue.append(work)
-                return
-            }
+            var again = work
+            again.signers.insert(signer, at: 0)
+            if machine.captiveFinished(.failed(again), now: clock.now) { return }
         }
         logger.notice(
-            "captive signing did not complete", metadata: ["transaction": "\(work.transaction)", "recipient": "\(signer.recipientId)"])
+            "captive signing did not complete", metadata: ["transaction": "\(transaction)", "recipient": "\(signer.recipientId)"])
     }
 
     // MARK: Sync
@@ -683,6 +532,7 @@ public actor SimulatedDevice {
         passesStarted += 1
         let pass = passesStarted
         var remaining = 1
+        var tokenRejected = false
         do {
             let summary = try await engine.syncAll()
             remaining = summary.remaining
@@ -695,17 +545,12 @@ public actor SimulatedDevice {
             // The coordinator no longer knows this token (it expired, or the coordinator's store was
             // restored from a copy older than the login): log in again, which makes a new engine.
             logger.notice("sync deferred: logging in again", metadata: ["error": "\(error)"])
-            loggedInOnline = false
-            nextLoginAttempt = now
+            tokenRejected = true
         } catch {
             logger.notice("sync deferred", metadata: ["error": "\(error)"])
         }
         await waitForEvents(ofPass: pass)
-        lastSyncAt = now
-        needsSync = false
-        let retries = draining || configuration.behaviour.sync == .whenOnline
-        syncFailures = remaining > 0 ? syncFailures + 1 : 0
-        retrySyncAt = remaining > 0 && retries ? now + backoff(after: syncFailures) : nil
+        machine.syncFinished(remaining: remaining, tokenRejected: tokenRejected, now: clock.now)
     }
 
     private func waitForEvents(ofPass pass: Int) async {
@@ -713,15 +558,22 @@ public actor SimulatedDevice {
         await withCheckedContinuation { passWaiters.append((pass, $0)) }
     }
 
-    /// Turns the node's events into history and counters.
-    private func consume(_ events: AsyncStream<DeviceEvent>) async throws {
+    /// Turns the node's events into history and counters; a history that cannot be written
+    /// stops the device (its loop throws the error).
+    private func consume(_ events: AsyncStream<DeviceEvent>) async {
         defer {
             consumerEnded = true
             for (_, waiter) in passWaiters { waiter.resume() }
             passWaiters = []
         }
         for await event in events {
-            try record(event)
+            do {
+                try record(event)
+            } catch {
+                consumerError = error
+                wakeup.ring()
+                return
+            }
         }
     }
 
@@ -730,20 +582,19 @@ public actor SimulatedDevice {
         case .envelopeQueuedForSync:
             counters.addPending(1)
         case .syncStarted(let progress):
-            pushStartedAt[progress.sequence] = now
+            pushStartedAt[progress.sequence] = clock.now
             try history.record(
                 .invoke, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
                 sequence: progress.sequence)
         case .syncSucceeded(let progress):
-            if let started = pushStartedAt.removeValue(forKey: progress.sequence) { counters.recordSyncAck(now - started) }
+            if let started = pushStartedAt.removeValue(forKey: progress.sequence) { counters.recordSyncAck(clock.now - started) }
             counters.add(.synced)
             counters.addPending(-1)
             try history.record(
                 .ok, .sync, envelope: progress.envelope.localId, transaction: progress.envelope.transactionId,
                 sequence: progress.sequence, serverEnvelope: progress.envelope.serverId)
-            if let server = progress.envelope.serverId, var work = awaitingSync.removeValue(forKey: progress.envelope.transactionId) {
-                work.serverEnvelope = server
-                captiveQueue.append(work)
+            if let server = progress.envelope.serverId {
+                machine.syncAcknowledged(transaction: progress.envelope.transactionId, serverEnvelope: server)
             }
         case .syncFailed(let progress):
             counters.add(.syncFailures)
