@@ -67,9 +67,9 @@ public struct HostCommand: Sendable {
         let timeout = self.timeout
         let watchdog = Task {
             try? await Task.sleep(for: timeout)
-            guard !Task.isCancelled, let pid = started.pid.withLock({ $0 }) else { return }
-            started.timedOut.withLock { $0 = true }
-            _ = Glibc.kill(-pid, SIGKILL)
+            guard !Task.isCancelled else { return }
+            // Not spawned yet (a loaded machine): the spawn kills it as soon as it has its pid.
+            if let pid = started.expire() { _ = Glibc.kill(-pid, SIGKILL) }
         }
         defer { watchdog.cancel() }
         var options = PlatformOptions()
@@ -89,13 +89,13 @@ public struct HostCommand: Sendable {
             case (nil, nil):
                 (status, errorText) = try await spawn.run(.none, .discarded)
             }
-            let wasTimedOut = started.timedOut.withLock { $0 }
+            let wasTimedOut = started.timedOut
             switch status {
             case .exited(let code): return Outcome(status: code, error: errorText, timedOut: wasTimedOut)
             case .signaled(let signal): return Outcome(status: nil, error: "signal \(signal) " + errorText, timedOut: wasTimedOut)
             }
         } catch {
-            if let pid = started.pid.withLock({ $0 }) { _ = Glibc.kill(-pid, SIGKILL) }
+            if let pid = started.pid { _ = Glibc.kill(-pid, SIGKILL) }
             return Outcome(status: nil, error: "cannot run \(program): \(error)", timedOut: false)
         }
     }
@@ -112,13 +112,40 @@ private struct Spawn {
         let result = try await Subprocess.run(
             HostCommand.executable(argv[0]), arguments: Arguments(Array(argv.dropFirst())), platformOptions: options, input: input,
             output: output, error: .string(limit: 64 * 1024)
-        ) { execution in started.pid.withLock { $0 = execution.processIdentifier.value } }
+        ) { execution in
+            let pid = execution.processIdentifier.value
+            // Its timeout passed while it was being spawned: it is killed at once.
+            if started.spawned(pid) { _ = Glibc.kill(-pid, SIGKILL) }
+        }
         return (result.terminationStatus, result.standardError)
     }
 }
 
-/// The spawned process's id (for the timeout's kill) and whether the timeout fired.
+/// The spawned process's id (for the timeout's kill) and whether the timeout fired, in one lock so
+/// that a timeout that fires before the spawn has its pid is not lost.
 private final class SpawnState: Sendable {
-    let pid = Mutex<Int32?>(nil)
-    let timedOut = Mutex(false)
+    private struct State {
+        var pid: Int32?
+        var timedOut = false
+    }
+    private let state = Mutex(State())
+
+    var pid: Int32? { state.withLock { $0.pid } }
+    var timedOut: Bool { state.withLock { $0.timedOut } }
+
+    /// The timeout fired: returns the pid to kill, or nil when the process is not spawned yet.
+    func expire() -> Int32? {
+        state.withLock { state in
+            state.timedOut = true
+            return state.pid
+        }
+    }
+
+    /// The process has `pid`: returns true when its timeout has already fired (kill it now).
+    func spawned(_ pid: Int32) -> Bool {
+        state.withLock { state in
+            state.pid = pid
+            return state.timedOut
+        }
+    }
 }
