@@ -49,11 +49,6 @@ public enum ProcessPriority {
         }
     }
 
-    /// The nice value of the calling thread.
-    public static var current: Int {
-        errno = 0
-        return Int(getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0))
-    }
 }
 
 public enum ProcessPriorityError: Error, CustomStringConvertible, Equatable {

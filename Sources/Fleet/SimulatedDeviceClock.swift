@@ -35,7 +35,7 @@ public struct WallDeviceClock: DeviceClock {
         let timer = OneShot(action)
         let delay = max(0, deadline - now)
         // Nanoseconds, bounded so the conversion cannot trap (a device never waits more than a day).
-        let nanoseconds = Int(min(delay, 86_400 * 2) * 1e9)
+        let nanoseconds = Int(exactly: (min(delay, 86_400 * 2) * 1e9).rounded(.down)) ?? 0
         Self.queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { timer.fire() }
         return timer
     }

@@ -57,8 +57,9 @@ public struct RetransmissionTimeout: Sendable, Hashable {
     }
 
     private static func clamp(_ seconds: Double, _ low: Duration, _ high: Duration) -> Duration {
-        if seconds >= Self.seconds(high) || !(seconds * 1e9 < 9e18) { return high }
-        let value = Duration.nanoseconds(Int64(seconds * 1e9))
+        // NaN, infinities and anything past the ceiling end here, so the conversion cannot trap.
+        guard seconds < Self.seconds(high), let nanoseconds = Int64(exactly: (seconds * 1e9).rounded(.down)) else { return high }
+        let value = Duration.nanoseconds(nanoseconds)
         return value < low ? low : value
     }
 }
