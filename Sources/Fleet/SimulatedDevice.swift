@@ -8,7 +8,8 @@ import SignatureCapture
 import ZeroMQ
 
 /// A simulated signing device: a `DeviceNode` with its own SQLite store and Ed25519 key, a
-/// `FleetClient` (its own DEALER socket) while it believes it is online, and a `SyncEngine`.
+/// `FleetClient` (its own DEALER socket) while it believes it is online, and a `SyncEngine` made
+/// at login and kept across its links (it enrolls once per coordinator instance).
 ///
 /// What it does is decided by a `DeviceStateMachine` (a value: no I/O, no clock, no task);
 /// this actor runs it. One loop performs the machine's actions in turn, as one person at one
@@ -40,7 +41,9 @@ public actor SimulatedDevice {
     private let history: DeviceHistory
     private let counters: NodeCounters
     private let clock: any DeviceClock
-    private let services = LinkedServices()
+    /// The session across links: the engine and the services send over whichever link is open.
+    private let session = LinkedClient()
+    private let services: LinkedServices
     private let wakeup = DeviceWakeup()
     private var machine: DeviceStateMachine
 
@@ -79,6 +82,7 @@ public actor SimulatedDevice {
         self.counters = counters
         self.clock = clock
         self.machine = DeviceStateMachine(configuration: configuration)
+        self.services = LinkedServices(client: session)
     }
 
     // MARK: Running
@@ -262,23 +266,23 @@ public actor SimulatedDevice {
         clientConfiguration.reportsHandshakeFailures = false
         let link = DeviceLink(configuration: clientConfiguration, loop: loop, logger: logger)
         self.link = link
-        services.attach(link.client)
-        makeEngine()
+        session.attach(link.client)
     }
 
     private func closeLink() async {
-        services.attach(nil)
-        engine = nil
+        session.attach(nil)
         if let link {
             self.link = nil
             await link.close()
         }
     }
 
+    /// One engine per login, kept across links: it enrolls once per coordinator instance, not once
+    /// per time the device comes online (``LinkedClient``).
     private func makeEngine() {
-        guard let link, let token, let node else { return }
+        guard let token, let node else { return }
         engine = SyncEngine(
-            node: node, client: link.client, accessToken: token, configuration: SyncEngineConfiguration(maxAttempts: 1),
+            node: node, client: session, accessToken: token, configuration: SyncEngineConfiguration(maxAttempts: 1),
             logger: logger)
     }
 

@@ -65,9 +65,12 @@ public struct FleetClientConfiguration: Sendable {
     /// Every endpoint, in the order the client tries them.
     public var endpoints: [String] { [endpoint] + failoverEndpoints }
 
-    /// The adaptive timeout's bounds: ``requestTimeout`` to ``maxRequestTimeout``.
+    /// The longest one attempt waits for its reply: ``maxRequestTimeout``, by default 8 × ``requestTimeout``.
+    public var longestReplyTimeout: Duration { maxRequestTimeout ?? requestTimeout * 8 }
+
+    /// The adaptive timeout's bounds: ``requestTimeout`` to ``longestReplyTimeout``.
     var retransmissionTimeout: RetransmissionTimeout {
-        RetransmissionTimeout(floor: requestTimeout, ceiling: maxRequestTimeout ?? requestTimeout * 8)
+        RetransmissionTimeout(floor: requestTimeout, ceiling: longestReplyTimeout)
     }
 }
 
@@ -117,6 +120,9 @@ public actor FleetClient: ClientTransport {
     private let eventsContinuation: AsyncStream<ConnectionEvent>.Continuation
     private var socket: AsyncSocket?
     private var socketWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Callers of ``serverInstance(waitingUpTo:)`` waiting for a `hello` answer, by id.
+    private var instanceWaiters: [UInt64: CheckedContinuation<String?, Never>] = [:]
+    private var nextInstanceWaiter: UInt64 = 0
     private var pending: [UInt64: ReplySlot] = [:]
     /// Requests sent and not yet answered, with the connection they were last sent on. A new
     /// connection resends the older ones: a reply sent while the old socket was closing is lost,
@@ -257,6 +263,7 @@ public actor FleetClient: ClientTransport {
                 "connected", metadata: ["server": "\(reply.server)", "instance": "\(reply.serverInstance)", "endpoint": "\(endpoint)"])
             serverInstance = reply.serverInstance
             connectedEndpoint = endpoint
+            resumeInstanceWaiters(with: reply.serverInstance)
             eventsContinuation.yield(.connected(serverInstance: reply.serverInstance))
             await resendUnanswered(on: socket)
         } catch {
@@ -362,6 +369,38 @@ public actor FleetClient: ClientTransport {
             pending[id] = nil
         }
         resumeSocketWaiters()
+        resumeInstanceWaiters(with: nil)
+    }
+
+    /// ``serverInstance``, or, before the first `hello` is answered, that answer's instance once it
+    /// comes, waiting at most `timeout`: `nil` when it does not come by then, or the client stops.
+    /// A caller that must know which server it talks to before its first request (whether an
+    /// enrollment still holds) asks this rather than send a request of its own.
+    public func serverInstance(waitingUpTo timeout: Duration) async -> String? {
+        if let serverInstance { return serverInstance }
+        guard !stopped else { return nil }
+        nextInstanceWaiter &+= 1
+        let id = nextInstanceWaiter
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.resumeInstanceWaiter(id, with: nil)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { instanceWaiters[id] = $0 }
+        } onCancel: {
+            Task { await self.resumeInstanceWaiter(id, with: nil) }
+        }
+    }
+
+    private func resumeInstanceWaiter(_ id: UInt64, with instance: String?) {
+        instanceWaiters.removeValue(forKey: id)?.resume(returning: instance)
+    }
+
+    private func resumeInstanceWaiters(with instance: String?) {
+        let waiters = instanceWaiters
+        instanceWaiters = [:]
+        for waiter in waiters.values { waiter.resume(returning: instance) }
     }
 
     // MARK: Requests

@@ -185,6 +185,33 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
+    /// `serverInstance(waitingUpTo:)` is unknown (nil) when no `hello` is answered in time, and is
+    /// the instance of the `hello` answer when one comes while it waits; a stopped client answers nil.
+    @Test func theServerInstanceCanBeAwaitedUntilTheHelloIsAnswered() async throws {
+        let probe = try await RunningServer(loop: loop)
+        let endpoint = probe.endpoint
+        await probe.stop()
+
+        let client = makeClient(endpoint, loop: loop, timeout: .milliseconds(150), attempts: 2)
+        let connection = Task { await client.run() }
+        #expect(await client.serverInstance(waitingUpTo: .milliseconds(200)) == nil, "no server: no instance")
+        let waiting = Task { await client.serverInstance(waitingUpTo: .seconds(30)) }
+        let server = try await RunningServer(loop: loop, endpoint: endpoint)
+        let instance = await waiting.value
+        let asked = try await client.request(Heartbeat(), attempts: 40).serverInstance
+        #expect(instance == asked, "the awaited instance is the server's")
+        #expect(await client.serverInstance(waitingUpTo: .zero) == asked)
+
+        let other = makeClient(endpoint, loop: loop)
+        let stopped = Task { await other.serverInstance(waitingUpTo: .seconds(30)) }
+        await other.stop()
+        #expect(await stopped.value == nil, "a stopped client answers at once")
+        connection.cancel()
+        await connection.value
+        await server.stop()
+        await shutdown()
+    }
+
     @Test func clientNoticesALostServerAndReconnectsToItsSuccessor() async throws {
         let first = try await RunningServer(loop: loop)
         let client = makeClient(first.endpoint, loop: loop)

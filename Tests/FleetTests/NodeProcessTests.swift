@@ -2,6 +2,10 @@ import FleetTesting
 import Foundation
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 @testable import Fleet
 
 /// `signfleet node --plan` as a real process against a real `signfleet coordinator`
@@ -195,6 +199,59 @@ import Testing
         // queued some without recording the ok, never the other way round).
         let queuedTotal = Set(events.filter { ($0.op == .sign || $0.op == .decline) && $0.type == .ok }.compactMap(\.transaction)).count
         #expect(held.total >= queuedTotal && held.total > 0, "\(held.output)\nqueued \(queuedTotal)")
+    }
+
+    /// A device that goes offline and comes back opens a new socket (a new `hello`) but keeps its
+    /// sync session: the coordinator sees one `device.enroll` per device, however many times each
+    /// came back with items to push.
+    @Test func devicesThatComeBackOnlineEnrollOncePerCoordinator() async throws {
+        print("node-plan-reconnect seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let directory = try Self.temporaryDirectory("node-plan-reconnect")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (coordinator, endpoint) = try await Self.coordinator(store: directory + "/coordinator.sqlite", extra: ["--http", "127.0.0.1:0"])
+        let serverKey = try await Self.serverKey(of: coordinator)
+        defer { Task { await coordinator.terminate() } }
+        let httpLine = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("http ") }
+        let behaviour = Behaviour(
+            envelopesPerMinute: 300, inPersonSigners: IntRange(1, 1), signingDuration: ClosedSpan(0, 0.02), sync: .whenOnline,
+            maxEnvelopes: 30)
+        var plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: Self.seed, behaviour: behaviour, serverKey: serverKey)
+        // Every device offline in these windows (seconds after the plan's start) while it composes.
+        plan.outages = [Outage(start: 3, end: 3.8), Outage(start: 4.6, end: 5.4), Outage(start: 6.2, end: 7)]
+        try Self.write(plan, to: directory + "/plan.json")
+        let node = try ChildProcess.launch(try Self.binary(), ["node", "--plan", directory + "/plan.json"], name: "node")
+        defer { Task { await node.terminate() } }
+        try await node.waitForLine(in: .standardOutput, timeout: .seconds(90)) { Self.stats($0)?.composed == 60 }
+        node.signal(SIGUSR1)
+        #expect(try await node.waitForExit(timeout: .seconds(60)) == 0, "\(node.output)")
+
+        // Each device came back from an outage with something to push, and pushed it.
+        let events = try HistoryReader.read(path: plan.historyFile).events
+        for device in plan.devices.map(\.id) {
+            let mine = events.filter { $0.device == device }
+            let backOnline = mine.indices.filter { mine[$0].op == .online && mine[..<$0].contains { $0.op == .offline } }
+            let pushedAfter = backOnline.filter { index in mine[index...].contains { $0.op == .sync && $0.type == .ok } }
+            #expect(!pushedAfter.isEmpty, "\(device) never synced after coming back online: \(mine.filter { [.online, .offline].contains($0.op) })")
+        }
+        let metrics = try await Self.metrics(String(httpLine.dropFirst("http ".count)))
+        let enrollments = Self.sum(metrics, "signfleet_requests_total", labelled: "type=\"device.enroll\"")
+        let hellos = Self.sum(metrics, "signfleet_requests_total", labelled: "type=\"hello\"")
+        #expect(enrollments == Double(plan.devices.count), "device.enroll requests: \(enrollments), hello: \(hellos)")
+        #expect(hellos > enrollments, "every return opened a new connection: hello \(hellos)")
+    }
+
+    static func metrics(_ address: String) async throws -> String {
+        let url = try #require(URL(string: "http://\(address)/metrics"))
+        let session = URLSession(configuration: .ephemeral)
+        defer { session.finishTasksAndInvalidate() }
+        let (data, _) = try await session.data(from: url)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The sum of a Prometheus counter's samples whose labels contain `label`.
+    static func sum(_ metrics: String, _ name: String, labelled label: String) -> Double {
+        metrics.split(separator: "\n").filter { $0.hasPrefix(name + "{") && $0.contains(label) }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
     }
 
     /// The same plan run twice on fresh stores and coordinators makes the same decisions;
