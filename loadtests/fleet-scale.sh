@@ -97,7 +97,7 @@ sample_run() {
     echo "$peak $peak_rss $node_ticks $coordinator_ticks $coordinator_rss"
 }
 
-printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\trun\n' >"$OUT/results.tsv"
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\trun_p50_ms\trun_p99_ms\tdrain_p99_ms\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\trun\n' >"$OUT/results.tsv"
 for n in "${COUNTS[@]}"; do
     file="$OUT/offline-field-day-$n.yaml"
     scenario "$n" >"$file"
@@ -112,7 +112,7 @@ for n in "${COUNTS[@]}"; do
     set -e
     summary="$runs/latest/summary.json"
     if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
-        printf '%s\tno-summary\t-\t-\t0\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
+        printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
             "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$runs" | tee -a "$OUT/results.tsv"
         echo "    exit $code (see $OUT/fleet-$n.err)"
         continue
@@ -124,7 +124,9 @@ node_ticks, coordinator_ticks, coordinator_rss, hz = (int(v) for v in sys.argv[6
 ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
 # Node CPU per device and minute of the whole run (run and drain: what a device costs while it exists).
 minutes = max(s["durations"]["total"], 1) / 60
+run, drain = s.get("syncAckRun") or {}, s.get("syncAckDrain") or {}
 print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAck"].get("p99")), str(s["syncAck"]["samples"]),
+                 ms(run.get("p50")), ms(run.get("p99")), ms(drain.get("p99")),
                  "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), "%.1f" % (peak_rss / 1024), "%.0f" % (peak_rss / max(n, 1)),
                  sys.argv[5], "%.1f" % (node_ticks / hz * 1000 / max(n, 1) / minutes), "%.1f" % (coordinator_ticks / hz),
                  "%.1f" % (coordinator_rss / 1024), s["runDirectory"]]))

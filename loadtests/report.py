@@ -234,12 +234,18 @@ def fleet_section(out_dir):
             f"(p99 {best['p99_ms']} ms, {best.get('pss_kb_per_device', best.get('rss_kb_per_device'))} kB resident per device).\n")
     else:
         out.append("**No device count met both a valid verdict and p99 sync-ack < 1 s.**\n")
-    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device | node CPU ms per device-minute | coordinator CPU (s) | coordinator peak RSS (MB) |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    before_drain = [r for r in rows if r.get("verdict") == "valid" and number(r.get("run_p99_ms")) is not None and number(r["run_p99_ms"]) < 1000]
+    if before_drain:
+        best = max(before_drain, key=lambda r: int(r["devices"]))
+        out.append(
+            f"Counting only the syncs that started before the drain (when the launcher brings every device online at once): "
+            f"**{best['devices']}** (p99 {best['run_p99_ms']} ms before the drain, {best.get('drain_p99_ms', '-')} ms in it).\n")
+    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | before the drain: p50 (ms) | p99 (ms) | in the drain: p99 (ms) | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device | node CPU ms per device-minute | coordinator CPU (s) | coordinator peak RSS (MB) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         out.append(
             f"| {r.get('devices', '')} | {r.get('devices_per_process', '~50')} | {r.get('verdict', '')} | {r.get('p50_ms', '')} | {r.get('p99_ms', '')} | "
-            f"{r.get('syncs', '')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
+            f"{r.get('syncs', '')} | {r.get('run_p50_ms', '-')} | {r.get('run_p99_ms', '-')} | {r.get('drain_p99_ms', '-')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
             f"{r.get('node_cpu_ms_per_device_minute', '-')} | {r.get('coordinator_cpu_s', '-')} | {r.get('peak_coordinator_rss_mb', '-')} |")
     out.append("")
     return out

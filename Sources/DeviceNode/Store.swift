@@ -29,6 +29,14 @@ struct LogoutWrite: Sendable {
     var keptInFlight: [UInt64]
 }
 
+/// Where the database work of every ``DeviceConfiguration/StoreFootprint/compact`` store in the
+/// process runs. GRDB gives each connection a serial dispatch queue; on its own, each such queue
+/// targets libdispatch's overcommit pool, which starts a thread for every queue with work, so 250
+/// devices syncing at once in one node process ran on some 240 threads. Serial queues that target
+/// one concurrent queue share its pool, whose width follows the cores: the same work, a few threads.
+/// Each store still has its own serial queue, so one device's accesses stay in order.
+private let compactStoresQueue = DispatchQueue(label: "DeviceNode.compact-stores", attributes: .concurrent)
+
 /// The device's SQLite store (WAL; a GRDB `DatabasePool`, or one connection in a `DatabaseQueue`
 /// for ``DeviceConfiguration/StoreFootprint/compact``). Every change that must survive a crash
 /// together is one write transaction, so a kill at any instant leaves either all of it or none.
@@ -73,6 +81,7 @@ final class DeviceStore: Sendable {
         case .compact:
             configuration.journalMode = .wal
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA cache_size = -32") }
+            configuration.targetQueue = compactStoresQueue
             pool = try DatabaseQueue(path: path, configuration: configuration)
         }
         // Set on the writer after opening: GRDB's DatabasePool runs `PRAGMA synchronous = NORMAL`

@@ -94,6 +94,12 @@ public struct FleetMetric: Sendable, Hashable, CustomStringConvertible {
             FleetMetric(name: "syncAck.p99", unit: .seconds, meaning: "syncAck.p99", read: { $0.syncAck.p99 }),
             FleetMetric(name: "syncAck.max", unit: .seconds, meaning: "syncAck.max", read: { $0.syncAck.max }),
             count("syncAck.samples", "syncAck.samples: syncs measured", { $0.syncAck.samples }),
+            FleetMetric(name: "syncAckRun.p50", unit: .seconds, meaning: "syncAckRun.p50", read: { $0.syncAckRun?.p50 }),
+            FleetMetric(name: "syncAckRun.p99", unit: .seconds, meaning: "syncAckRun.p99", read: { $0.syncAckRun?.p99 }),
+            FleetMetric(name: "syncAckRun.max", unit: .seconds, meaning: "syncAckRun.max", read: { $0.syncAckRun?.max }),
+            FleetMetric(name: "syncAckDrain.p50", unit: .seconds, meaning: "syncAckDrain.p50", read: { $0.syncAckDrain?.p50 }),
+            FleetMetric(name: "syncAckDrain.p99", unit: .seconds, meaning: "syncAckDrain.p99", read: { $0.syncAckDrain?.p99 }),
+            FleetMetric(name: "syncAckDrain.max", unit: .seconds, meaning: "syncAckDrain.max", read: { $0.syncAckDrain?.max }),
             count("anomalies", "anomalies: every kind", { $0.anomalies }),
         ]
         + CheckAnomaly.Kind.allCases.map { kind in

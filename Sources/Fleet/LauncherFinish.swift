@@ -35,7 +35,8 @@ extension Launcher {
         let timeline = RunReport.readTimeline(path: run.timelineFile)
         let last = timeline.last
         let counts = Self.counts(stores: outcome.counts, history: events, lastSample: last)
-        let latencies = SyncLatency.latencies(in: events)
+        let samples = SyncLatency.samples(in: events)
+        let drainStart = SyncLatency.drainStart(in: events)
         var restarts: [String: Int] = [:]
         for name in await supervisor.names {
             let count = await supervisor.restarts(of: name)
@@ -53,9 +54,9 @@ extension Launcher {
             counts: counts,
             signedPerSecond: runSeconds > 0 ? Double(counts.signed) / runSeconds : 0,
             syncedPerSecond: runSeconds > 0 ? Double(counts.synced) / runSeconds : 0,
-            syncAck: .init(
-                samples: latencies.count, p50: SyncLatency.percentile(latencies, 0.5), p99: SyncLatency.percentile(latencies, 0.99),
-                max: latencies.max()),
+            syncAck: .init(samples.map(\.seconds)),
+            syncAckRun: drainStart.map { start in .init(samples.filter { $0.start < start }.map(\.seconds)) },
+            syncAckDrain: drainStart.map { start in .init(samples.filter { $0.start >= start }.map(\.seconds)) },
             faults: applied, restarts: restarts, totalRestarts: restarts.values.reduce(0, +), exhausted: exhausted,
             drained: state.drained.intersection(configuration.plan.nodes.map(\.process)).count, interrupted: interrupted,
             verdict: verdict, anomalies: outcome.anomalies.count, notes: notes,

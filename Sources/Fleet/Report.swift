@@ -98,6 +98,7 @@ public struct RunReport: Sendable {
             <tr><th>rates</th><td>\(String(format: "%.2f", s.signedPerSecond)) signed/s · \(String(format: "%.2f", s.syncedPerSecond)) synced/s</td></tr>
             <tr><th>sync-ack latency</th><td>p50 \(ms(s.syncAck.p50)) · p99 \(ms(s.syncAck.p99)) · max \(ms(s.syncAck.max)) \
             (\(s.syncAck.samples) syncs)</td></tr>
+            \(Self.latencyRow("… while the scenario ran", s.syncAckRun))\(Self.latencyRow("… in the drain", s.syncAckDrain))
             <tr><th>durations</th><td>run \(String(format: "%.1f", s.durations.run)) s · drain \(String(format: "%.1f", s.durations.drain)) s · \
             total \(String(format: "%.1f", s.durations.total)) s</td></tr>
             <tr><th>restarts</th><td>\(s.totalRestarts) unexpected\(s.exhausted.isEmpty ? "" : " · budget exhausted: " + e(s.exhausted.joined(separator: ", ")))</td></tr>
@@ -202,6 +203,13 @@ public struct RunReport: Sendable {
     }
 
     /// Signed and synced per second between consecutive samples.
+    /// A row of the summary table for part of the syncs (nothing without a split: an interrupted run).
+    static func latencyRow(_ title: String, _ latency: RunSummary.Latency?) -> String {
+        guard let latency else { return "" }
+        func ms(_ value: Double?) -> String { value.map { String(format: "%.1f ms", $0 * 1000) } ?? "–" }
+        return "<tr><th>\(title)</th><td>p50 \(ms(latency.p50)) · p99 \(ms(latency.p99)) · max \(ms(latency.max)) (\(latency.samples) syncs)</td></tr>\n"
+    }
+
     static func rates(_ timeline: [TimelineSample]) -> (signed: [(x: Double, y: Double)], synced: [(x: Double, y: Double)]) {
         var signed: [(x: Double, y: Double)] = []
         var synced: [(x: Double, y: Double)] = []

@@ -119,6 +119,11 @@ struct DeviceStateMachine: Sendable {
     let behaviour: BehaviourModel
     private var connectivity: ConnectivityModel
     private var jitter: SeededRandom
+    /// Where this device's `every(N)` sync timer falls within each period, as a fraction of N
+    /// (from its seed): its passes come at `runStart + (syncPhase + k) × N`. Devices started
+    /// together do not share a phase, as apps' timers on separate phones do not; with one phase
+    /// for all, a thousand depot devices pushed in the same second every period.
+    let syncPhase: Double
 
     /// When the first arrival may be scheduled (after ``SimulatedDeviceConfiguration/startDelay``).
     private var startAt: Double?
@@ -165,6 +170,14 @@ struct DeviceStateMachine: Sendable {
         behaviour = BehaviourModel(behaviour: configuration.behaviour, pens: configuration.pens, seed: configuration.seed)
         connectivity = ConnectivityModel(connectivity: configuration.connectivity, outages: configuration.outages, seed: configuration.seed)
         jitter = SeededRandom(mixing: configuration.seed, 0xBAC0_FF)
+        var phase = SeededRandom(mixing: configuration.seed, 0x5EC0_0D)
+        syncPhase = phase.nextDouble()
+    }
+
+    /// The first tick of the `every(seconds)` timer after `time` (``syncPhase``).
+    func nextSyncTick(after time: Double, every seconds: Double) -> Double {
+        let periods = ((time - configuration.runStart) / seconds - syncPhase).rounded(.down) + 1
+        return configuration.runStart + (periods + syncPhase) * seconds
     }
 
     private var retryDelay: Double { max(0.05, SimulatedDevice.seconds(configuration.requestTimeout)) }
@@ -293,7 +306,7 @@ struct DeviceStateMachine: Sendable {
     private func syncDue(_ now: Double) -> Bool {
         switch configuration.behaviour.sync {
         case .whenOnline: return needsSync || (retrySyncAt.map { $0 <= now } ?? false)
-        case .every(let seconds): return now >= lastSyncAt + seconds
+        case .every(let seconds): return now >= nextSyncTick(after: lastSyncAt, every: seconds)
         case .manual: return false
         }
     }
@@ -380,7 +393,9 @@ struct DeviceStateMachine: Sendable {
         if !draining {
             next = min(next, connectivityUntil)
             if hasToken, let at = nextArrivalAt { next = min(next, at) }
-            if hasEngine, case .every(let seconds) = configuration.behaviour.sync { next = min(next, lastSyncAt + seconds) }
+            if hasEngine, case .every(let seconds) = configuration.behaviour.sync {
+                next = min(next, nextSyncTick(after: lastSyncAt, every: seconds))
+            }
         }
         if let retry = retrySyncAt, hasEngine { next = min(next, retry) }
         if let retry = captiveRetryAt, canPresentCaptive, !captiveQueue.isEmpty { next = min(next, retry) }

@@ -39,6 +39,21 @@ public struct RunSummary: Codable, Sendable, Hashable {
         public var p50: Double?
         public var p99: Double?
         public var max: Double?
+
+        public init(samples: Int, p50: Double?, p99: Double?, max: Double?) {
+            self.samples = samples
+            self.p50 = p50
+            self.p99 = p99
+            self.max = max
+        }
+
+        /// The latencies' count, p50, p99 and maximum (seconds).
+        public init(_ seconds: [Double]) {
+            samples = seconds.count
+            p50 = SyncLatency.percentile(seconds, 0.5)
+            p99 = SyncLatency.percentile(seconds, 0.99)
+            max = seconds.max()
+        }
     }
 
     public struct Durations: Codable, Sendable, Hashable {
@@ -64,6 +79,11 @@ public struct RunSummary: Codable, Sendable, Hashable {
     public var signedPerSecond: Double
     public var syncedPerSecond: Double
     public var syncAck: Latency
+    /// ``syncAck`` of the syncs started before the drain (while the scenario ran, faults and all).
+    public var syncAckRun: Latency?
+    /// ``syncAck`` of the syncs started in the drain (after the final heal): every device comes
+    /// online at once, a burst of the launcher's making, not the scenario's.
+    public var syncAckDrain: Latency?
     public var faults: [AppliedFault]
     public var restarts: [String: Int]
     public var totalRestarts: Int
@@ -93,21 +113,38 @@ public struct RunSummary: Codable, Sendable, Hashable {
 }
 
 public enum SyncLatency {
+    /// One measured sync: when its `invoke` was recorded (seconds since the epoch) and how long
+    /// until its `ok`.
+    public struct Sample: Sendable, Hashable {
+        public var start: Double
+        public var seconds: Double
+    }
+
     /// Sync-ack latencies (seconds) from device histories: each `sync` `ok` paired
     /// with the latest `sync` `invoke` of the same device before it.
     public static func latencies(in events: [HistoryEvent]) -> [Double] {
+        samples(in: events).map(\.seconds)
+    }
+
+    /// ``latencies(in:)`` with each one's start.
+    public static func samples(in events: [HistoryEvent]) -> [Sample] {
         var openInvokes: [String: Double] = [:]
-        var result: [Double] = []
+        var result: [Sample] = []
         for event in events where event.op == .sync {
             guard let device = event.device else { continue }
             switch event.type {
             case .invoke: openInvokes[device] = event.time
             case .ok:
-                if let start = openInvokes.removeValue(forKey: device) { result.append(max(0, event.time - start)) }
+                if let start = openInvokes.removeValue(forKey: device) { result.append(Sample(start: start, seconds: max(0, event.time - start))) }
             case .fail, .info: openInvokes.removeValue(forKey: device)
             }
         }
         return result
+    }
+
+    /// When the drain began: the launcher's final `heal` (`nil` for a run that did not get there).
+    public static func drainStart(in events: [HistoryEvent]) -> Double? {
+        events.last { $0.process == "launcher" && $0.op == .heal && $0.details?["phase"] == "final" }?.time
     }
 
     /// The `q` quantile (0…1) of `values` by the nearest-rank method; nil when empty.

@@ -193,13 +193,22 @@ import Testing
         let step22 = every.next(now: Self.start)
         #expect(step22 == .logIn(online: true))
         every.loginFinished(.online, now: Self.start)
+        // The device's timer ticks at start + (phase + k) × 30, its phase drawn from its seed.
+        let phase = every.syncPhase
+        #expect(phase >= 0 && phase < 1)
+        let firstTick = Self.start + phase * 30
         let step23 = every.next(now: Self.start)
-        #expect(step23 == .wait(until: Self.start + 30), "the first N seconds after coming online")
-        let step24 = every.next(now: Self.start + 30)
+        #expect(step23 == .wait(until: firstTick), "the timer's first tick (phase \(phase))")
+        let step24 = every.next(now: firstTick)
         #expect(step24 == .sync)
-        every.syncFinished(remaining: 3, tokenRejected: false, now: Self.start + 31)
-        let step25 = every.next(now: Self.start + 31)
-        #expect(step25 == .wait(until: Self.start + 61), "every(N) does not retry in between")
+        every.syncFinished(remaining: 3, tokenRejected: false, now: firstTick + 1)
+        let step25 = every.next(now: firstTick + 1)
+        #expect(step25 == .wait(until: firstTick + 30), "every(N) does not retry in between")
+        // Other devices' timers fall elsewhere in the period: started together, they do not push together.
+        let phases = Set((1...20).map { seed in
+            Self.machine(Self.configuration(behaviour: Behaviour(envelopesPerMinute: 0, sync: .every(30)), seed: UInt64(seed))).syncPhase
+        })
+        #expect(phases.count == 20 && phases.max()! - phases.min()! > 0.5, "\(phases.sorted())")
 
         var manual = Self.machine(Self.configuration(behaviour: Behaviour(envelopesPerMinute: 0, sync: .manual)))
         let step26 = manual.next(now: Self.start)

@@ -48,6 +48,29 @@ import Testing
         #expect(SyncLatency.percentile([], 0.5) == nil)
     }
 
+    /// The drain starts at the launcher's final heal: syncs invoked from then on are the drain's.
+    @Test func syncLatenciesSplitAtTheDrain() {
+        let events = [
+            HistoryEvent(time: 1.0, process: "n", type: .invoke, op: .sync, device: "a"),
+            HistoryEvent(time: 1.2, process: "n", type: .ok, op: .sync, device: "a"),
+            HistoryEvent(time: 4.0, process: "launcher", type: .ok, op: .heal, details: ["phase": "stop"]),
+            HistoryEvent(time: 4.5, process: "n", type: .invoke, op: .sync, device: "b"),
+            HistoryEvent(time: 5.0, process: "launcher", type: .ok, op: .heal, details: ["phase": "final"]),
+            HistoryEvent(time: 5.5, process: "n", type: .ok, op: .sync, device: "b"),
+            HistoryEvent(time: 6.0, process: "n", type: .invoke, op: .sync, device: "a"),
+            HistoryEvent(time: 8.0, process: "n", type: .ok, op: .sync, device: "a"),
+        ]
+        let start = SyncLatency.drainStart(in: events)
+        #expect(start == 5.0)
+        let samples = SyncLatency.samples(in: events)
+        let run = RunSummary.Latency(samples.filter { $0.start < 5.0 }.map(\.seconds))
+        let drain = RunSummary.Latency(samples.filter { $0.start >= 5.0 }.map(\.seconds))
+        #expect(run.samples == 2 && drain.samples == 1)
+        #expect(abs((run.max ?? 0) - 1.0) < 1e-9, "b started before the drain and took 1 s")
+        #expect(drain.p99 == 2.0)
+        #expect(SyncLatency.drainStart(in: Array(events.prefix(4))) == nil, "no final heal: no split")
+    }
+
     @Test func theProgressLineShowsCountsRatesAndFaults() {
         let previous = TimelineSample(time: 10, devices: 20, online: 18, offline: 2, composed: 40, signed: 30, synced: 20, pending: 10)
         let current = TimelineSample(
