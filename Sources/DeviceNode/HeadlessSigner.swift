@@ -58,10 +58,26 @@ struct HeadlessBrowser: Sendable {
         return Reply(status: http.statusCode, location: location, body: String(decoding: data, as: UTF8.self), url: url)
     }
 
+    /// `application/x-www-form-urlencoded` for a value: the UTF-8 bytes, with every byte but ASCII
+    /// letters, digits and `-._~` written `%XX`. By hand over the bytes: Foundation's
+    /// `addingPercentEncoding` took a quarter of the captive signer's CPU in a node's profile
+    /// (docs/performance.md), for a drawing of a few thousand characters.
     static func formEncode(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count * 2)
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.append(byte)
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -252,9 +268,25 @@ struct HeadlessSigningSession: Sendable {
     }
 
     static func json(_ drawn: PointerSignature) -> String {
-        func number(_ value: Double) -> String { String(format: "%.3f", value) }
+        func number(_ value: Double) -> String { decimal3(value) }
         let points = drawn.points.map { "[\(number($0.x)),\(number($0.y)),\(number($0.pressure)),\(number($0.time)),\($0.stroke)]" }
         return "{\"pointerType\":\"\(drawn.pointerType)\",\"width\":\(number(drawn.canvasWidth)),\"height\":\(number(drawn.canvasHeight)),\"points\":[\(points.joined(separator: ","))]}"
+    }
+
+    /// `value` with three decimals (`12.345`, `-0.500`), as `String(format: "%.3f")` writes it
+    /// (within the last digit's rounding), without Foundation's formatter: a drawing has a few
+    /// hundred points of four numbers each, and `String(format:)` was most of the captive signer's
+    /// CPU in a node's profile (docs/performance.md). A value that is not finite, which JSON
+    /// cannot carry, is written `0`.
+    static func decimal3(_ value: Double) -> String {
+        guard value.isFinite else { return "0" }
+        let scaled = (abs(value) * 1000).rounded()
+        guard scaled < 9e15 else { return String(format: "%.3f", value) }
+        let thousandths = Int64(scaled)
+        let fraction = thousandths % 1000
+        let sign = value < 0 && thousandths != 0 ? "-" : ""
+        let digits = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"
+        return "\(sign)\(thousandths / 1000).\(digits)"
     }
 
     /// A redirect with `event=`, or a refusal; `nil` for a page.
