@@ -50,6 +50,32 @@ import Testing
         #expect(unaudited?["audit"] == nil && unaudited?["passed"] as? Bool == true)
     }
 
+    /// SIGTERM through the command's service group: the arrivals stop, the run drains, audits and
+    /// reports (interrupted, exit 1), and its coordinator child is gone.
+    @Test(.timeLimit(.minutes(4))) func sigtermStopsTheArrivalsAndStillReports() async throws {
+        let out = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let load = try ChildProcess.launch(
+            try binary(),
+            ["load", "--rate", "5", "--duration", "10m", "--devices", "2", "--seed", "11", "--out", out,
+             "--drain-timeout", "60s", "--request-timeout", "30s"])
+        defer { Task { await load.terminate() } }
+        let started = try await load.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("coordinator ") }
+        let coordinator = try #require(started.split(separator: " ").firstIndex(of: "process").map { started.split(separator: " ")[$0 + 1] }
+            .flatMap { Int32($0.filter(\.isNumber)) }, "\(started)")
+        // Running: its first progress line.
+        try await load.waitForLine(in: .standardError, timeout: .seconds(120)) { $0.contains("outstanding") && $0.contains("dropped") }
+        load.signal(SIGTERM)
+        #expect(try await load.waitForExit(timeout: .seconds(150)) == 1, "\(load.output)")
+        #expect(load.output.contains("interrupted (SIGINT/SIGTERM): arrivals stopped early"), "\(load.output)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        #expect(summary?["interrupted"] as? Bool == true && summary?["passed"] as? Bool == false, "\(String(describing: summary))")
+        #expect((summary?["seconds"] as? Double ?? .infinity) < 300, "stopped long before its 10 minutes")
+        let audit = summary?["audit"] as? [String: Any]
+        #expect(audit?["passed"] as? Bool == true, "what was done before the signal is all there: \(load.output)")
+        #expect(kill(coordinator, 0) != 0, "the coordinator child \(coordinator) outlived the load")
+    }
+
     @Test func aCoordinatorThatDoesNotAnswerExitsWithTwo() async throws {
         // Nothing listens there: the devices cannot log in, so no verdict can be given.
         let child = try ChildProcess.launch(
