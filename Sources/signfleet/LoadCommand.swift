@@ -227,7 +227,8 @@ struct LoadCommand: AsyncParsableCommand {
             executable,
             ["coordinator", "--seed-demo", "--store", store, "--bind", "tcp://127.0.0.1:*", "--http", "off", "--log-level", "warning"]
                 + (plaintext ? ["--plaintext"] : []),
-            name: "coordinator")
+            // A terminal's Ctrl-C reaches the load only: its coordinator serves the drain and the audit.
+            name: "coordinator", ownProcessGroup: true)
         do {
             var serverKey: [UInt8]?
             if !plaintext {
