@@ -165,7 +165,10 @@ public final class Launcher: Sendable {
     }
 
     /// Ends the run early (SIGINT/SIGTERM): no drain, everything stopped, verdict unknown.
-    public func interrupt() { interruptedFlag.withLock { $0 = true } }
+    public func interrupt() {
+        interruptedFlag.withLock { $0 = true }
+        state.changes.ring()
+    }
     var interrupted: Bool { interruptedFlag.withLock { $0 } }
 
     func message(_ text: String) { mutable.withLock { $0.progress.message(text) } }
@@ -399,6 +402,7 @@ public final class Launcher: Sendable {
         var nextSample = 0.0
         var snapshots = plannedSnapshots[...]
         while !interrupted {
+            let seen = state.changes.generation
             let now = Date().timeIntervalSince1970 - runStart
             if now >= duration { break }
             while let next = snapshots.first, next.time <= now {
@@ -415,9 +419,25 @@ public final class Launcher: Sendable {
                 takeSample(at: now, phase: "run")
                 nextSample += configuration.tick
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            // Until the next thing due, or an event (an interrupt, a restarted proxy to revive).
+            let due = [duration, nextSample, snapshots.first?.time, nextFault < events.count ? events[nextFault].time : nil]
+            await waitForChange(after: seen, untilRunTime: due.compactMap { $0 }.min() ?? duration)
         }
         return min(duration, Date().timeIntervalSince1970 - runStart)
+    }
+
+    /// Sleeps until `time` (seconds since the run started) or until a child's event or an
+    /// interrupt rings ``LauncherState/changes`` after `seen`.
+    func waitForChange(after seen: UInt64, untilRunTime time: Double) async {
+        let runStart = mutable.withLock { $0.runStart }
+        await waitForChange(after: seen, seconds: runStart + time - Date().timeIntervalSince1970)
+    }
+
+    /// Sleeps for at most `seconds` or until ``LauncherState/changes`` rings after `seen`.
+    func waitForChange(after seen: UInt64, seconds: Double) async {
+        // Bounded, so a far or absurd time cannot overflow the duration.
+        let milliseconds = Int64((min(max(seconds, 0), 86_400) * 1000).rounded(.up))
+        _ = await state.changes.wait(after: seen, atMost: .milliseconds(milliseconds))
     }
 
     /// A proxy process that crashed and was restarted by the supervisor has lost its
@@ -506,9 +526,10 @@ public final class Launcher: Sendable {
     func waitForAnnounced(_ key: String, by process: String, timeout: Double? = nil) async throws -> String {
         let deadline = Date().timeIntervalSince1970 + (timeout ?? configuration.startTimeout)
         while Date().timeIntervalSince1970 < deadline, !interrupted {
+            let seen = state.changes.generation
             if let value = state.announced(key, by: process) { return value }
             if state.gaveUp.contains(process) { break }
-            try? await Task.sleep(for: .milliseconds(20))
+            await waitForChange(after: seen, seconds: deadline - Date().timeIntervalSince1970)
         }
         throw LauncherError.childDidNotStart(process: process, waitingFor: key, logFile: run.logFile(process: process))
     }

@@ -180,6 +180,7 @@ extension Launcher {
         let runStart = mutable.withLock { $0.runStart }
         var nextSample = Date().timeIntervalSince1970 - runStart
         while Date().timeIntervalSince1970 < deadline, !interrupted {
+            let seen = state.changes.generation
             let drained = state.drained
             let exhausted = Set(await supervisor.exhausted)
             var waiting = 0
@@ -199,7 +200,8 @@ extension Launcher {
                 takeSample(at: now, phase: "drain")
                 nextSample += configuration.tick
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            // Until the next sample or the deadline, or a node's event (started, reported, drained, exited).
+            await waitForChange(after: seen, untilRunTime: min(nextSample, deadline - runStart))
         }
         takeSample(at: Date().timeIntervalSince1970 - runStart, phase: "drain")
         let drained = state.drained.intersection(nodes).count

@@ -19,6 +19,9 @@ final class LauncherState: Sendable {
 
     private let contents: Mutex<Contents>
     let nodeNames: Set<String>
+    /// Rung on every event the launcher's waits care about: a start, an exit, an announcement,
+    /// a stats line, `drained`, a restart budget run out (and the launcher's interrupt).
+    let changes = Doorbell()
 
     init(devicesPerProcess: [String: Int]) {
         contents = Mutex(Contents(aggregator: FleetStatsAggregator(devicesPerProcess: devicesPerProcess)))
@@ -28,6 +31,11 @@ final class LauncherState: Sendable {
     static let announcedPrefixes = ["listening", "http", "api", "curve-public-key"]
 
     func handle(_ event: SupervisorEvent) {
+        if record(event) { changes.ring() }
+    }
+
+    /// Records the event; true when a wait may care (not an ordinary line or a node's later stats).
+    private func record(_ event: SupervisorEvent) -> Bool {
         switch event {
         case .started(let name, _, _):
             contents.withLock {
@@ -40,24 +48,28 @@ final class LauncherState: Sendable {
         case .line(let name, let text):
             if text.hasPrefix(NodeStats.linePrefix) {
                 let json = Data(text.dropFirst(NodeStats.linePrefix.count).utf8)
-                guard json.count <= 64 * 1024, let stats = try? JSONDecoder().decode(NodeStats.self, from: json) else { return }
-                contents.withLock {
+                guard json.count <= 64 * 1024, let stats = try? JSONDecoder().decode(NodeStats.self, from: json) else { return false }
+                return contents.withLock {
                     $0.aggregator.record(stats, from: name)
                     $0.statsLines += 1
-                    $0.reported.insert(name)
+                    return $0.reported.insert(name).inserted
                 }
             } else if text == "drained" {
                 _ = contents.withLock { $0.drained.insert(name) }
+                return true
             } else if let space = text.firstIndex(of: " "), Self.announcedPrefixes.contains(String(text[..<space])) {
                 let key = String(text[..<space])
                 let value = String(text[text.index(after: space)...]).trimmingCharacters(in: .whitespaces)
                 contents.withLock { $0.announced[name, default: [:]][key] = value }
+                return true
             }
+            return false
         case .exited(let name, _, _):
             if nodeNames.contains(name) { contents.withLock { $0.aggregator.setUnavailable(name, true) } }
         case .gaveUp(let name, _):
             _ = contents.withLock { $0.gaveUp.insert(name) }
         }
+        return true
     }
 
     func announced(_ key: String, by process: String) -> String? {

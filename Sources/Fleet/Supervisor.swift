@@ -89,14 +89,23 @@ public actor Supervisor {
     private let events: @Sendable (SupervisorEvent) -> Void
     private var children: [String: Child] = [:]
     private let pidsFile: String
+    /// Rung when a child starts, exits or its loop ends: what the waits below wake on.
+    private let changes = Doorbell()
+    /// Measures the waits' timeouts (and nothing else: no wait polls it).
+    private let clock: any Clock<Duration>
 
     /// - Parameters:
     ///   - executable: the `signfleet` binary.
     ///   - run: where logs and the `pids` file go.
+    ///   - clock: the clock of the waits' timeouts.
     ///   - events: called for every event, from the supervisor's tasks (keep it quick).
-    public init(executable: String, run: RunDirectory, events: @escaping @Sendable (SupervisorEvent) -> Void) {
+    public init(
+        executable: String, run: RunDirectory, clock: any Clock<Duration> = ContinuousClock(),
+        events: @escaping @Sendable (SupervisorEvent) -> Void
+    ) {
         self.executable = executable
         self.run = run
+        self.clock = clock
         self.events = events
         self.pidsFile = URL(fileURLWithPath: run.path).appendingPathComponent("pids").path
     }
@@ -220,6 +229,7 @@ public actor Supervisor {
             try? await Task.sleep(for: delay)
         }
         children[name]?.loop = nil
+        changes.ring()
     }
 
     private func prepareStart(_ name: String) -> ChildSpec? {
@@ -234,6 +244,7 @@ public actor Supervisor {
         LiveProcessGroups.shared.insert(pid)
         appendPid(name: name, pid: pid)
         events(.started(name: name, pid: pid, restarts: children[name]?.restarts ?? 0))
+        changes.ring()
     }
 
     /// Records the exit; returns the back-off before a restart, or nil to end the loop.
@@ -245,7 +256,10 @@ public actor Supervisor {
         child.lastExit = exit
         let expected = child.desired == .down
         events(.exited(name: name, exit: exit, expected: expected))
-        defer { children[name] = child }
+        defer {
+            children[name] = child
+            changes.ring()
+        }
         if expected { return nil }
         // A clean exit 0 of a child nobody stopped (a drained node) is its job done.
         if exit == .exited(0) {
@@ -339,24 +353,48 @@ public actor Supervisor {
         return handle
     }
 
-    /// Waits until the child has a running process (after a start or restart); false after `timeout`.
+    /// Waits until the child has a running process (after a start or restart); false after `timeout`
+    /// or when its supervision loop ends without one.
     public func waitUntilRunning(_ name: String, within timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while children[name]?.pid == nil {
-            guard ContinuousClock.now < deadline, children[name]?.loop != nil else { return false }
-            try? await Task.sleep(for: .milliseconds(10))
+        await waitUntil(within: timeout) { supervisor in
+            if supervisor.children[name]?.pid != nil { return true }
+            return supervisor.children[name]?.loop == nil ? false : nil
         }
-        return true
     }
 
-    /// Polls (every 20 ms) until `name`'s supervision loop has ended; true if it did within `timeout`.
+    /// Waits until `name`'s supervision loop has ended; true if it did within `timeout`.
     private func waitForLoopEnd(_ name: String, within timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while children[name]?.loop != nil {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(20))
+        await waitUntil(within: timeout) { supervisor in supervisor.children[name]?.loop == nil ? true : nil }
+    }
+
+    /// Waits for `decide` to answer (nil: not yet), checking it again each time a child starts or
+    /// exits; false after `timeout`. Nothing polls: the timeout is one sleep on ``clock``.
+    private func waitUntil(within timeout: Duration, _ decide: @escaping @Sendable (isolated Supervisor) -> Bool?) async -> Bool {
+        if let answer = decide(self) { return answer }
+        let clock = self.clock
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask { await self.untilDecided(decide) }
+            group.addTask {
+                try? await clock.sleep(for: timeout)
+                return Task.isCancelled ? nil : false
+            }
+            var answer: Bool?
+            while answer == nil, let next = await group.next() {
+                answer = next
+            }
+            group.cancelAll()
+            return answer ?? false
         }
-        return true
+    }
+
+    /// `decide`'s answer once it has one (nil when the task is cancelled first).
+    private func untilDecided(_ decide: @Sendable (isolated Supervisor) -> Bool?) async -> Bool? {
+        while !Task.isCancelled {
+            let seen = changes.generation
+            if let answer = decide(self) { return answer }
+            await changes.wait(after: seen)
+        }
+        return nil
     }
 }
 

@@ -65,8 +65,12 @@ public final class ChildProcess: Sendable {
     /// `/proc/self/fd` directory entries and crashes now and then in busy test processes
     /// (swift-corelibs-foundation pull request 5472, in Swift 6.3.1). As `Process` does, the child
     /// gets default signal handling, an empty signal mask and no descriptor beyond 0, 1 and 2.
+    ///
+    /// With `ownProcessGroup` the child leads a process group of its own, so a signal to the
+    /// caller's group (a terminal's Ctrl-C) does not reach it: the caller decides when it ends.
     public static func launch(
-        _ executable: String, _ arguments: [String], name: String? = nil, environment: [String: String]? = nil
+        _ executable: String, _ arguments: [String], name: String? = nil, environment: [String: String]? = nil,
+        ownProcessGroup: Bool = false
     ) throws -> ChildProcess {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
@@ -95,7 +99,12 @@ public final class ChildProcess: Sendable {
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        if ownProcessGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         let merged = ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 }
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]

@@ -20,6 +20,7 @@ enum HTMLReport {
         if let command { html += "<p>Command: <code>\(escape(command))</code></p>\n" }
         html += "<p>Started \(ISO8601DateFormatter().string(from: summary.startedAt)); seed <code>\(summary.seed)</code>; profile <code>\(escape(summary.profile.joined(separator: " ")))</code> (\(summary.process) arrivals); \(summary.devices) devices, at most \(summary.maxOutstandingPerDevice) outstanding each.</p>\n"
         if let aborted = summary.abortedBy { html += "<p class=\"fail\">Stopped early: threshold <code>\(escape(aborted))</code> failed.</p>\n" }
+        if summary.interrupted { html += "<p class=\"fail\">Stopped early: interrupted (SIGINT/SIGTERM).</p>\n" }
         html += "<table><tr><th>arrivals</th><th>offered/s</th><th>completed</th><th>throughput/s</th><th>errors</th><th>dropped</th><th>unfinished</th><th>seconds</th></tr>"
         html += "<tr><td>\(summary.arrivals)</td><td>\(n(summary.offeredRate))</td><td>\(summary.completed)</td><td>\(n(summary.throughput))</td><td>\(summary.errorCount)</td><td>\(summary.dropped)</td><td>\(summary.unfinished)</td><td>\(n(summary.seconds))</td></tr></table>\n"
 

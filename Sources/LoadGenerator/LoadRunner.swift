@@ -24,10 +24,11 @@ public struct LoadRunner: Sendable {
 
     /// Sets up the devices, runs the profile, drains, audits (unless turned off), closes the
     /// devices and returns the summary (thresholds and audit evaluated). `progress` is called
-    /// once per interval.
-    public func run(progress: (@Sendable (LoadProgress) -> Void)? = nil) async throws -> LoadRun {
+    /// once per interval. `stop` ends the arrivals early (the run then drains, audits and reports,
+    /// marked ``LoadSummary/interrupted``).
+    public func run(progress: (@Sendable (LoadProgress) -> Void)? = nil, stop: LoadStop = LoadStop()) async throws -> LoadRun {
         let devices = try await makeDevices()
-        var result = await measure(devices: devices, progress: progress)
+        var result = await measure(devices: devices, progress: progress, stop: stop)
         // After the run's clock stopped: the audit's time is in no latency and no throughput.
         if configuration.audit, let audit = await audit(devices: devices, failedCeremonies: result.summary.errorCount) {
             result.summary.attach(audit: audit)
@@ -100,7 +101,7 @@ public struct LoadRunner: Sendable {
         }
     }
 
-    private func measure(devices: [any LoadDevice], progress: (@Sendable (LoadProgress) -> Void)?) async -> LoadRun {
+    private func measure(devices: [any LoadDevice], progress: (@Sendable (LoadProgress) -> Void)?, stop: LoadStop) async -> LoadRun {
         let configuration = configuration
         let stageNames = configuration.profile.stages.map(\.description)
         let recorder = LoadRecorder(steps: workload.steps, stages: stageNames, intervalLength: configuration.interval.seconds)
@@ -152,6 +153,8 @@ public struct LoadRunner: Sendable {
             }
             for queue in queues { queue.continuation.finish() }
         }
+        // Wakes the scheduler from its sleep until the next arrival (at once when already stopped).
+        stop.whenStopped { scheduler.cancel() }
 
         let ticker = Task {
             var previous = (completed: 0, arrivals: 0, elapsed: Duration.zero)
@@ -196,10 +199,13 @@ public struct LoadRunner: Sendable {
             recorder.recordFailure(stage: arrival.stage, kind: "unfinished", at: end)
         }
         recorder.finish(at: end)
-        return LoadRun(
-            summary: summarize(recorder: recorder, startedAt: startedAt, end: end, unfinished: admission.unfinished.count,
-                               abortedBy: abort.value),
-            recorder: recorder)
+        var summary = summarize(
+            recorder: recorder, startedAt: startedAt, end: end, unfinished: admission.unfinished.count, abortedBy: abort.value)
+        if stop.isStopped {
+            summary.interrupted = true
+            summary.passed = false
+        }
+        return LoadRun(summary: summary, recorder: recorder)
     }
 
     private func summarize(recorder: LoadRecorder, startedAt: Date, end: Duration, unfinished: Int, abortedBy: String?) -> LoadSummary {
@@ -240,5 +246,42 @@ final class AbortReason: Sendable {
     var value: String? {
         get { state.withLock { $0 } }
         set { state.withLock { $0 = newValue } }
+    }
+}
+
+/// Ends a run's arrivals from outside (`signfleet load` on SIGINT/SIGTERM): no new ceremony
+/// starts, the outstanding ones drain (``LoadConfiguration/drainTimeout``), the audit runs and the
+/// summary says ``LoadSummary/interrupted``, as after an `abortOnFail` threshold.
+public final class LoadStop: Sendable {
+    private struct State {
+        var stopped = false
+        var handlers: [@Sendable () -> Void] = []
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// Stops the arrivals; later calls do nothing.
+    public func stop() {
+        let handlers = state.withLock { state -> [@Sendable () -> Void] in
+            guard !state.stopped else { return [] }
+            state.stopped = true
+            defer { state.handlers = [] }
+            return state.handlers
+        }
+        for handler in handlers { handler() }
+    }
+
+    /// Calls `handler` on ``stop()``, or at once when it has been called already.
+    func whenStopped(_ handler: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.stopped { return true }
+            state.handlers.append(handler)
+            return false
+        }
+        if now { handler() }
     }
 }

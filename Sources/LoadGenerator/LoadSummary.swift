@@ -54,10 +54,12 @@ public struct LoadSummary: Sendable, Codable {
     public var thresholds: [ThresholdResult]
     /// Why the run stopped early (an `abortOnFail` threshold), if it did.
     public var abortedBy: String?
+    /// The arrivals were stopped from outside (``LoadStop``: SIGINT/SIGTERM to `signfleet load`).
+    public var interrupted = false
     /// The end-of-run integrity audit; absent when turned off (`--no-audit`) or the workload
     /// has nothing to audit.
     public var audit: LoadAudit?
-    /// Every threshold passed, the run was not aborted, and the audit (when run) passed.
+    /// Every threshold passed, the run was neither aborted nor interrupted, and the audit (when run) passed.
     public var passed: Bool
 
     /// Adds the audit's verdict to the run's.
@@ -107,6 +109,7 @@ public struct LoadSummary: Sendable, Codable {
             lines.append("threshold \(result.passed ? "PASS" : "FAIL")  \(result.threshold)  (actual \(actual))")
         }
         if let abortedBy { lines.append("aborted early: \(abortedBy)") }
+        if interrupted { lines.append("interrupted (SIGINT/SIGTERM): arrivals stopped early") }
         if let audit { lines += audit.lines }
         return lines.joined(separator: "\n")
     }

@@ -19,22 +19,6 @@ struct LoggingOptions: ParsableArguments {
     }
 }
 
-/// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it
-/// so that sockets close cleanly (LINGER 0) before the process exits.
-func runUntilSignalled(_ body: @escaping @Sendable () async throws -> Void) async throws {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    let task = Task { try await body() }
-    let sources = [SIGINT, SIGTERM].map { number in
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { task.cancel() }
-        source.resume()
-        return source
-    }
-    defer { sources.forEach { $0.cancel() } }
-    try await task.value
-}
-
 /// Prints one line to standard output at once (scripts and tests wait for it).
 func announce(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))

@@ -209,10 +209,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         storeFaults: coordinatorStore.faults, storeRegressions: coordinatorStore.regressions,
                         onListening: { address in announce("http \(address)") }))
             }
-            let group = ServiceGroup(
-                configuration: ServiceGroupConfiguration(
-                    services: members, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-            try await group.run()
+            try await ShutdownSignals.run(members, logger: logger)
         } catch {
             await loop.shutdown()
             context.shutdown()

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Fleet
 import Foundation
+import Logging
+import ServiceLifecycle
 import Synchronization
 
 #if canImport(Glibc)
@@ -114,9 +116,15 @@ struct FleetCommand: AsyncParsableCommand {
             print("run directory \(FleetCommand.display(launcher.run.path))")
             // Before the progress on standard error, even when standard output is a pipe.
             fflush(nil)  // every output stream
-            let signals = FleetSignals.install(launcher: launcher)
-            let result = await launcher.execute()
-            signals.cancel()
+            // At exit, whatever is still running is killed (the last resort; the run stops its children itself).
+            atexit { LiveProcessGroups.shared.killAll() }
+            let run = FleetRunService(launcher: launcher)
+            try await ShutdownSignals.run([run], logger: Logger(label: "fleet"), finishing: true) {
+                // A second SIGINT/SIGTERM: no more waiting for the children to stop.
+                LiveProcessGroups.shared.killAll()
+                _exit(130)
+            }
+            guard let result = run.result else { throw ExitCode(2) }
             let s = result.summary
             print(
                 "envelopes: composed \(s.counts.composed), signed \(s.counts.signed), synced \(s.counts.synced), pending \(s.counts.pending)"
@@ -147,42 +155,28 @@ struct FleetCommand: AsyncParsableCommand {
     }
 }
 
-/// SIGINT/SIGTERM end the run early but cleanly (the children are stopped and the
-/// run directory written); a second one kills every child group at once and exits.
-/// At exit, whatever is still running is killed too.
-enum FleetSignals {
-    /// The installed signal sources (not Sendable on Linux, so kept behind a Mutex).
-    final class Installed: Sendable {
-        private let sources: Mutex<[DispatchSourceSignal]>
-        init(sources: sending [DispatchSourceSignal]) { self.sources = Mutex(sources) }
-        func cancel() { sources.withLock { $0.forEach { $0.cancel() } } }
+/// The launcher as a service: SIGINT/SIGTERM (the group's graceful shutdown) end the run early but
+/// cleanly — the children are stopped and the run directory written; a second signal kills every
+/// child group at once and exits (``ShutdownSignals/run(_:logger:finishing:onRepeatedSignal:)``).
+final class FleetRunService: Service {
+    let launcher: Launcher
+    private let outcome = Mutex<LaunchResult?>(nil)
+
+    init(launcher: Launcher) {
+        self.launcher = launcher
     }
 
-    static func install(launcher: Launcher) -> Installed {
-        atexit { LiveProcessGroups.shared.killAll() }
-        let queue = DispatchQueue(label: "fleet-signals")
-        var sources: [DispatchSourceSignal] = []
-        let count = SignalCount()
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler {
-                if count.next() == 1 {
-                    FileHandle.standardError.write(Data("\nstopping the fleet (again to kill it at once)\n".utf8))
-                    launcher.interrupt()
-                } else {
-                    LiveProcessGroups.shared.killAll()
-                    _exit(130)
-                }
-            }
-            source.resume()
-            sources.append(source)
+    /// How the run ended, once ``run()`` has returned.
+    var result: LaunchResult? { outcome.withLock { $0 } }
+
+    func run() async {
+        let launcher = launcher
+        let result = await withGracefulShutdownHandler {
+            await launcher.execute()
+        } onGracefulShutdown: {
+            FileHandle.standardError.write(Data("\nstopping the fleet (again to kill it at once)\n".utf8))
+            launcher.interrupt()
         }
-        return Installed(sources: sources)
-    }
-
-    final class SignalCount: Sendable {
-        private let value = Atomic<Int>(0)
-        func next() -> Int { value.add(1, ordering: .relaxed).newValue }
+        outcome.withLock { $0 = result }
     }
 }

@@ -4,6 +4,8 @@ import FleetTesting
 import Foundation
 import LoadGenerator
 import Logging
+import ServiceLifecycle
+import Synchronization
 import ZeroMQ
 
 /// `signfleet load`: open-loop signing ceremonies at a target arrival rate, with latencies
@@ -23,7 +25,8 @@ struct LoadCommand: AsyncParsableCommand {
             --threshold 'throughput > 100/s' (append abortOnFail to stop early when it fails). \
             After the run, unless --no-audit, every device's outbox is compared with what the coordinator \
             holds for it (sync.results): anything lost, duplicated, reordered or mismatched fails the run. \
-            Exit code 0 when every threshold and the audit passed, 1 when a threshold or the audit failed \
+            SIGINT or SIGTERM stops the arrivals early (the run drains, audits and reports; a second one exits \
+            at once). Exit code 0 when every threshold and the audit passed, 1 when a threshold or the audit failed \
             or the run was stopped early, 2 when the load could not run (e.g. the coordinator did not answer).
             """)
 
@@ -137,6 +140,19 @@ struct LoadCommand: AsyncParsableCommand {
         var options = logging
         if options.logLevel == "info" { options.logLevel = "warning" }  // the progress line is the output
         let logger = try options.makeLogger(label: "load")
+        let stop = LoadStop()
+        let coordinator = ChildPid()
+        // SIGINT/SIGTERM stop the arrivals; the run drains, audits and reports (exit 1). A second
+        // signal gives up waiting: the coordinator child is killed and the command exits at once.
+        let load = LoadService(stop: stop) { try await self.execute(plan: plan, logger: logger, stop: stop, coordinatorPid: coordinator) }
+        try await ShutdownSignals.run([load], logger: logger, finishing: true) {
+            if let pid = coordinator.value { kill(pid, SIGKILL) }
+            _exit(130)
+        }
+    }
+
+    /// The whole load: a coordinator child unless --connect, the run, the reports.
+    private func execute(plan: Plan, logger: Logger, stop: LoadStop, coordinatorPid: ChildPid) async throws {
         let outDirectory = out ?? "runs/load-\(Self.timestamp())"
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-load-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
@@ -158,6 +174,7 @@ struct LoadCommand: AsyncParsableCommand {
                 throw ExitCode(2)
             }
             coordinator = child.process
+            coordinatorPid.value = child.process.processIdentifier
             endpoint = child.endpoint
             serverKey = child.serverKey
             announce("coordinator \(endpoint) (child process \(child.process.processIdentifier), \(serverKey == nil ? "plain TCP" : "CURVE"))")
@@ -173,10 +190,12 @@ struct LoadCommand: AsyncParsableCommand {
         let tty = isatty(STDERR_FILENO) == 1
         let result: Result<LoadRun, any Error>
         do {
-            result = .success(try await runner.run { progress in
-                let line = tty ? "\r\u{1B}[K" + progress.line : progress.line + "\n"
-                FileHandle.standardError.write(Data(line.utf8))
-            })
+            result = .success(
+                try await runner.run(
+                    progress: { progress in
+                        let line = tty ? "\r\u{1B}[K" + progress.line : progress.line + "\n"
+                        FileHandle.standardError.write(Data(line.utf8))
+                    }, stop: stop))
         } catch {
             result = .failure(error)
         }
@@ -184,6 +203,7 @@ struct LoadCommand: AsyncParsableCommand {
         await loop.shutdown()
         context.shutdown()
         await coordinator?.terminate()
+        coordinatorPid.value = nil
         let run: LoadRun
         do {
             run = try result.get()
@@ -207,7 +227,8 @@ struct LoadCommand: AsyncParsableCommand {
             executable,
             ["coordinator", "--seed-demo", "--store", store, "--bind", "tcp://127.0.0.1:*", "--http", "off", "--log-level", "warning"]
                 + (plaintext ? ["--plaintext"] : []),
-            name: "coordinator")
+            // A terminal's Ctrl-C reaches the load only: its coordinator serves the drain and the audit.
+            name: "coordinator", ownProcessGroup: true)
         do {
             var serverKey: [UInt8]?
             if !plaintext {
@@ -227,5 +248,31 @@ struct LoadCommand: AsyncParsableCommand {
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         formatter.timeZone = TimeZone(identifier: "UTC")
         return formatter.string(from: Date())
+    }
+}
+
+/// A load run as a service: graceful shutdown (SIGINT/SIGTERM) stops its arrivals through
+/// ``LoadStop``; the run itself goes on to drain, audit and report.
+struct LoadService: Service {
+    let stop: LoadStop
+    let body: @Sendable () async throws -> Void
+
+    func run() async throws {
+        let stop = stop
+        try await withGracefulShutdownHandler {
+            try await body()
+        } onGracefulShutdown: {
+            stop.stop()
+        }
+    }
+}
+
+/// The pid of the load's coordinator child while it runs, for the last-resort kill on a second signal.
+final class ChildPid: Sendable {
+    private let pid = Mutex<Int32?>(nil)
+
+    var value: Int32? {
+        get { pid.withLock { $0 } }
+        set { pid.withLock { $0 = newValue } }
     }
 }

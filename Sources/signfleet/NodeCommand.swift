@@ -6,6 +6,7 @@ import FleetZeroMQTransport
 import Foundation
 import SignatureCapture
 import Logging
+import UnixSignals
 import ZeroMQ
 
 /// `signfleet node`: hosts simulated devices. With `--plan <file>` it runs a launcher's
@@ -121,7 +122,7 @@ struct NodeCommand: AsyncParsableCommand {
                 return { await client.run() }
             }
         }
-        try await runUntilSignalled {
+        let hosted = CancellableWork {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for body in work {
                     group.addTask { try await body() }
@@ -135,6 +136,8 @@ struct NodeCommand: AsyncParsableCommand {
                 }
             }
         }
+        // SIGTERM/SIGINT cancel the devices, so their sockets close cleanly (LINGER 0) before the exit.
+        try await ShutdownSignals.run([hosted], logger: logger, finishing: true)
         await loop.shutdown()
         context.shutdown()
         announce("node stopped")
@@ -187,18 +190,23 @@ struct NodeCommand: AsyncParsableCommand {
         }
         defer { priority?.cancel() }
         let host = NodeHost(plan: plan, logger: logger)
+        // Trapped before `node started`: the launcher sends SIGUSR1 only after it saw the node up.
+        // (Ignored first, as before: never its default action, which ends the process.)
         signal(SIGUSR1, SIG_IGN)
-        let drain = DispatchSource.makeSignalSource(signal: SIGUSR1, queue: .global())
-        drain.setEventHandler { host.requestDrain() }
-        drain.resume()
-        defer { drain.cancel() }
+        let drains = await UnixSignalsSequence(trapping: .sigusr1)
         announce("node started process=\(plan.process) devices=\(plan.devices.count) endpoint=\(plan.endpoint) pid=\(getpid())")
-        do {
-            try await runUntilSignalled { try await host.run(output: announce) }
-        } catch is CancellationError {
-            announce("node stopped")
-            return
+        // SIGTERM/SIGINT cancel the host: it stops at once, cleanly. A drained host ends the group.
+        let work = CancellableWork {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await _ in drains { host.requestDrain() }
+                }
+                group.addTask { try await host.run(output: announce) }
+                try await group.next()
+                group.cancelAll()
+            }
         }
+        try await ShutdownSignals.run([work], logger: logger, finishing: true)
         announce("node stopped")
     }
 }

@@ -80,11 +80,8 @@ struct ProxyCommand: AsyncParsableCommand {
                 announce("api \(address)")
                 for proxy in created { announce("proxy \(proxy.name) \(proxy.listen)") }
             })
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [http], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
-            try await group.run()
+            try await ShutdownSignals.run([http], logger: logger)
         } catch {
             await server.shutdown()
             throw error

@@ -287,3 +287,28 @@ import FoundationNetworking
         #expect(first != other)
     }
 }
+
+/// SIGTERM and SIGINT reach a plan node through its service group (one signal handling for every
+/// command): it stops at once, cleanly — `node stopped`, exit 0, not drained.
+extension NodeProcessTests {
+    @Test(.timeLimit(.minutes(2)), arguments: [SIGTERM, SIGINT])
+    func aPlanNodeStopsCleanlyOnATerminationSignal(signal: Int32) async throws {
+        let directory = try Self.temporaryDirectory("node-signal")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (coordinator, endpoint) = try await Self.coordinator(store: directory + "/coordinator.sqlite")
+        let serverKey = try await Self.serverKey(of: coordinator)
+        defer { Task { await coordinator.terminate() } }
+        let plan = Self.plan(directory: directory, endpoint: endpoint, devices: 2, seed: Self.seed, serverKey: serverKey)
+        let planPath = directory + "/plan.json"
+        try Self.write(plan, to: planPath)
+        let node = try ChildProcess.launch(try Self.binary(), ["node", "--plan", planPath], name: "node")
+        defer { Task { await node.terminate() } }
+        // Up and reporting: its devices run.
+        try await node.waitForLine(in: .standardOutput, timeout: .seconds(60)) { Self.stats($0) != nil }
+        node.signal(signal)
+        #expect(try await node.waitForExit(timeout: .seconds(30)) == 0, "\(node.output)")
+        let output = node.lines(.standardOutput)
+        #expect(output.last == "node stopped", "\(node.output)")
+        #expect(!output.contains("drained"), "a termination signal is not a drain: \(node.output)")
+    }
+}

@@ -100,4 +100,34 @@ import ZeroMQ
         #expect(!run.summary.passed)
         #expect(run.summary.arrivals < 1000, "\(run.summary.text)")  // 20 s would offer 2000
     }
+
+    /// What `signfleet load` does on SIGINT/SIGTERM: the stop wakes the scheduler from its wait for
+    /// the next arrival, what was admitted drains, and the summary says it was interrupted.
+    @Test(.timeLimit(.minutes(2))) func aStopEndsTheArrivalsAndMarksTheRunInterrupted() async throws {
+        let server = try await StallingServer(stallAt: Int.max, stall: .zero)
+        let workload = RequestWorkload(endpoint: server.endpoint, loop: server.loop, requestTimeout: .seconds(10))
+        let configuration = LoadConfiguration(
+            profile: try .constant(rate: 20, duration: .seconds(600)), process: .uniform, devices: 2, seed: seed,
+            interval: .milliseconds(200))
+        let stop = LoadStop()
+        // Stopped from the first progress line: an event of the run, not a timer of the test.
+        let run = try await LoadRunner(configuration: configuration, workload: workload).run(progress: { _ in stop.stop() }, stop: stop)
+        await server.stop()
+        #expect(run.summary.interrupted && !run.summary.passed, "\(run.summary.text)")
+        #expect(run.summary.arrivals < 20 * 60, "stopped long before its 10 minutes: \(run.summary.text)")
+        #expect(run.summary.completed + run.summary.errorCount == run.summary.arrivals, "what was admitted drained: \(run.summary.text)")
+        #expect(run.summary.text.contains("interrupted (SIGINT/SIGTERM)"))
+    }
+
+    @Test func aStopBeforeTheRunOffersNothing() async throws {
+        let server = try await StallingServer(stallAt: Int.max, stall: .zero)
+        let workload = RequestWorkload(endpoint: server.endpoint, loop: server.loop, requestTimeout: .seconds(10))
+        let configuration = LoadConfiguration(
+            profile: try .constant(rate: 20, duration: .seconds(600)), process: .uniform, devices: 1, seed: seed)
+        let stop = LoadStop()
+        stop.stop()
+        let run = try await LoadRunner(configuration: configuration, workload: workload).run(stop: stop)
+        await server.stop()
+        #expect(run.summary.arrivals == 0 && run.summary.interrupted, "\(run.summary.text)")
+    }
 }

@@ -50,6 +50,35 @@ import Testing
         #expect(unaudited?["audit"] == nil && unaudited?["passed"] as? Bool == true)
     }
 
+    /// SIGTERM to the load, or SIGINT to its whole process group as a terminal's Ctrl-C sends it,
+    /// through the command's service group: the arrivals stop, the run drains, audits (its
+    /// coordinator child, in a group of its own, still serves) and reports (interrupted, exit 1),
+    /// and the coordinator child is gone.
+    @Test(.timeLimit(.minutes(4)), arguments: [(SIGTERM, false), (SIGINT, true)])
+    func aSignalStopsTheArrivalsAndStillReports(signal: Int32, toTheGroup: Bool) async throws {
+        let out = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let load = try ChildProcess.launch(
+            try binary(),
+            ["load", "--rate", "5", "--duration", "10m", "--devices", "2", "--seed", "11", "--out", out,
+             "--drain-timeout", "60s", "--request-timeout", "30s"], ownProcessGroup: toTheGroup)
+        defer { Task { await load.terminate() } }
+        let started = try await load.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("coordinator ") }
+        let coordinator = try #require(started.split(separator: " ").firstIndex(of: "process").map { started.split(separator: " ")[$0 + 1] }
+            .flatMap { Int32($0.filter(\.isNumber)) }, "\(started)")
+        // Running: its first progress line.
+        try await load.waitForLine(in: .standardError, timeout: .seconds(120)) { $0.contains("outstanding") && $0.contains("dropped") }
+        if toTheGroup { kill(-load.processIdentifier, signal) } else { load.signal(signal) }
+        #expect(try await load.waitForExit(timeout: .seconds(150)) == 1, "\(load.output)")
+        #expect(load.output.contains("interrupted (SIGINT/SIGTERM): arrivals stopped early"), "\(load.output)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        #expect(summary?["interrupted"] as? Bool == true && summary?["passed"] as? Bool == false, "\(String(describing: summary))")
+        #expect((summary?["seconds"] as? Double ?? .infinity) < 300, "stopped long before its 10 minutes")
+        let audit = summary?["audit"] as? [String: Any]
+        #expect(audit?["passed"] as? Bool == true, "what was done before the signal is all there: \(load.output)")
+        #expect(kill(coordinator, 0) != 0, "the coordinator child \(coordinator) outlived the load")
+    }
+
     @Test func aCoordinatorThatDoesNotAnswerExitsWithTwo() async throws {
         // Nothing listens there: the devices cannot log in, so no verdict can be given.
         let child = try ChildProcess.launch(

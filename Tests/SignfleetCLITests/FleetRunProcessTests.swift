@@ -341,6 +341,30 @@ import Glibc
     }
 }
 
+/// The launcher's service group: SIGINT starts its graceful shutdown (the run stops its children); a
+/// second signal does not wait for that and kills every child at once. (The two are sent back to
+/// back: an interrupted run stops so quickly that a second signal sent once the first was seen
+/// may find the launcher gone. Two different signals, so neither is merged into the other.)
+extension FleetRunProcessTests {
+    @Test(.timeLimit(.minutes(2))) func aSecondSignalKillsEveryChildAtOnce() async throws {
+        let binary = try signfleetBinary()
+        let directory = try Self.temporaryDirectory("fleet-sigint-twice")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = directory + "/long.yaml"
+        try Self.longScenario().write(toFile: scenario, atomically: true, encoding: .utf8)
+        let launcher = try ChildProcess.launch(binary, ["fleet", "run", scenario, "--runs", directory + "/runs"], name: "fleet")
+        defer { Task { await launcher.terminate() } }
+        let pids = try await Self.waitForChildren(in: directory + "/runs", launcher: launcher)
+
+        launcher.signal(SIGINT)
+        launcher.signal(SIGTERM)
+        #expect(try await launcher.waitForExit(timeout: .seconds(30)) == 130, "\(launcher.output)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/runs/latest/summary.json"), "no waiting for the run to be written")
+        let survivors = await Self.waitUntilGone(pids, within: 10)
+        #expect(survivors.isEmpty, "left behind: \(survivors)")
+    }
+}
+
 /// The shipped hostile-peers scenario, run as a user runs it: every attack of issue #13 against a
 /// live fleet on real sockets, across a coordinator crash. (In the serialized suite: one fleet at a time.)
 extension FleetRunProcessTests {

@@ -1,0 +1,135 @@
+import FleetTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import Fleet
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The supervisor's and the launcher's waits are driven by events (a child's start and exit,
+/// a line it printed), not by polling: with a clock that never moves, only the event can end them.
+@Suite struct SupervisorEventTests {
+    static func temporaryDirectory() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("supervisor-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aChildsStartAndExitEndTheWaitsWhileTheClockStandsStill() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try RunDirectory.create(root: directory)
+        let clock = StoppedClock()
+        let supervisor = Supervisor(executable: "/bin/sh", run: run, clock: clock) { _ in }
+        await supervisor.start(ChildSpec(name: "child", arguments: ["-c", "exec sleep 60"], restartBudget: 0))
+        defer { Task { await supervisor.stopAll(grace: .seconds(1)) } }
+
+        // The timeouts are on the stopped clock: a wait that polled (or slept to its timeout) would never end.
+        let running = try await within(.seconds(20), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) }
+        #expect(running)
+        let pid = try #require(await supervisor.pid(of: "child"))
+        // An exit nobody asked for, beyond a restart budget of 0: the supervisor gives up on it.
+        #expect(Glibc.kill(-pid, SIGKILL) == 0)
+        let down = try await within(.seconds(20), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) }
+        #expect(down)
+        #expect(await supervisor.lastExit(of: "child") == .signaled(SIGKILL))
+        #expect(await supervisor.exhausted == ["child"])
+        #expect(await !supervisor.isRunning("child"))
+        #expect(clock.sleepsEnded == 0, "no wait ended by its clock")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aWaitForAnExitThatDoesNotComeTimesOut() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try RunDirectory.create(root: directory)
+        let supervisor = Supervisor(executable: "/bin/sh", run: run) { _ in }
+        await supervisor.start(ChildSpec(name: "child", arguments: ["-c", "exec sleep 60"], restartBudget: 0))
+        #expect(await supervisor.waitUntilRunning("child", within: .seconds(20)))
+        // The timeout is the only way out here (the child sleeps on): false, and the child is untouched.
+        #expect(await !supervisor.waitUntilDown("child", within: .milliseconds(200)))
+        #expect(await supervisor.isRunning("child"))
+        await supervisor.stop("child", grace: .seconds(5))
+        #expect(await supervisor.lastExit(of: "child") == .signaled(SIGTERM))
+        #expect(await supervisor.exhausted.isEmpty, "a deliberate stop is not an unexpected exit")
+    }
+
+    @Test func aRingBeforeTheWaitIsNotLost() async {
+        let bell = Doorbell()
+        let seen = bell.generation
+        bell.ring()
+        // Rung after `seen`: returns at once, on a clock that would never time it out.
+        #expect(await bell.wait(after: seen, atMost: .seconds(1), clock: StoppedClock()))
+        #expect(bell.generation == seen + 1)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aRingWakesEveryWaiter() async throws {
+        let bell = Doorbell()
+        let seen = bell.generation
+        let (woken, continuation) = AsyncStream.makeStream(of: Int.self)
+        let waiters = (0..<3).map { index in
+            Task {
+                await bell.wait(after: seen)
+                continuation.yield(index)
+            }
+        }
+        bell.ring()
+        var seenIndices: Set<Int> = []
+        for _ in 0..<3 {
+            seenIndices.insert(try await firstElement(of: woken, within: .seconds(20), "a woken waiter"))
+        }
+        #expect(seenIndices == [0, 1, 2])
+        for waiter in waiters { await waiter.value }
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aCancelledWaitReturns() async throws {
+        let bell = Doorbell()
+        let waiter = Task { await bell.wait(after: bell.generation) }
+        waiter.cancel()
+        try await within(.seconds(20), "the cancelled wait") { await waiter.value }
+        #expect(bell.generation == 0)
+    }
+
+    struct TimedOut: Error, CustomStringConvertible {
+        var what: String
+        var description: String { "deadline exceeded waiting for \(what)" }
+    }
+
+    /// `body`'s result, or ``TimedOut`` after `timeout` (real time: the test's own deadline).
+    func within<T: Sendable>(_ timeout: Duration, _ what: String, _ body: @escaping @Sendable () async -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { await body() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw TimedOut(what: what) }
+            return value
+        }
+    }
+}
+
+/// A clock whose time never passes: its sleeps end only by cancellation. A wait on it that ends
+/// with an answer was ended by an event.
+final class StoppedClock: Clock, Sendable {
+    typealias Duration = Swift.Duration
+    typealias Instant = ContinuousClock.Instant
+
+    let now = ContinuousClock.now
+    var minimumResolution: Duration { .nanoseconds(1) }
+    private let ended = Mutex(0)
+
+    /// Sleeps that ended other than by cancellation (none may).
+    var sleepsEnded: Int { ended.withLock { $0 } }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        let (never, continuation) = AsyncStream.makeStream(of: Void.self)
+        for await _ in never {}
+        withExtendedLifetime(continuation) {}
+        if !Task.isCancelled { ended.withLock { $0 += 1 } }
+        throw CancellationError()
+    }
+}
