@@ -112,8 +112,10 @@ public final class AsyncSocket: Sendable {
     /// ``sendOrDrop(_:)`` without waiting for the I/O thread: the sender goes on at once, and
     /// `outcome` gets what ``sendOrDrop(_:)`` would have returned or thrown. A server that answers
     /// from its receive loop uses it so that replying never holds up reading.
-    /// - Parameter outcome: called exactly once, on the loop's I/O thread (or on the caller's when
-    ///   the socket is already closed): keep it short, and do not use the socket from it.
+    /// - Parameters:
+    ///   - frames: the message's frames, as for ``sendOrDrop(_:)``.
+    ///   - outcome: called exactly once, on the loop's I/O thread (or on the caller's when the
+    ///     socket is already closed): keep it short, and do not use the socket from it.
     public func sendOrDrop(_ frames: [[UInt8]], outcome: @escaping @Sendable (Result<Bool, ZMQError>) -> Void) {
         if closeRequested.load(ordering: .relaxed) {
             outcome(.failure(ZMQError.socketClosed("send")))

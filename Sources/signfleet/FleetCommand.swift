@@ -130,7 +130,11 @@ struct FleetCommand: AsyncParsableCommand {
                 "envelopes: composed \(s.counts.composed), signed \(s.counts.signed), synced \(s.counts.synced), pending \(s.counts.pending)"
             )
             if let p50 = s.syncAck.p50, let p99 = s.syncAck.p99 {
-                print(String(format: "sync ack: p50 %.1f ms, p99 %.1f ms (%d syncs)", p50 * 1000, p99 * 1000, s.syncAck.samples))
+                var line = String(format: "sync ack: p50 %.1f ms, p99 %.1f ms (%d syncs)", p50 * 1000, p99 * 1000, s.syncAck.samples)
+                if let run = s.syncAckRun?.p99, let drain = s.syncAckDrain?.p99 {
+                    line += String(format: "; p99 %.1f ms before the drain, %.1f ms in it", run * 1000, drain * 1000)
+                }
+                print(line)
             }
             print("faults applied: \(s.faults.count), unexpected restarts: \(s.totalRestarts)")
             for note in s.notes { print("note: \(note)") }
