@@ -295,9 +295,11 @@ public final class Launcher: Sendable {
             if case .templateEdit(let template) = spec.fault, !names.contains(template) { names.append(template) }
         }
         for name in names {
+            // The store goes by environment: a postgres:// URL may hold a password, and a
+            // command line is readable by every user of the machine.
             _ = await runOnce(
-                name: "template-\(name)",
-                arguments: ["admin", "templates", "create-sample", "--store", storeLocation, "--name", name, "--id", name])
+                name: "template-\(name)", arguments: ["admin", "templates", "create-sample", "--name", name, "--id", name],
+                environment: ["SIGNFLEET_STORE": storeLocation])
         }
     }
 
@@ -551,9 +553,11 @@ public final class Launcher: Sendable {
     }
 
     /// Runs a one-shot `signfleet` command (not supervised) and waits for it.
-    func runOnce(name: String, arguments: [String]) async -> ChildExit {
+    func runOnce(name: String, arguments: [String], environment: [String: String] = [:]) async -> ChildExit {
         let oneShot = Supervisor(executable: configuration.executable, run: run) { _ in }
-        await oneShot.start(ChildSpec(name: name, arguments: arguments, restartBudget: 0))
+        var spec = ChildSpec(name: name, arguments: arguments, restartBudget: 0)
+        spec.environment = environment
+        await oneShot.start(spec)
         _ = await oneShot.waitUntilDown(name, within: .seconds(configuration.startTimeout))
         await oneShot.stop(name, grace: .seconds(1))
         return await oneShot.lastExit(of: name) ?? .failedToStart("no exit seen")

@@ -22,6 +22,10 @@ public struct ChildSpec: Sendable, Hashable {
     /// Signals go through the launch prefix as `kill -s NAME <pid>` to the pid the child announced
     /// (`… pid=N` on its `node started` line), not to the local process group (``FleetHost/Signals/remote``).
     public var remoteSignals = false
+    /// Added to the child's environment (a local child's: a launch prefix such as `ssh` does not
+    /// carry it). For what must not show on a command line, which every user of the machine can
+    /// read in `ps`: a child's environment is readable by its own user only.
+    public var environment: [String: String] = [:]
 
     public init(name: String, arguments: [String], restartBudget: Int) {
         self.name = name
@@ -301,7 +305,7 @@ public actor Supervisor {
             let result = try await Subprocess.run(
                 HostCommand.executable(argv[0]),
                 arguments: Arguments(Array(argv.dropFirst())),
-                environment: .inherit.updating(["SIGNFLEET_PARENT_PID": "\(getpid())"]),
+                environment: .inherit.updating(Self.childEnvironment(spec)),
                 platformOptions: options,
                 input: .none,
                 output: .sequence,
@@ -395,6 +399,14 @@ public actor Supervisor {
             await changes.wait(after: seen)
         }
         return nil
+    }
+
+    /// What a child's environment adds to the supervisor's: its spec's, and the supervisor's pid.
+    static func childEnvironment(_ spec: ChildSpec) -> [Environment.Key: String?] {
+        var added: [Environment.Key: String?] = [:]
+        for (name, value) in spec.environment { added[Environment.Key(stringLiteral: name)] = value }
+        added["SIGNFLEET_PARENT_PID"] = "\(getpid())"
+        return added
     }
 }
 

@@ -38,7 +38,7 @@ struct AdminCommand: AsyncParsableCommand {
                     throw ValidationError(error.message)
                 }
                 guard revoked else {
-                    FileHandle.standardError.write(Data("error: no device \"\(id)\" is enrolled in \(store.store)\n".utf8))
+                    FileHandle.standardError.write(Data("error: no device \"\(id)\" is enrolled in \(store.shown)\n".utf8))
                     throw ExitCode(1)
                 }
                 print("revoked device \(id): it may enroll again with new keys")
@@ -61,7 +61,7 @@ struct AdminCommand: AsyncParsableCommand {
 
             func run() async throws {
                 let directory = try await store.open()
-                guard try await directory.account(id: account) != nil else { throw ValidationError("no account \"\(account)\" in \(store.store)") }
+                guard try await directory.account(id: account) != nil else { throw ValidationError("no account \"\(account)\" in \(store.shown)") }
                 for origin in try await ReturnOrigins(storage: directory.storage).list(accountID: account) { print(origin) }
             }
         }
@@ -104,11 +104,24 @@ struct AdminCommand: AsyncParsableCommand {
     }
 
     struct StoreOption: ParsableArguments {
-        @Option(help: "The coordinator's store: a SQLite file (created if missing) or a postgres:// URL (docs/storage.md).")
-        var store: String = "signfleet-coordinator.sqlite"
+        @Option(help: ArgumentHelp(
+            "The coordinator's store: a SQLite file (created if missing) or a postgres:// URL (docs/storage.md).",
+            discussion: "Without --store: $SIGNFLEET_STORE when set (a URL with a password stays off the command line), else signfleet-coordinator.sqlite."))
+        var store: String?
+
+        /// `--store`, else `SIGNFLEET_STORE`, else `signfleet-coordinator.sqlite`.
+        var location: String {
+            store ?? ProcessInfo.processInfo.environment["SIGNFLEET_STORE"] ?? "signfleet-coordinator.sqlite"
+        }
+
+        /// The store as messages name it: a URL without its password.
+        var shown: String {
+            PostgresCoordinatorStore.isURL(location) ? PostgresCoordinatorStore.redacted(url: location) : location
+        }
 
         /// The store, SQLite or PostgreSQL.
         func storage() async throws -> any CoordinatorStorage {
+            let store = location
             do {
                 if PostgresCoordinatorStore.isURL(store) { return try await PostgresCoordinatorStore(url: store) }
                 return try CoordinatorStore(path: store)
@@ -202,7 +215,7 @@ struct AdminCommand: AsyncParsableCommand {
             do {
                 summaries = try await store.storage().envelopeSummaries()
             } catch {
-                throw ValidationError("cannot read the store at \(store.store): \(error)")
+                throw ValidationError("cannot read the store at \(store.shown): \(error)")
             }
             var problems: [String] = []
             for device in summaries {

@@ -56,6 +56,21 @@ import Glibc
         #expect(await supervisor.exhausted.isEmpty, "a deliberate stop is not an unexpected exit")
     }
 
+    /// A child spec's environment reaches the child (the launcher passes the store that way).
+    @Test(.timeLimit(.minutes(1))) func aChildGetsItsSpecsEnvironment() async throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let run = try RunDirectory.create(root: directory)
+        let supervisor = Supervisor(executable: "/bin/sh", run: run) { _ in }
+        let file = directory + "/seen"
+        var spec = ChildSpec(name: "child", arguments: ["-c", "printf %s \"$SF_TEST_VALUE\" > '\(file)'"], restartBudget: 0)
+        spec.environment = ["SF_TEST_VALUE": "given by the spec"]
+        await supervisor.start(spec)
+        #expect(await supervisor.waitUntilDown("child", within: .seconds(20)))
+        #expect(await supervisor.lastExit(of: "child") == .exited(0))
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == "given by the spec")
+    }
+
     @Test func aRingBeforeTheWaitIsNotLost() async {
         let bell = Doorbell()
         let seen = bell.generation

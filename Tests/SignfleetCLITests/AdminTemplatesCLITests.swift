@@ -3,9 +3,38 @@ import FleetTesting
 import Testing
 
 @Suite struct AdminTemplatesCLITests {
-    func run(_ arguments: [String]) async throws -> (Int32, ChildProcess) {
-        let child = try ChildProcess.launch(try signfleetBinary(), arguments)
+    func run(_ arguments: [String], environment: [String: String]? = nil) async throws -> (Int32, ChildProcess) {
+        let child = try ChildProcess.launch(
+            try signfleetBinary(), arguments,
+            environment: environment.map { ProcessInfo.processInfo.environment.merging($0) { _, given in given } })
         return (try await child.waitForExit(timeout: .seconds(30)), child)
+    }
+
+    /// Without `--store`, the store comes from `SIGNFLEET_STORE` (how the fleet launcher keeps a
+    /// PostgreSQL password off command lines), and no message repeats a URL's password.
+    @Test func theStoreCanComeFromTheEnvironmentAndMessagesHideItsPassword() async throws {
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("admin-env-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) } }
+        var (status, child) = try await run(["admin", "seed-demo"], environment: ["SIGNFLEET_STORE": store])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(
+            ["admin", "templates", "create-sample", "--name", "Lease", "--id", "lease"], environment: ["SIGNFLEET_STORE": store])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(["admin", "templates", "list", "--store", store])
+        #expect(child.lines(.standardOutput).contains { $0.hasPrefix("template lease \"Lease\"") }, "\(child.output)")
+        // `--store` wins over the environment.
+        (status, child) = try await run(["admin", "templates", "list", "--store", store], environment: ["SIGNFLEET_STORE": store + ".other"])
+        #expect(child.lines(.standardOutput).contains { $0.hasPrefix("template lease \"Lease\"") }, "--store wins: \(child.output)")
+
+        // A PostgreSQL store named with a password: whatever the command says (no such device, or
+        // the server refusing the password), it does not repeat the password.
+        var url = try #require(URLComponents(string: try await PostgresTestServer.url()))
+        url.password = "s3cret-pw"
+        url.queryItems = [URLQueryItem(name: "schema", value: "admin_env_\(UInt32.random(in: 1...UInt32.max))")]
+        (status, child) = try await run(["admin", "devices", "revoke", "--id", "d-1"], environment: ["SIGNFLEET_STORE": try #require(url.string)])
+        #expect(status != 0)
+        #expect(child.output.contains("postgres://") || child.output.contains("PostgreSQL"), "\(child.output)")
+        #expect(!child.output.contains("s3cret-pw"), "\(child.output)")
     }
 
     @Test func createListReplaceAndSetTabThroughTheAdminCommand() async throws {
