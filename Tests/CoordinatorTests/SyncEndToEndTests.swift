@@ -96,7 +96,9 @@ final class SyncRig: Sendable {
         let started = ContinuousClock.now
         let summary = try await rig.engine.syncAll()
         print("sync of 5 items (enroll + 3 pushes) over \(transport): \(started.duration(to: .now))")
-        #expect(summary.attempted == 5 && summary.succeeded == 5 && summary.failed == 0 && summary.remaining == 0)
+        // A push whose reply is late on a loaded machine is pushed again (counted again in
+        // `attempted`); the server still holds each envelope once.
+        #expect(summary.attempted >= 5 && summary.succeeded == 5 && summary.failed == 0 && summary.remaining == 0, "\(summary)")
         #expect(try await rig.fixture.envelopeCount() == 5)
         let outbox = try await rig.node.outboxItems()
         #expect(outbox.map(\.sequence) == [1, 2, 3, 4, 5])
