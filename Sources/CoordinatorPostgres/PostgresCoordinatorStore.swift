@@ -81,11 +81,7 @@ public final class PostgresCoordinatorStore: Sendable {
             if readOnly {
                 // A reader asks once: say at once that the server is not there (the pool would keep
                 // trying for about a minute before its circuit breaker gives up).
-                var probe = PostgresConnection.Configuration(
-                    host: target.host, port: target.port, username: target.user, password: target.password, database: target.database, tls: .disable)
-                probe.options.connectTimeout = .seconds(5)
-                let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
-                try await connection.close()
+                try await Self.probe(target, logger: logger)
                 try await PostgresSchema.requireStore(client, schema: schema, logger: logger)
             } else {
                 _ = try await PostgresSchema.migrate(client, schema: schema, logger: logger)
@@ -98,6 +94,26 @@ public final class PostgresCoordinatorStore: Sendable {
 
     deinit {
         running.cancel()
+    }
+
+    /// Connects once to the server `url` names (5 s at most) and disconnects: a command that
+    /// asks once (`signfleet admin`) says at once that the server is not there, where opening a
+    /// store keeps trying for about a minute, as a coordinator waiting for its database should.
+    /// - Throws: `invalid_request` for a malformed URL; the driver's error, translated, otherwise.
+    public static func probe(url: String, logger: Logger = Logger(label: "signfleet.coordinator.store")) async throws {
+        do {
+            try await probe(try PostgresURL(url), logger: logger)
+        } catch {
+            throw translated(error)
+        }
+    }
+
+    private static func probe(_ target: PostgresURL, logger: Logger) async throws {
+        var probe = PostgresConnection.Configuration(
+            host: target.host, port: target.port, username: target.user, password: target.password, database: target.database, tls: .disable)
+        probe.options.connectTimeout = .seconds(5)
+        let connection = try await PostgresConnection.connect(configuration: probe, id: 0, logger: logger)
+        try await connection.close()
     }
 
     /// Closes the connections.

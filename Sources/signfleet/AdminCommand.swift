@@ -123,7 +123,11 @@ struct AdminCommand: AsyncParsableCommand {
         func storage() async throws -> any CoordinatorStorage {
             let store = location
             do {
-                if PostgresCoordinatorStore.isURL(store) { return try await PostgresCoordinatorStore(url: store) }
+                if PostgresCoordinatorStore.isURL(store) {
+                    // One command, asked once: an unreachable server is an error now, not after a minute of retries.
+                    try await PostgresCoordinatorStore.probe(url: store)
+                    return try await PostgresCoordinatorStore(url: store)
+                }
                 return try CoordinatorStore(path: store)
             } catch {
                 let shown = PostgresCoordinatorStore.isURL(store) ? "the PostgreSQL store" : "the store at \(store)"

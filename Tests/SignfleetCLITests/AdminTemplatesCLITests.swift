@@ -35,6 +35,16 @@ import Testing
         #expect(status != 0)
         #expect(child.output.contains("postgres://") || child.output.contains("PostgreSQL"), "\(child.output)")
         #expect(!child.output.contains("s3cret-pw"), "\(child.output)")
+
+        // Nothing listens on port 1: an error at once (not after the pool's minute of retries),
+        // naming the store without its password.
+        let started = ContinuousClock.now
+        (status, child) = try await run(
+            ["admin", "devices", "revoke", "--id", "d-1"], environment: ["SIGNFLEET_STORE": "postgres://fleet:s3cret-pw@127.0.0.1:1/fleet"])
+        #expect(status != 0)
+        #expect(started.duration(to: .now) < .seconds(20), "an unreachable server is reported within its 5 s connect timeout")
+        #expect(child.output.contains("cannot open the PostgreSQL store"), "\(child.output)")
+        #expect(!child.output.contains("s3cret-pw"), "\(child.output)")
     }
 
     @Test func createListReplaceAndSetTabThroughTheAdminCommand() async throws {
