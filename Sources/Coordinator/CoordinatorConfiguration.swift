@@ -24,7 +24,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// A device silent for this many heartbeat intervals is lost.
     public var liveness = 3
     /// Heartbeats a second the coordinator plans for across the fleet: the interval it announces
-    /// grows with the devices alive to stay within it (``FleetServerConfiguration/heartbeatBudget``).
+    /// grows with the devices alive to stay within it (`FleetServerConfiguration.heartbeatBudget` (FleetProtocol)).
     public var heartbeatBudget = 1000
     /// Path of the SQLite store.
     public var store = "signfleet-coordinator.sqlite"

@@ -18,7 +18,7 @@ public struct FleetClientConfiguration: Sendable {
     /// Names the client software in `Hello`.
     public var clientName: String
     /// How long to wait for one reply before retrying (Lazy Pirate), when the coordinator answers
-    /// promptly: the floor of the adaptive timeout (``RetransmissionTimeout``).
+    /// promptly: the floor of the adaptive timeout (`RetransmissionTimeout` (FleetProtocol)).
     public var requestTimeout: Duration
     /// The longest the adaptive timeout grows to while replies come late; nil: 8 × ``requestTimeout``.
     public var maxRequestTimeout: Duration?
@@ -85,7 +85,7 @@ public struct FleetClientConfiguration: Sendable {
 /// waits for its reply, resending it with the same request id on timeout and
 /// on every new connection (a reply sent to a closing socket is lost);
 /// requests are idempotent, so a resend is always safe. How long it waits
-/// adapts to the server (``RetransmissionTimeout``, docs/protocol.md "Retries").
+/// adapts to the server (`RetransmissionTimeout` (FleetProtocol), docs/protocol.md "Retries").
 ///
 /// ```swift
 /// let client = FleetClient(configuration: .init(endpoint: endpoint, deviceID: "dev-1"), loop: loop, logger: logger)
