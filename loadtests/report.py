@@ -226,17 +226,20 @@ def fleet_section(out_dir):
         "split among the processes that map them) and, beside it, their summed VmRSS (which counts each shared page once per process); "
         "node CPU is the node processes' CPU time (user + system) per device and minute of the whole run (run and drain); the "
         "coordinator's CPU seconds and peak VmRSS cover the same span.\n")
-    ok = [r for r in rows if r.get("verdict") == "valid" and number(r.get("p99_ms")) is not None and number(r["p99_ms"]) < 1000]
-    if ok:
-        best = max(ok, key=lambda r: int(r["devices"]))
+    def largest_under_a_second(column):
+        """The row with the most devices, a valid verdict and `column` under 1,000 ms, or None."""
+        met = [r for r in rows if r.get("verdict") == "valid" and number(r.get(column)) is not None and number(r[column]) < 1000]
+        return max(met, key=lambda r: int(r["devices"])) if met else None
+
+    best = largest_under_a_second("p99_ms")
+    if best:
         out.append(
             f"**Largest device count with a valid verdict and p99 sync-ack < 1 s: {best['devices']}** "
             f"(p99 {best['p99_ms']} ms, {best.get('pss_kb_per_device', best.get('rss_kb_per_device'))} kB resident per device).\n")
     else:
         out.append("**No device count met both a valid verdict and p99 sync-ack < 1 s.**\n")
-    before_drain = [r for r in rows if r.get("verdict") == "valid" and number(r.get("run_p99_ms")) is not None and number(r["run_p99_ms"]) < 1000]
-    if before_drain:
-        best = max(before_drain, key=lambda r: int(r["devices"]))
+    best = largest_under_a_second("run_p99_ms")
+    if best:
         out.append(
             f"Counting only the syncs that started before the drain (when the launcher brings every device online at once): "
             f"**{best['devices']}** (p99 {best['run_p99_ms']} ms before the drain, {best.get('drain_p99_ms', '-')} ms in it).\n")
