@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import ZeroMQ
 
 @testable import LoadGenerator
 
@@ -34,6 +35,35 @@ struct LoadCancellationTests {
         #expect(throws: CancellationError.self) { try outcome.get() }
         #expect(probe.running == 0, "a ceremony still running after the run ended")
         #expect(probe.closedDevices == configuration.devices, "every device closed")
+    }
+
+    /// The same over ZeroMQ: requests that a silent coordinator would leave waiting a minute are
+    /// cancelled with the run, and the devices' connections close before it returns.
+    @Test func cancellingARunWaitingOnTheNetworkEndsItPromptly() async throws {
+        let context = try ZMQContext()
+        let loop = try ZMQIOLoop(context: context, label: "silent-server")
+        let silent = try await loop.makeSocket(.router, options: SocketOptions())
+        let endpoint = try await silent.bind("tcp://127.0.0.1:*")
+        let workload = RequestWorkload(endpoint: endpoint, loop: loop, requestTimeout: .seconds(60))
+        let runner = LoadRunner(configuration: try Self.configuration(), workload: workload)
+        let (progressed, progress) = AsyncStream<LoadProgress>.makeStream()
+        let (ended, end) = AsyncStream<Result<LoadRun, any Error>>.makeStream()
+        let run = Task {
+            do { end.yield(.success(try await runner.run(progress: { progress.yield($0) }))) } catch { end.yield(.failure(error)) }
+        }
+        // The first progress line: the devices are connected and their first requests are waiting.
+        for await _ in progressed { break }
+        run.cancel()
+
+        let outcome = await firstElement(of: ended, within: limit)
+        await silent.close()
+        await loop.shutdown()
+        context.shutdown()
+        guard let outcome else {
+            Issue.record("the cancelled run did not end within \(limit)")
+            return
+        }
+        #expect(throws: CancellationError.self) { try outcome.get() }
     }
 
     /// The graceful stop is unchanged: the arrivals end, the hanging ceremonies (and those queued
