@@ -12,15 +12,21 @@ import ZeroMQ
 ///
 /// An offline device has no link at all — no socket, no heartbeats — as an app that checks
 /// reachability before it tries the network. Going online opens a new link (a client cannot
-/// be restarted once stopped).
+/// be restarted once stopped). A link lives from ``open(configuration:loop:logger:)`` to
+/// ``close()``, both called by its device.
 final class DeviceLink: Sendable {
     let client: FleetClient
     private let task: Task<Void, Never>
 
-    init(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) {
-        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
+    private init(client: FleetClient, task: Task<Void, Never>) {
         self.client = client
-        task = Task { await client.run() }
+        self.task = task
+    }
+
+    /// Starts connecting; the caller owns the link and must ``close()`` it.
+    static func open(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) -> DeviceLink {
+        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
+        return DeviceLink(client: client, task: Task { await client.run() })
     }
 
     /// Closes the socket and waits until the connection task has ended.

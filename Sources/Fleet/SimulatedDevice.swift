@@ -264,7 +264,7 @@ public actor SimulatedDevice {
             security: security, requestTimeout: configuration.requestTimeout, maxAttempts: 2)
         // The launcher handed over the coordinator's key it read itself: no monitor per device.
         clientConfiguration.reportsHandshakeFailures = false
-        let link = DeviceLink(configuration: clientConfiguration, loop: loop, logger: logger)
+        let link = DeviceLink.open(configuration: clientConfiguration, loop: loop, logger: logger)
         self.link = link
         session.attach(link.client)
     }

@@ -26,14 +26,21 @@ public struct LoadRunner: Sendable {
     /// devices and returns the summary (thresholds and audit evaluated). `progress` is called
     /// once per interval. `stop` ends the arrivals early (the run then drains, audits and reports,
     /// marked ``LoadSummary/interrupted``).
+    ///
+    /// Cancelling the calling task ends the run at once instead: the arrivals stop, the ceremonies
+    /// in flight are cancelled, the devices close and `run` throws `CancellationError` (no audit,
+    /// no summary).
     public func run(progress: (@Sendable (LoadProgress) -> Void)? = nil, stop: LoadStop = LoadStop()) async throws -> LoadRun {
         let devices = try await makeDevices()
         var result = await measure(devices: devices, progress: progress, stop: stop)
         // After the run's clock stopped: the audit's time is in no latency and no throughput.
-        if configuration.audit, let audit = await audit(devices: devices, failedCeremonies: result.summary.errorCount) {
+        if configuration.audit, !Task.isCancelled,
+            let audit = await audit(devices: devices, failedCeremonies: result.summary.errorCount)
+        {
             result.summary.attach(audit: audit)
         }
         for device in devices { await device.close() }
+        try Task.checkCancellation()
         return result
     }
 
@@ -106,101 +113,20 @@ public struct LoadRunner: Sendable {
         let stageNames = configuration.profile.stages.map(\.description)
         let recorder = LoadRecorder(steps: workload.steps, stages: stageNames, intervalLength: configuration.interval.seconds)
         let admission = Admission(devices: devices.count, limit: configuration.maxOutstandingPerDevice)
-        let abort = AbortReason()
         let clock = ContinuousClock()
         let startedAt = Date()
         let start = clock.now
-
-        let queues = devices.map { _ in AsyncStream<Arrival>.makeStream() }
-        // One worker per device: its ceremonies one after another, in arrival order.
-        let workers = Task {
-            await withTaskGroup(of: Void.self) { group in
-                for (index, device) in devices.enumerated() {
-                    let stream = queues[index].stream
-                    group.addTask {
-                        for await arrival in stream {
-                            let began = clock.now - start
-                            do {
-                                let steps = try await device.perform(ceremony: arrival.index)
-                                recorder.recordSuccess(
-                                    stage: arrival.stage, intended: arrival.offset, started: began, finished: clock.now - start, steps: steps)
-                            } catch {
-                                if Task.isCancelled { return }  // the drain deadline passed: counted as unfinished
-                                recorder.recordFailure(stage: arrival.stage, kind: ErrorKind.of(error), at: clock.now - start)
-                            }
-                            admission.finished(arrival)
-                        }
-                    }
-                }
-            }
-        }
-
-        let schedule = ArrivalSchedule(
-            profile: configuration.profile, process: configuration.process, devices: devices.count, seed: configuration.seed)
-        let scheduler = Task {
-            for arrival in schedule {
-                let due = start + arrival.offset
-                if clock.now < due {
-                    do { try await Task.sleep(until: due, clock: clock) } catch { break }
-                }
-                if Task.isCancelled || abort.value != nil { break }
-                recorder.recordArrival(stage: arrival.stage, lag: clock.now - due)
-                if admission.admit(arrival) {
-                    queues[arrival.device].continuation.yield(arrival)
-                } else {
-                    recorder.recordDrop(stage: arrival.stage, at: clock.now - start)
-                }
-            }
-            for queue in queues { queue.continuation.finish() }
-        }
-        // Wakes the scheduler from its sleep until the next arrival (at once when already stopped).
-        stop.whenStopped { scheduler.cancel() }
-
-        let ticker = Task {
-            var previous = (completed: 0, arrivals: 0, elapsed: Duration.zero)
-            var tick = start
-            while !Task.isCancelled {
-                tick += configuration.interval
-                do { try await Task.sleep(until: tick, clock: clock) } catch { return }
-                let elapsed = clock.now - start
-                recorder.advance(to: elapsed)
-                let totals = recorder.totals
-                // Over the time since the last line (a busy machine may wake the ticker late).
-                let seconds = max((elapsed - previous.elapsed).seconds, 0.001)
-                progress?(
-                    LoadProgress(
-                        elapsed: elapsed, rate: Double(totals.completed - previous.completed) / seconds,
-                        offeredRate: Double(totals.arrivals - previous.arrivals) / seconds, outstanding: admission.outstanding,
-                        completed: totals.completed, errors: totals.errorCount, dropped: totals.dropped,
-                        p99: LatencyStats(totals.corrected).p99))
-                previous = (totals.completed, totals.arrivals, elapsed)
-                if totals.completed >= configuration.abortMinimumCompleted {
-                    let figures = LoadFigures(totals, seconds: elapsed.seconds)
-                    if let failed = configuration.thresholds.first(where: { $0.abortOnFail && !$0.evaluate(figures).passed }) {
-                        abort.value = failed.source
-                        scheduler.cancel()
-                        logger.notice("threshold failed; stopping early", metadata: ["threshold": "\(failed.source)"])
-                    }
-                }
-            }
-        }
-
-        await scheduler.value
-        // Drain: outstanding ceremonies get `drainTimeout` to finish.
-        let deadline = Task {
-            try? await Task.sleep(for: configuration.drainTimeout)
-            if !Task.isCancelled { workers.cancel() }
-        }
-        await workers.value
-        deadline.cancel()
-        ticker.cancel()
+        let openLoop = OpenLoop(
+            configuration: configuration, devices: devices, recorder: recorder, admission: admission, start: start,
+            progress: progress, logger: logger)
+        await openLoop.run(stop: stop)
         let end = clock.now - start
         for arrival in admission.unfinished {
             recorder.recordFailure(stage: arrival.stage, kind: "unfinished", at: end)
         }
         recorder.finish(at: end)
         var summary = summarize(
-            recorder: recorder, startedAt: startedAt, end: end, unfinished: admission.unfinished.count, abortedBy: abort.value)
+            recorder: recorder, startedAt: startedAt, end: end, unfinished: admission.unfinished.count, abortedBy: openLoop.abort.value)
         if stop.isStopped {
             summary.interrupted = true
             summary.passed = false
@@ -234,10 +160,166 @@ public struct LoadRunner: Sendable {
     }
 }
 
+/// The concurrent part of a run, as tasks of one group: a scheduler hands each arrival, at its
+/// intended time, to its device's queue; a worker per device performs them; a ticker reports
+/// progress and checks `abortOnFail` thresholds. Cancelling the task that runs it cancels them all.
+private struct OpenLoop: Sendable {
+    let configuration: LoadConfiguration
+    let devices: [any LoadDevice]
+    let recorder: LoadRecorder
+    let admission: Admission
+    let start: ContinuousClock.Instant
+    let progress: (@Sendable (LoadProgress) -> Void)?
+    let logger: Logger
+    let clock = ContinuousClock()
+    let queues: [(stream: AsyncStream<Arrival>, continuation: AsyncStream<Arrival>.Continuation)]
+    /// Set by the ticker when an `abortOnFail` threshold fails.
+    let abort = AbortReason()
+    /// Ends the arrivals early: the ``LoadStop`` or the ticker.
+    let halt = Halt()
+
+    init(
+        configuration: LoadConfiguration, devices: [any LoadDevice], recorder: LoadRecorder, admission: Admission,
+        start: ContinuousClock.Instant, progress: (@Sendable (LoadProgress) -> Void)?, logger: Logger
+    ) {
+        self.configuration = configuration
+        self.devices = devices
+        self.recorder = recorder
+        self.admission = admission
+        self.start = start
+        self.progress = progress
+        self.logger = logger
+        queues = devices.map { _ in AsyncStream<Arrival>.makeStream() }
+    }
+
+    /// Returns when every admitted ceremony has finished or the drain deadline has passed.
+    func run(stop: LoadStop) async {
+        stop.whenStopped { [halt] in halt.fire() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await tick() }
+            await withTaskGroup(of: Void.self) { drain in
+                drain.addTask { await work() }
+                // Drain: after the last arrival, outstanding ceremonies get `drainTimeout` to finish.
+                drain.addTask {
+                    await feed()
+                    try? await Task.sleep(for: configuration.drainTimeout)
+                }
+                // The workers end only after the last arrival (when the queues finish), so what
+                // ends first ends the drain: everything finished, or the deadline passed.
+                await drain.next()
+                drain.cancelAll()
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// One worker per device: its ceremonies one after another, in arrival order.
+    private func work() async {
+        await withTaskGroup(of: Void.self) { group in
+            for (index, device) in devices.enumerated() {
+                let stream = queues[index].stream
+                group.addTask {
+                    for await arrival in stream {
+                        let began = clock.now - start
+                        do {
+                            let steps = try await device.perform(ceremony: arrival.index)
+                            recorder.recordSuccess(
+                                stage: arrival.stage, intended: arrival.offset, started: began, finished: clock.now - start, steps: steps)
+                        } catch {
+                            if Task.isCancelled { return }  // the drain deadline passed (or the run was cancelled): unfinished
+                            recorder.recordFailure(stage: arrival.stage, kind: ErrorKind.of(error), at: clock.now - start)
+                        }
+                        admission.finished(arrival)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands out the arrivals until the schedule ends or the run is halted, then closes the queues.
+    private func feed() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await dispatch() }
+            // A halt wakes the dispatch from its sleep until the next arrival (at once when already stopped).
+            group.addTask { await halt.wait() }
+            await group.next()
+            group.cancelAll()
+        }
+        for queue in queues { queue.continuation.finish() }
+    }
+
+    private func dispatch() async {
+        let schedule = ArrivalSchedule(
+            profile: configuration.profile, process: configuration.process, devices: devices.count, seed: configuration.seed)
+        for arrival in schedule {
+            let due = start + arrival.offset
+            if clock.now < due {
+                do { try await Task.sleep(until: due, clock: clock) } catch { break }
+            }
+            if Task.isCancelled || halt.isFired || abort.value != nil { break }
+            recorder.recordArrival(stage: arrival.stage, lag: clock.now - due)
+            if admission.admit(arrival) {
+                queues[arrival.device].continuation.yield(arrival)
+            } else {
+                recorder.recordDrop(stage: arrival.stage, at: clock.now - start)
+            }
+        }
+    }
+
+    /// A progress line per interval, and the `abortOnFail` thresholds against the figures so far.
+    private func tick() async {
+        var previous = (completed: 0, arrivals: 0, elapsed: Duration.zero)
+        var tick = start
+        while !Task.isCancelled {
+            tick += configuration.interval
+            do { try await Task.sleep(until: tick, clock: clock) } catch { return }
+            let elapsed = clock.now - start
+            recorder.advance(to: elapsed)
+            let totals = recorder.totals
+            // Over the time since the last line (a busy machine may wake the ticker late).
+            let seconds = max((elapsed - previous.elapsed).seconds, 0.001)
+            progress?(
+                LoadProgress(
+                    elapsed: elapsed, rate: Double(totals.completed - previous.completed) / seconds,
+                    offeredRate: Double(totals.arrivals - previous.arrivals) / seconds, outstanding: admission.outstanding,
+                    completed: totals.completed, errors: totals.errorCount, dropped: totals.dropped,
+                    p99: LatencyStats(totals.corrected).p99))
+            previous = (totals.completed, totals.arrivals, elapsed)
+            if totals.completed >= configuration.abortMinimumCompleted {
+                let figures = LoadFigures(totals, seconds: elapsed.seconds)
+                if let failed = configuration.thresholds.first(where: { $0.abortOnFail && !$0.evaluate(figures).passed }) {
+                    abort.value = failed.source
+                    halt.fire()
+                    logger.notice("threshold failed; stopping early", metadata: ["threshold": "\(failed.source)"])
+                }
+            }
+        }
+    }
+}
+
 /// A finished run: the summary and the recorder (histograms and intervals, for the reports).
 public struct LoadRun: Sendable {
     public var summary: LoadSummary
     public let recorder: LoadRecorder
+}
+
+/// Ends a run's arrivals early (a ``LoadStop``, an `abortOnFail` threshold): the scheduler checks it
+/// before each arrival and waits on it beside its sleep until the next one.
+final class Halt: Sendable {
+    private let fired = Mutex(false)
+    private let signal = AsyncStream<Never>.makeStream()
+
+    var isFired: Bool { fired.withLock { $0 } }
+
+    func fire() {
+        fired.withLock { $0 = true }
+        signal.continuation.finish()
+    }
+
+    /// Returns once fired, or when the calling task is cancelled. One waiter at a time.
+    func wait() async {
+        for await _ in signal.stream {}
+    }
 }
 
 /// The threshold that stopped the run early, shared by the ticker and the scheduler.

@@ -68,12 +68,12 @@ public struct SigningCeremonyWorkload: LoadWorkload {
         var logger = logger
         logger[metadataKey: "device"] = "\(deviceID)"
         let security: ClientSecurity = try configuration.serverKey.map { .curve(serverKey: $0, keys: try CurveKeyPair.generate()) } ?? .plaintext
-        let client = FleetClient(
+        let connection = ClientConnection.open(
             configuration: FleetClientConfiguration(
                 endpoint: configuration.endpoint, deviceID: deviceID, security: security, requestTimeout: configuration.requestTimeout,
                 maxAttempts: 2),
             loop: loop, logger: logger)
-        let connection = Task { await client.run() }
+        let client = connection.client
         do {
             var storeConfiguration = DeviceConfiguration(
                 storePath: URL(fileURLWithPath: configuration.storeDirectory).appendingPathComponent("load-\(index).sqlite").path,
@@ -90,40 +90,57 @@ public struct SigningCeremonyWorkload: LoadWorkload {
                 // Enrolls the device's key now (an empty pass), so no ceremony pays for it.
                 _ = try await engine.syncAll()
                 return SigningDevice(
-                    node: node, client: client, engine: engine, connection: connection, seed: seed, deviceID: deviceID,
-                    hostEmail: account.user.email)
+                    node: node, connection: connection, engine: engine, seed: seed, deviceID: deviceID, hostEmail: account.user.email)
             } catch {
                 try? await node.close()
                 throw error
             }
         } catch {
-            connection.cancel()
-            await connection.value
+            await connection.close()
             throw error
         }
+    }
+}
+
+/// A device's ``FleetClient`` and the task keeping its connection up, from
+/// ``open(configuration:loop:logger:)`` to ``close()``, both called by the device's owner.
+struct ClientConnection: Sendable {
+    let client: FleetClient
+    private let task: Task<Void, Never>
+
+    private init(client: FleetClient, task: Task<Void, Never>) {
+        self.client = client
+        self.task = task
+    }
+
+    /// Starts connecting; the caller must ``close()`` the connection.
+    static func open(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) -> ClientConnection {
+        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
+        return ClientConnection(client: client, task: Task { await client.run() })
+    }
+
+    /// Ends the connection and waits until its task has.
+    func close() async {
+        task.cancel()
+        await task.value
     }
 }
 
 /// One virtual signing device: its own store, key, connection and sync engine.
 final class SigningDevice: LoadDevice {
     let node: DeviceNode
-    let client: FleetClient
+    let connection: ClientConnection
     let engine: SyncEngine
-    let connection: Task<Void, Never>
     let seed: UInt64
     let deviceID: String
     let hostEmail: String
     /// Sequences whose ceremonies saw their item acknowledged, for the audit.
     private let acknowledgedSequences = Mutex<[UInt64]>([])
 
-    init(
-        node: DeviceNode, client: FleetClient, engine: SyncEngine, connection: Task<Void, Never>, seed: UInt64, deviceID: String,
-        hostEmail: String
-    ) {
+    init(node: DeviceNode, connection: ClientConnection, engine: SyncEngine, seed: UInt64, deviceID: String, hostEmail: String) {
         self.node = node
-        self.client = client
-        self.engine = engine
         self.connection = connection
+        self.engine = engine
         self.seed = seed
         self.deviceID = deviceID
         self.hostEmail = hostEmail
@@ -169,7 +186,7 @@ final class SigningDevice: LoadDevice {
             // holds far more than that has already shown the anomaly.
             let readAtMost = outbox.count + 2 * Int(SyncResultsQuery.maxLimit)
             while results.count < readAtMost {
-                let page = try await client.request(SyncResultsQuery(deviceID: deviceID, after: after))
+                let page = try await connection.client.request(SyncResultsQuery(deviceID: deviceID, after: after))
                 results += page.results
                 lastApplied = page.lastApplied
                 guard let next = page.nextAfter, next > after else { break }
@@ -185,8 +202,7 @@ final class SigningDevice: LoadDevice {
 
     func close() async {
         try? await node.close()
-        connection.cancel()
-        await connection.value
+        await connection.close()
     }
 }
 

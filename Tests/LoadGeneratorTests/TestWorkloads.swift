@@ -19,20 +19,19 @@ struct RequestWorkload: LoadWorkload {
     func makeDevice(index: Int, seed: UInt64) async throws -> any LoadDevice {
         var logger = Logger(label: "load-test")
         logger.logLevel = .critical
-        let client = FleetClient(
+        let connection = ClientConnection.open(
             configuration: FleetClientConfiguration(
                 endpoint: endpoint, deviceID: "load-test-\(index)-\(UUID().uuidString.prefix(6))", requestTimeout: requestTimeout, maxAttempts: 1),
             loop: loop, logger: logger)
-        return RequestDevice(client: client, connection: Task { await client.run() })
+        return RequestDevice(connection: connection)
     }
 }
 
 final class RequestDevice: LoadDevice {
-    let client: FleetClient
-    let connection: Task<Void, Never>
+    let connection: ClientConnection
+    var client: FleetClient { connection.client }
 
-    init(client: FleetClient, connection: Task<Void, Never>) {
-        self.client = client
+    init(connection: ClientConnection) {
         self.connection = connection
     }
 
@@ -43,9 +42,80 @@ final class RequestDevice: LoadDevice {
     }
 
     func close() async {
-        connection.cancel()
-        await connection.value
+        await connection.close()
     }
+}
+
+/// Devices without I/O whose first `quick` ceremonies (over all devices) finish at once and every
+/// later one runs until it is cancelled, as against a coordinator that stopped answering. The
+/// probe tells a test what ran and what is still running.
+struct HangingWorkload: LoadWorkload {
+    let probe: CeremonyProbe
+
+    var steps: [String] { ["ceremony"] }
+
+    func makeDevice(index: Int, seed: UInt64) async throws -> any LoadDevice {
+        HangingDevice(probe: probe)
+    }
+}
+
+final class HangingDevice: LoadDevice {
+    let probe: CeremonyProbe
+
+    init(probe: CeremonyProbe) {
+        self.probe = probe
+    }
+
+    func perform(ceremony: Int) async throws -> [StepTiming] {
+        let hangs = probe.began()
+        defer { probe.ended() }
+        if hangs {
+            // Never yields and is never finished: only the task's cancellation ends the wait.
+            let (never, keptOpen) = AsyncStream<Never>.makeStream()
+            for await _ in never {}
+            keptOpen.finish()
+            try Task.checkCancellation()
+        }
+        probe.completed.continuation.yield(ceremony)
+        return [StepTiming("ceremony", .zero)]
+    }
+
+    func close() async {
+        probe.closed()
+    }
+}
+
+/// What a ``HangingWorkload``'s devices did: ceremonies running now, devices closed, and a stream
+/// of the ceremonies that completed.
+final class CeremonyProbe: Sendable {
+    private struct Counts {
+        var began = 0
+        var running = 0
+        var closed = 0
+    }
+
+    let quick: Int
+    let completed = AsyncStream<Int>.makeStream()
+    private let counts = Mutex(Counts())
+
+    init(quick: Int) {
+        self.quick = quick
+    }
+
+    var running: Int { counts.withLock { $0.running } }
+    var closedDevices: Int { counts.withLock { $0.closed } }
+
+    /// Counts a ceremony in; true when it is to hang.
+    func began() -> Bool {
+        counts.withLock {
+            $0.began += 1
+            $0.running += 1
+            return $0.began > quick
+        }
+    }
+
+    func ended() { counts.withLock { $0.running -= 1 } }
+    func closed() { counts.withLock { $0.closed += 1 } }
 }
 
 /// A real `FleetServer` whose `auth.token` handler answers at once, except that the request
