@@ -355,7 +355,13 @@ struct ZeroMQTests {
     @Test func dealerReconnectsAfterRouterIsClosedAndRebound() async throws {
         try await withLoop { _, loop in
             let router = try await loop.makeSocket(.router)
-            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            // A port above the kernel's ephemeral range (32768–60999 here): between the close and
+            // the rebind below, another test binding port 0 cannot be given this one.
+            var endpoint = ""
+            for port in 61_000...65_000 where endpoint.isEmpty {
+                endpoint = (try? await router.bind("tcp://127.0.0.1:\(port)")) ?? ""
+            }
+            try #require(!endpoint.isEmpty, "no free port in 61000…65000")
             var options = SocketOptions()
             options.monitor = true
             options.routingID = bytes("d")
