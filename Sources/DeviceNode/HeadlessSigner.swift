@@ -280,9 +280,10 @@ struct HeadlessSigningSession: Sendable {
     /// cannot carry, is written `0`.
     static func decimal3(_ value: Double) -> String {
         guard value.isFinite else { return "0" }
-        let scaled = (abs(value) * 1000).rounded()
-        guard scaled < 9e15 else { return String(format: "%.3f", value) }
-        let thousandths = Int64(scaled)
+        // A whole number below 9e15 converts exactly; anything larger keeps Foundation's formatter.
+        guard let thousandths = Int64(exactly: (abs(value) * 1000).rounded()), thousandths < 9_000_000_000_000_000 else {
+            return String(format: "%.3f", value)
+        }
         let fraction = thousandths % 1000
         let sign = value < 0 && thousandths != 0 ? "-" : ""
         let digits = fraction < 10 ? "00\(fraction)" : fraction < 100 ? "0\(fraction)" : "\(fraction)"

@@ -437,8 +437,9 @@ public final class Launcher: Sendable {
 
     /// Sleeps for at most `seconds` or until ``LauncherState/changes`` rings after `seen`.
     func waitForChange(after seen: UInt64, seconds: Double) async {
-        // Bounded, so a far or absurd time cannot overflow the duration.
-        let milliseconds = Int64((min(max(seconds, 0), 86_400) * 1000).rounded(.up))
+        // Bounded, so a far or absurd time (NaN included: it waits for nothing) cannot trap.
+        let bounded = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
+        let milliseconds = Int64(exactly: (bounded * 1000).rounded(.up)) ?? 0
         _ = await state.changes.wait(after: seen, atMost: .milliseconds(milliseconds))
     }
 

@@ -48,7 +48,7 @@ public actor SimulatedDevice {
     private var machine: DeviceStateMachine
 
     private var node: DeviceNode?
-    private var link: DeviceLink?
+    private var link: FleetClientConnection?
     private var engine: SyncEngine?
     private var token: String?
     /// Counted in the `online` figure of the stats line.
@@ -264,7 +264,7 @@ public actor SimulatedDevice {
             security: security, requestTimeout: configuration.requestTimeout, maxAttempts: 2)
         // The launcher handed over the coordinator's key it read itself: no monitor per device.
         clientConfiguration.reportsHandshakeFailures = false
-        let link = DeviceLink.open(configuration: clientConfiguration, loop: loop, logger: logger)
+        let link = FleetClientConnection.open(configuration: clientConfiguration, loop: loop, logger: logger)
         self.link = link
         session.attach(link.client)
     }

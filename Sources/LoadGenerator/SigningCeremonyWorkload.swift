@@ -68,7 +68,7 @@ public struct SigningCeremonyWorkload: LoadWorkload {
         var logger = logger
         logger[metadataKey: "device"] = "\(deviceID)"
         let security: ClientSecurity = try configuration.serverKey.map { .curve(serverKey: $0, keys: try CurveKeyPair.generate()) } ?? .plaintext
-        let connection = ClientConnection.open(
+        let connection = FleetClientConnection.open(
             configuration: FleetClientConfiguration(
                 endpoint: configuration.endpoint, deviceID: deviceID, security: security, requestTimeout: configuration.requestTimeout,
                 maxAttempts: 2),
@@ -102,34 +102,10 @@ public struct SigningCeremonyWorkload: LoadWorkload {
     }
 }
 
-/// A device's ``FleetClient`` and the task keeping its connection up, from
-/// ``open(configuration:loop:logger:)`` to ``close()``, both called by the device's owner.
-struct ClientConnection: Sendable {
-    let client: FleetClient
-    private let task: Task<Void, Never>
-
-    private init(client: FleetClient, task: Task<Void, Never>) {
-        self.client = client
-        self.task = task
-    }
-
-    /// Starts connecting; the caller must ``close()`` the connection.
-    static func open(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) -> ClientConnection {
-        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
-        return ClientConnection(client: client, task: Task { await client.run() })
-    }
-
-    /// Ends the connection and waits until its task has.
-    func close() async {
-        task.cancel()
-        await task.value
-    }
-}
-
 /// One virtual signing device: its own store, key, connection and sync engine.
 final class SigningDevice: LoadDevice {
     let node: DeviceNode
-    let connection: ClientConnection
+    let connection: FleetClientConnection
     let engine: SyncEngine
     let seed: UInt64
     let deviceID: String
@@ -137,7 +113,7 @@ final class SigningDevice: LoadDevice {
     /// Sequences whose ceremonies saw their item acknowledged, for the audit.
     private let acknowledgedSequences = Mutex<[UInt64]>([])
 
-    init(node: DeviceNode, connection: ClientConnection, engine: SyncEngine, seed: UInt64, deviceID: String, hostEmail: String) {
+    init(node: DeviceNode, connection: FleetClientConnection, engine: SyncEngine, seed: UInt64, deviceID: String, hostEmail: String) {
         self.node = node
         self.connection = connection
         self.engine = engine

@@ -28,12 +28,12 @@ import Glibc
         defer { Task { await supervisor.stopAll(grace: .seconds(1)) } }
 
         // The timeouts are on the stopped clock: a wait that polled (or slept to its timeout) would never end.
-        let running = try await within(.seconds(20), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) }
+        let running = try await withDeadline(.seconds(20), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) }
         #expect(running)
         let pid = try #require(await supervisor.pid(of: "child"))
         // An exit nobody asked for, beyond a restart budget of 0: the supervisor gives up on it.
         #expect(Glibc.kill(-pid, SIGKILL) == 0)
-        let down = try await within(.seconds(20), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) }
+        let down = try await withDeadline(.seconds(20), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) }
         #expect(down)
         #expect(await supervisor.lastExit(of: "child") == .signaled(SIGKILL))
         #expect(await supervisor.exhausted == ["child"])
@@ -103,27 +103,8 @@ import Glibc
         let bell = Doorbell()
         let waiter = Task { await bell.wait(after: bell.generation) }
         waiter.cancel()
-        try await within(.seconds(20), "the cancelled wait") { await waiter.value }
+        try await withDeadline(.seconds(20), "the cancelled wait") { await waiter.value }
         #expect(bell.generation == 0)
-    }
-
-    struct TimedOut: Error, CustomStringConvertible {
-        var what: String
-        var description: String { "deadline exceeded waiting for \(what)" }
-    }
-
-    /// `body`'s result, or ``TimedOut`` after `timeout` (real time: the test's own deadline).
-    func within<T: Sendable>(_ timeout: Duration, _ what: String, _ body: @escaping @Sendable () async -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { await body() }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else { throw TimedOut(what: what) }
-            return value
-        }
     }
 }
 

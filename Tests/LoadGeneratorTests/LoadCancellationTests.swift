@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Testing
 import ZeroMQ
@@ -25,10 +26,10 @@ struct LoadCancellationTests {
             do { end.yield(.success(try await runner.run())) } catch { end.yield(.failure(error)) }
         }
         // The first ceremony completed: the run is under way, and every later ceremony hangs.
-        for await _ in probe.completed.stream { break }
+        _ = try await firstElement(of: probe.completed.stream, within: limit, "the first completed ceremony")
         run.cancel()
 
-        guard let outcome = await firstElement(of: ended, within: limit) else {
+        guard let outcome = try? await firstElement(of: ended, within: limit, "the cancelled run's end") else {
             Issue.record("the cancelled run did not end within \(limit)")
             return
         }
@@ -52,10 +53,10 @@ struct LoadCancellationTests {
             do { end.yield(.success(try await runner.run(progress: { progress.yield($0) }))) } catch { end.yield(.failure(error)) }
         }
         // The first progress line: the devices are connected and their first requests are waiting.
-        for await _ in progressed { break }
+        _ = try await firstElement(of: progressed, within: limit, "the first progress line")
         run.cancel()
 
-        let outcome = await firstElement(of: ended, within: limit)
+        let outcome = try? await firstElement(of: ended, within: limit, "the cancelled run's end")
         await silent.close()
         await loop.shutdown()
         context.shutdown()
@@ -82,20 +83,3 @@ struct LoadCancellationTests {
     }
 }
 
-/// The stream's first element, or `nil` when none comes within `limit` (the deadline, not a wait
-/// for something to happen: a stream that yields ends it at once).
-func firstElement<Element: Sendable>(of stream: AsyncStream<Element>, within limit: Duration) async -> Element? {
-    await withTaskGroup(of: Element?.self) { group in
-        group.addTask {
-            for await element in stream { return element }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: limit)
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
-    }
-}

@@ -19,7 +19,7 @@ struct RequestWorkload: LoadWorkload {
     func makeDevice(index: Int, seed: UInt64) async throws -> any LoadDevice {
         var logger = Logger(label: "load-test")
         logger.logLevel = .critical
-        let connection = ClientConnection.open(
+        let connection = FleetClientConnection.open(
             configuration: FleetClientConfiguration(
                 endpoint: endpoint, deviceID: "load-test-\(index)-\(UUID().uuidString.prefix(6))", requestTimeout: requestTimeout, maxAttempts: 1),
             loop: loop, logger: logger)
@@ -28,10 +28,10 @@ struct RequestWorkload: LoadWorkload {
 }
 
 final class RequestDevice: LoadDevice {
-    let connection: ClientConnection
+    let connection: FleetClientConnection
     var client: FleetClient { connection.client }
 
-    init(connection: ClientConnection) {
+    init(connection: FleetClientConnection) {
         self.connection = connection
     }
 

@@ -7,36 +7,6 @@ import Logging
 import Synchronization
 import ZeroMQ
 
-/// A device's connection while it is online: a ``FleetClient`` (its own DEALER socket,
-/// routing id = device id) with the task keeping it up.
-///
-/// An offline device has no link at all — no socket, no heartbeats — as an app that checks
-/// reachability before it tries the network. Going online opens a new link (a client cannot
-/// be restarted once stopped). A link lives from ``open(configuration:loop:logger:)`` to
-/// ``close()``, both called by its device.
-final class DeviceLink: Sendable {
-    let client: FleetClient
-    private let task: Task<Void, Never>
-
-    private init(client: FleetClient, task: Task<Void, Never>) {
-        self.client = client
-        self.task = task
-    }
-
-    /// Starts connecting; the caller owns the link and must ``close()`` it.
-    static func open(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) -> DeviceLink {
-        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
-        return DeviceLink(client: client, task: Task { await client.run() })
-    }
-
-    /// Closes the socket and waits until the connection task has ended.
-    func close() async {
-        task.cancel()
-        await client.stop()
-        await task.value
-    }
-}
-
 /// The device's session with the coordinator across its links: a ``ClientTransport`` that sends
 /// each request over whichever link is open now, and fails at once with a retryable error while
 /// the device is offline, as the SDK does without reachability.
@@ -69,10 +39,10 @@ final class LinkedClient: ClientTransport {
     /// Connection events belong to each link's own client; this stream has none.
     var connectionEvents: AsyncStream<ConnectionEvent> { AsyncStream { $0.finish() } }
 
-    /// The links keep their own sessions (``DeviceLink``): there is nothing to run here.
+    /// The links keep their own sessions (`FleetClientConnection`): there is nothing to run here.
     func run() async {}
 
-    /// Detaches the current link (closing it is ``DeviceLink/close()``'s job).
+    /// Detaches the current link (closing it is `FleetClientConnection.close()`'s job).
     func stop() async { attach(nil) }
 
     func request<Request: FleetRequest>(_ request: Request, timeout: Duration?, attempts: Int?) async throws -> Request.Reply {
