@@ -181,6 +181,26 @@ public final class ChildProcess: Sendable {
         return (status, child.lines(.standardOutput).joined(separator: "\n"), child.lines(.standardError).joined(separator: "\n"))
     }
 
+    /// Runs a short tool to completion without holding a thread: the form for `async` tests.
+    /// ``runToCompletion(_:_:environment:timeout:)`` called from an `async` test blocks one of the
+    /// cooperative pool's threads (two on a 2-core machine), so two slow tools at once (a
+    /// PostgreSQL `initdb`, a `signfleet admin` waiting on its store) stall every other test in
+    /// the process. Kills it after `timeout`.
+    /// - Returns: its exit status (a signal's number if one ended it) and each stream's text.
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, timeout: Duration = .seconds(120)
+    ) async throws -> (status: Int32, standardOutput: String, standardError: String) {
+        let child = try launch(executable, arguments, environment: environment)
+        let status: Int32
+        do {
+            status = try await child.waitForExit(timeout: timeout)
+        } catch {
+            await child.terminate()
+            throw error
+        }
+        return (status, child.lines(.standardOutput).joined(separator: "\n"), child.lines(.standardError).joined(separator: "\n"))
+    }
+
     /// `posix_spawn` refused to start the child.
     public struct LaunchError: Error, CustomStringConvertible {
         public var executable: String

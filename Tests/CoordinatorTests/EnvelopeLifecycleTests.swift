@@ -361,25 +361,25 @@ private func remoteSignerItems(count: Int, directory: URL, deviceID: String) asy
             ?? FileManager.default.currentDirectoryPath + "/.build/debug/signfleet"
         try #require(FileManager.default.isExecutableFile(atPath: binary), "signfleet not built at \(binary)")
         let store = fixture.temporary.store.path
-        func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-            let (status, output, errors) = try ChildProcess.runToCompletion(binary, ["admin", "envelope"] + arguments + ["--store", store])
+        func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+            let (status, output, errors) = try await ChildProcess.run(binary, ["admin", "envelope"] + arguments + ["--store", store])
             return (status, output + "\n" + errors)
         }
-        let shown = try run(["show", "--id", ids[0]])
+        let shown = try await run(["show", "--id", ids[0]])
         #expect(shown.status == 0)
         #expect(shown.output.contains("status=sent"))
         #expect(shown.output.contains("recipient r1 signer \"Remote Signer 1\" order=2 status=sent"))
-        let acted = try run(["act", "--id", ids[0], "--recipient", "r1", "--action", "sign"])
+        let acted = try await run(["act", "--id", ids[0], "--recipient", "r1", "--action", "sign"])
         #expect(acted.status == 0)
         #expect(acted.output.contains("recipient r2 signer \"Remote Signer 2\" order=3 status=sent"))
-        let refused = try run(["void", "--id", ids[0], "--reason", " "])
+        let refused = try await run(["void", "--id", ids[0], "--reason", " "])
         #expect(refused.status == 1)
         #expect(refused.output.contains("invalid_request"))
-        let voided = try run(["void", "--id", ids[0], "--reason", "replaced"])
+        let voided = try await run(["void", "--id", ids[0], "--reason", "replaced"])
         #expect(voided.status == 0)
         #expect(voided.output.contains("status=voided"))
         #expect(voided.output.contains("voided: replaced"))
-        let missing = try run(["show", "--id", "env-none"])
+        let missing = try await run(["show", "--id", "env-none"])
         #expect(missing.status == 1)
         #expect(missing.output.contains("not_found"))
         #expect(try await fixture.services.envelopes.envelope(id: ids[0]).status == "voided")

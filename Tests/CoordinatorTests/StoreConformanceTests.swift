@@ -437,16 +437,24 @@ func forgedItems(count: Int, remoteSigners: Int = 0, embedded: [String?] = [], t
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scripts/postgres-cluster.sh").path
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-unreachable-\(UUID().uuidString)").path
-        let started = try ChildProcess.runToCompletion("/bin/bash", [script, "start", directory])
+        let started = try await ChildProcess.run("/bin/bash", [script, "start", directory])
         try #require(started.status == 0, "\(started.standardError)")
-        defer { _ = try? ChildProcess.runToCompletion("/bin/bash", [script, "stop", directory]) }
-        let store = try await PostgresCoordinatorStore(url: started.standardOutput, schema: "unreachable")
+        do {
+            try await stopServerMidway(url: started.standardOutput, script: script, directory: directory)
+        } catch {
+            _ = try? await ChildProcess.run("/bin/bash", [script, "stop", directory])
+            throw error
+        }
+    }
+
+    func stopServerMidway(url: String, script: String, directory: String) async throws {
+        let store = try await PostgresCoordinatorStore(url: url, schema: "unreachable")
         defer { store.close() }
         let accounts = AccountDirectory(storage: store)
         _ = try await accounts.createAccount(id: "before", name: "Before")
 
         // Stopping removes the data directory too: the server is gone for good.
-        let stopped = try ChildProcess.runToCompletion("/bin/bash", [script, "stop", directory])
+        let stopped = try await ChildProcess.run("/bin/bash", [script, "stop", directory])
         try #require(stopped.status == 0)
         do {
             _ = try await accounts.createAccount(id: "after", name: "After")

@@ -31,9 +31,9 @@ struct SyncPayloadInteropTests {
     static let doc = repository.appendingPathComponent("docs/sync-payload.md")
 
     /// Runs the script; its output is small, so plain pipes do.
-    static func run(_ arguments: [String]) throws -> ScriptOutput {
+    static func run(_ arguments: [String]) async throws -> ScriptOutput {
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
-        let (status, output, errors) = try ChildProcess.runToCompletion("/usr/bin/env", [python, script.path] + arguments)
+        let (status, output, errors) = try await ChildProcess.run("/usr/bin/env", [python, script.path] + arguments)
         guard status == 0 else {
             throw ScriptFailure(
                 message: """
@@ -62,8 +62,8 @@ struct SyncPayloadInteropTests {
             sequence: output.sequence, transactionID: output.transactionID, publicKey: bytes(output.publicKey))
     }
 
-    @Test func aPayloadBuiltFromTheDocPassesTheIngestChecks() throws {
-        let output = try Self.run([
+    @Test func aPayloadBuiltFromTheDocPassesTheIngestChecks() async throws {
+        let output = try await Self.run([
             "--seed", "5f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
             "--device-id", "py-device-3", "--sequence", "42", "--transaction-id", "py-tx-42",
         ])
@@ -91,8 +91,8 @@ struct SyncPayloadInteropTests {
         #expect(failure.reason.contains("item 42"))
     }
 
-    @Test func theDocsWorkedExampleVerifiesAndMatchesTheScript() throws {
-        let output = try Self.run(["--example"])
+    @Test func theDocsWorkedExampleVerifiesAndMatchesTheScript() async throws {
+        let output = try await Self.run(["--example"])
         guard case .success(let payload) = Self.recheck(output) else {
             Issue.record("the worked example does not verify: \(Self.recheck(output))")
             return
@@ -111,7 +111,7 @@ struct SyncPayloadInteropTests {
     }
 
     @Test func aPayloadBuiltFromTheDocIsAppliedByTheIngest() async throws {
-        let output = try Self.run([
+        let output = try await Self.run([
             "--seed", "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf",
             "--device-id", "py-device-1", "--sequence", "1", "--transaction-id", "py-tx-1",
         ])
