@@ -3,6 +3,12 @@ import Logging
 
 /// The body of a ``ZMQIOLoop`` thread. Not `Sendable`: it is created on the I/O thread and
 /// every socket it holds is created, used and closed there.
+///
+/// It sleeps in a ``ReadinessSet`` on the waker and every socket's `ZMQ_FD`, and asks
+/// `ZMQ_EVENTS` only of sockets that may have news: one whose descriptor turned readable, or
+/// one it just sent on or received from (libzmq's rule: a `send` or `recv` can change what a
+/// socket is ready for without signalling its descriptor). So a wake-up costs in proportion to
+/// the busy sockets, not to every socket the thread holds.
 final class IOWorker {
     private final class Entry {
         let id: Int
@@ -20,6 +26,11 @@ final class IOWorker {
         /// After a POLLOUT that still could not send (a ROUTER reports POLLOUT if *any* peer
         /// has room), retry on a timer instead of spinning on POLLOUT.
         var retrySendAt: ContinuousClock.Instant?
+        /// The socket's `ZMQ_FD` and its monitor reader's, as registered in the readiness set.
+        var signalDescriptor: Int32 = -1
+        var monitorDescriptor: Int32 = -1
+        /// In the list of sockets whose `ZMQ_EVENTS` is to be asked.
+        var queuedForCheck = false
 
         init(id: Int, socket: Socket, inbox: Inbox, sendWindow: SendWindow) {
             self.sendWindow = sendWindow
@@ -53,13 +64,13 @@ final class IOWorker {
         }
     }
 
-    private enum PollTarget { case socket(Entry), monitor(Entry) }
-
     private let shared: LoopShared
     private var entries: [Int: Entry] = [:]
-    private let poller = Poller()
-    private var targets: [PollTarget] = []
-    private var pollerDirty = true
+    private let readiness: ReadinessSet
+    /// Sockets whose `ZMQ_EVENTS` is to be asked before the thread may sleep.
+    private var toCheck: [Entry] = []
+    /// Sockets waiting on ``Entry/retrySendAt``.
+    private var retrying: [Int: Entry] = [:]
     private var batch: [Command] = []
     private let clock = ContinuousClock()
     /// Messages taken from one socket per wake-up before serving the others.
@@ -68,13 +79,25 @@ final class IOWorker {
 
     private let executor: UnownedTaskExecutor
 
-    init(shared: LoopShared, executor: UnownedTaskExecutor) {
+    /// Readiness keys: a socket's id, its monitor reader's id with this bit, or the waker.
+    private static let monitorBit: UInt64 = 1 << 62
+    private static let wakerKey: UInt64 = .max
+
+    init(shared: LoopShared, readiness: ReadinessSet, executor: UnownedTaskExecutor) {
         self.shared = shared
+        self.readiness = readiness
         self.executor = executor
     }
 
     func run() {
         shared.logger.debug("zmq I/O loop started", metadata: ["loop": "\(shared.label)"])
+        do throws(ZMQError) {
+            try readiness.add(shared.waker.readFD, key: Self.wakerKey)
+        } catch {
+            shared.logger.error("zmq I/O loop cannot watch its waker", metadata: ["error": "\(error)"])
+            stop()
+            return
+        }
         var terminated = false
         while !terminated {
             let stopping = shared.state.withLock { state in
@@ -87,30 +110,28 @@ final class IOWorker {
             if stopping { break }
 
             retryDueSends()
-            if pollerDirty { rebuildPoller() }
-            let timeout = pollTimeout()
+            checkQueuedSockets()
             let sleep = shared.state.withLock { state in
-                guard state.commands.isEmpty, !state.stopping else { return false }
+                guard state.commands.isEmpty, !state.stopping, toCheck.isEmpty else { return false }
                 state.sleeping = true
                 return true
             }
             // More commands (typically jobs resumed by the last batch) are already queued: run
-            // them before a non-blocking zmq_poll, but poll at least every few rounds so the
-            // sockets are never starved by a busy queue.
+            // them before a non-blocking look at the descriptors, but look at least every few
+            // rounds so the sockets are never starved by a busy queue.
             if !sleep, roundsWithoutPolling < 8 {
                 roundsWithoutPolling += 1
                 continue
             }
             roundsWithoutPolling = 0
-            do {
-                try poller.poll(timeoutMilliseconds: sleep ? timeout : 0)
+            do throws(ZMQError) {
+                try readiness.wait(timeoutMilliseconds: sleep ? pollTimeout() : 0) { key in ready(key) }
             } catch {
-                // ETERM: the context is being terminated under us; close everything so it can finish.
-                shared.logger.debug("zmq_poll stopped the I/O loop", metadata: ["error": "\(error)"])
+                shared.logger.error("the zmq I/O loop's wait failed; closing its sockets", metadata: ["error": "\(error)"])
                 terminated = true
                 continue
             }
-            dispatchPollResults()
+            checkQueuedSockets()
         }
         stop()
     }
@@ -153,7 +174,7 @@ final class IOWorker {
             // Sends queued earlier go first; only an idle queue is tried at once.
             if entry.pendingSends.count - entry.pendingHead == 1 {
                 flushSends(entry)
-                if entry.hasPendingSends { pollerDirty = true }
+                queueCheck(entry)
             }
         case .sendOrDrop(let id, let frames, let reply):
             guard let entry = entries[id] else {
@@ -167,26 +188,25 @@ final class IOWorker {
             } catch {
                 reply.complete(.failure(error))
             }
+            queueCheck(entry)
         case .cancelSend(let id, let token):
             guard let entry = entries[id] else { return }
             for index in entry.pendingHead..<entry.pendingSends.count
             where entry.pendingSends[index].token == token && entry.pendingSends[index].nextFrame == 0 {
                 let cancelled = entry.pendingSends.remove(at: index)
                 cancelled.reply?.resume(throwing: CancellationError())
-                if !entry.hasPendingSends { pollerDirty = true }
                 break
             }
         case .resumeReading(let id):
             guard let entry = entries[id], entry.readingPaused else { return }
             entry.readingPaused = false
-            pollerDirty = true
-            // Anything already queued in libzmq is picked up by the next zmq_poll.
+            // Anything already queued in libzmq: its descriptor will not signal it again.
+            queueCheck(entry)
         case .job(let job):
             job.runSynchronously(on: executor)
         case .close(let id, let reply):
             if let entry = entries.removeValue(forKey: id) {
                 close(entry, forceLinger: false)
-                pollerDirty = true
             }
             reply?.resume()
         }
@@ -203,6 +223,13 @@ final class IOWorker {
             }
             let entry = Entry(id: request.socket, socket: socket, inbox: request.inbox, sendWindow: request.sendWindow)
             entry.inboundFilter = request.options.inboundFilter
+            do throws(ZMQError) {
+                entry.signalDescriptor = try socket.signalDescriptor()
+                try readiness.add(entry.signalDescriptor, key: UInt64(request.socket))
+            } catch {
+                socket.close()
+                throw error
+            }
             if let monitor = request.monitor {
                 let endpoint = "inproc://signfleet-zmq-monitor-\(shared.instance)-\(request.socket)"
                 do throws(ZMQError) {
@@ -211,8 +238,11 @@ final class IOWorker {
                     entry.monitorReader = reader
                     try reader.setOption(ZMQ_LINGER, Int32(0))
                     try reader.connect(endpoint)
+                    entry.monitorDescriptor = try reader.signalDescriptor()
+                    try readiness.add(entry.monitorDescriptor, key: UInt64(request.socket) | Self.monitorBit)
                 } catch {
                     _ = try? socket.monitor(endpoint: nil)
+                    readiness.remove(entry.signalDescriptor)
                     entry.monitorReader?.close()
                     socket.close()
                     throw error
@@ -220,7 +250,10 @@ final class IOWorker {
                 entry.monitor = monitor
             }
             entries[request.socket] = entry
-            pollerDirty = true
+            // A pipe nobody has found empty yet signals nothing when written to: asking each
+            // socket once arms its descriptor (the monitor's first event would otherwise be lost).
+            queueCheck(entry)
+            readMonitor(entry)
             shared.statistics.withLock { $0.socketsOpened += 1 }
             request.reply.resume()
         } catch {
@@ -230,31 +263,83 @@ final class IOWorker {
         }
     }
 
-    // MARK: Polling
+    // MARK: Readiness
 
-    private func rebuildPoller() {
-        poller.removeAll()
-        targets.removeAll(keepingCapacity: true)
-        poller.register(fd: shared.waker.readFD, events: .readable)
-        for entry in entries.values {
-            var events: Poller.Events = []
-            if !entry.readingPaused { events.insert(.readable) }
-            if entry.hasPendingSends, entry.retrySendAt == nil { events.insert(.writable) }
-            if !events.isEmpty {
-                poller.register(entry.socket, events: events)
-                targets.append(.socket(entry))
-            }
-            if let reader = entry.monitorReader {
-                poller.register(reader, events: .readable)
-                targets.append(.monitor(entry))
-            }
+    /// Asks `entry`'s `ZMQ_EVENTS` before the thread next sleeps.
+    private func queueCheck(_ entry: Entry) {
+        guard !entry.queuedForCheck else { return }
+        entry.queuedForCheck = true
+        toCheck.append(entry)
+    }
+
+    /// A descriptor of the readiness set turned readable.
+    private func ready(_ key: UInt64) {
+        if key == Self.wakerKey {
+            shared.waker.drain()
+        } else if key & Self.monitorBit != 0 {
+            if let entry = entries[Int(truncatingIfNeeded: key & ~Self.monitorBit)] { readMonitor(entry) }
+        } else if let entry = entries[Int(truncatingIfNeeded: key)] {
+            queueCheck(entry)
         }
-        pollerDirty = false
+    }
+
+    /// Serves every queued socket: receives while it is readable (up to ``receiveBatch``
+    /// messages, then it waits for the next round so the others are served), sends while it is
+    /// writable, and asks again after each, until `ZMQ_EVENTS` offers nothing it wants.
+    private func checkQueuedSockets() {
+        guard !toCheck.isEmpty else { return }
+        let queued = toCheck
+        toCheck.removeAll(keepingCapacity: true)
+        for entry in queued {
+            entry.queuedForCheck = false
+            // Closed by an earlier entry's handling, or by a command since it was queued.
+            guard !entry.socket.isClosed else { continue }
+            serve(entry)
+        }
+    }
+
+    private func serve(_ entry: Entry) {
+        while true {
+            let events: Poller.Events
+            do throws(ZMQError) {
+                events = try entry.socket.currentEvents()
+            } catch {
+                if error.errno == ETERM {
+                    // The context is shutting down under us: close everything so it can finish.
+                    shared.logger.debug("zmq context terminated under the I/O loop", metadata: ["loop": "\(shared.label)"])
+                    shared.state.withLock { $0.stopping = true }
+                } else {
+                    shared.logger.warning("zmq_getsockopt(ZMQ_EVENTS) failed", metadata: ["socket": "\(entry.id)", "error": "\(error)"])
+                }
+                return
+            }
+            var acted = false
+            if entry.hasPendingSends, entry.retrySendAt == nil, events.contains(.writable) {
+                let before = (entry.pendingHead, entry.pendingSends.count)
+                flushSends(entry)
+                if entry.hasPendingSends, before == (entry.pendingHead, entry.pendingSends.count) {
+                    entry.retrySendAt = clock.now.advanced(by: .milliseconds(2))
+                    retrying[entry.id] = entry
+                } else {
+                    acted = true
+                }
+            }
+            if !entry.readingPaused, events.contains(.readable) {
+                switch receive(entry) {
+                case .drained(let count): acted = acted || count > 0
+                case .batchFull:
+                    queueCheck(entry)
+                    return
+                case .paused, .failed: break
+                }
+            }
+            if !acted { return }
+        }
     }
 
     private func pollTimeout() -> Int {
         var earliest: ContinuousClock.Instant?
-        for entry in entries.values {
+        for entry in retrying.values {
             if let due = entry.retrySendAt, earliest.map({ due < $0 }) ?? true { earliest = due }
         }
         guard let earliest else { return -1 }
@@ -263,58 +348,41 @@ final class IOWorker {
     }
 
     private func retryDueSends() {
+        guard !retrying.isEmpty else { return }
         let now = clock.now
-        for entry in entries.values {
+        for (id, entry) in retrying {
             guard let due = entry.retrySendAt, due <= now else { continue }
             entry.retrySendAt = nil
+            retrying[id] = nil
+            guard !entry.socket.isClosed else { continue }
             flushSends(entry)
-            pollerDirty = true
+            queueCheck(entry)
         }
     }
 
-    private func dispatchPollResults() {
-        if poller.returnedEvents(at: 0).contains(.readable) { shared.waker.drain() }
-        for (offset, target) in targets.enumerated() {
-            let events = poller.returnedEvents(at: offset + 1)
-            if events.isEmpty { continue }
-            switch target {
-            case .socket(let entry):
-                // The entry may have been closed by an earlier target's failure handling.
-                guard !entry.socket.isClosed else { continue }
-                if events.contains(.writable) {
-                    let before = (entry.pendingHead, entry.pendingSends.count)
-                    flushSends(entry)
-                    if entry.hasPendingSends, before == (entry.pendingHead, entry.pendingSends.count) {
-                        entry.retrySendAt = clock.now.advanced(by: .milliseconds(2))
-                        pollerDirty = true
-                    } else if !entry.hasPendingSends {
-                        pollerDirty = true
-                    }
-                }
-                if events.contains(.readable) { receive(entry) }
-            case .monitor(let entry):
-                readMonitor(entry)
-            }
-        }
-    }
+    private enum Received { case drained(Int), batchFull, paused, failed }
 
-    private func receive(_ entry: Entry) {
-        for _ in 0..<receiveBatch {
+    /// Receives up to ``receiveBatch`` messages: until none is left (`drained`, with how many
+    /// were received), the batch is
+    /// used up (`batchFull`), the inbox is full (`paused`: reading waits for `resumeReading`) or
+    /// a receive failed.
+    private func receive(_ entry: Entry) -> Received {
+        for count in 0..<receiveBatch {
             let message: [[UInt8]]?
             do throws(ZMQError) {
                 message = try entry.socket.receive(dontWait: true)
             } catch {
                 shared.logger.warning("zmq receive failed", metadata: ["socket": "\(entry.id)", "error": "\(error)"])
-                return
+                return .failed
             }
-            guard let message else { return }
+            guard let message else { return .drained(count) }
             if let filter = entry.inboundFilter, !filter(message, entry.socket.lastSourceDescriptor) { continue }
             if !entry.inbox.deliver(message) {
                 entry.readingPaused = true
-                pollerDirty = true
-                return
+                return .paused
             }
         }
+        return .batchFull
     }
 
     private func flushSends(_ entry: Entry) {
@@ -349,15 +417,23 @@ final class IOWorker {
 
     private func readMonitor(_ entry: Entry) {
         guard let reader = entry.monitorReader else { return }
-        while let frames = try? reader.receive(dontWait: true) {
-            if let event = MonitorEvent(frames: frames) { entry.monitor?.yield(event) }
-        }
+        repeat {
+            while let frames = try? reader.receive(dontWait: true) {
+                if let event = MonitorEvent(frames: frames) { entry.monitor?.yield(event) }
+            }
+            // A `recv` may leave libzmq's commands unprocessed for a while, and so the descriptor
+            // readable; `ZMQ_EVENTS` processes them, so the thread does not wake again for nothing.
+        } while (try? reader.currentEvents())?.contains(.readable) == true
     }
 
     // MARK: Closing
 
     private func close(_ entry: Entry, forceLinger: Bool) {
         if forceLinger { _ = try? entry.socket.setOption(ZMQ_LINGER, Int32(0)) }
+        // Out of the readiness set before libzmq may close or reuse the descriptors.
+        if entry.signalDescriptor >= 0 { readiness.remove(entry.signalDescriptor) }
+        if entry.monitorDescriptor >= 0 { readiness.remove(entry.monitorDescriptor) }
+        retrying[entry.id] = nil
         if let reader = entry.monitorReader {
             // Stop the monitor first so libzmq's monitor socket is closed before its reader.
             _ = try? entry.socket.monitor(endpoint: nil)
@@ -388,8 +464,8 @@ final class IOWorker {
         for command in leftovers { command.reject() }
         for entry in entries.values { close(entry, forceLinger: true) }
         entries.removeAll()
-        poller.removeAll()
-        targets.removeAll()
+        toCheck.removeAll()
+        readiness.close()
         let waiters = shared.state.withLock { state in
             state.stopped = true
             defer { state.shutdownWaiters.removeAll() }

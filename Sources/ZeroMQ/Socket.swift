@@ -206,6 +206,23 @@ public final class Socket {
         if zmq_setsockopt(socket, option, value, size) != 0 { throw ZMQError.last("zmq_setsockopt(\(option))") }
     }
 
+    /// `ZMQ_FD`: a descriptor that turns readable when the socket may have news for
+    /// ``currentEvents()`` (not necessarily a message). libzmq owns it.
+    func signalDescriptor() throws(ZMQError) -> Int32 {
+        try int32Option(ZMQ_FD)
+    }
+
+    /// `ZMQ_EVENTS`: whether a message can be received or sent now. Asking processes the
+    /// socket's pending commands, which resets ``signalDescriptor()``.
+    /// - Throws: ``ZMQError``: `ETERM` once the context is shutting down.
+    func currentEvents() throws(ZMQError) -> Poller.Events {
+        let socket = try open("zmq_getsockopt(ZMQ_EVENTS)")
+        var value: Int32 = 0
+        var size = MemoryLayout<Int32>.size
+        if zmq_getsockopt(socket, ZMQ_EVENTS, &value, &size) != 0 { throw ZMQError.last("zmq_getsockopt(ZMQ_EVENTS)") }
+        return Poller.Events(rawValue: Int16(truncatingIfNeeded: value))
+    }
+
     /// Reads an integer option.
     public func int32Option(_ option: Int32) throws(ZMQError) -> Int32 {
         let socket = try open("zmq_getsockopt(\(option))")

@@ -37,11 +37,12 @@ public final class ZMQIOLoop: TaskExecutor, Sendable {
         // Unowned: the thread must not keep the loop alive (its deinit stops the thread); tasks
         // preferring this executor retain it while they have jobs.
         let executor = asUnownedTaskExecutor()
+        let readiness = try ReadinessSet()
         let thread = Thread {
             nameCurrentThread(label)
             shared.threadID.store(currentThreadID(), ordering: .releasing)
             // Everything the worker holds (sockets, pending sends) lives and dies on this thread.
-            IOWorker(shared: shared, executor: executor).run()
+            IOWorker(shared: shared, readiness: readiness, executor: executor).run()
         }
         thread.name = label
         thread.start()
@@ -186,7 +187,7 @@ enum Command: Sendable {
 final class LoopShared: Sendable {
     struct State {
         var commands: [Command] = []
-        /// The I/O thread is (about to be) blocked in `zmq_poll` with an empty queue: wake it.
+        /// The I/O thread is (about to be) blocked in `epoll_wait` with an empty queue: wake it.
         var sleeping = false
         var stopping = false
         var stopped = false
