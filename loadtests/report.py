@@ -31,6 +31,8 @@ COMPARISONS = [
     ("transport", "request/reply round trip, 6 KB", "swift.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
     ("transport", "round trip 64 B, client task on the I/O thread", "swift.loop-executor.rtt.64B.per_s", "c.rtt.64B.per_s", True, "within 1.3x (ratio >= 0.77)"),
     ("transport", "round trip 6 KB, client task on the I/O thread", "swift.loop-executor.rtt.6KB.per_s", "c.rtt.6KB.per_s", True, "within 1.3x (ratio >= 0.77)"),
+    ("transport", "round trip 64 B with 500 idle monitored sockets on the same I/O loop vs without them, same run", "swift.idle500.rtt.64B.per_s", "swift.rtt.64B.per_s", True, "idle sockets cost nothing (ratio >= 0.9)"),
+    ("transport", "round trip 6 KB with 500 idle monitored sockets on the same I/O loop vs without them", "swift.idle500.rtt.6KB.per_s", "swift.rtt.6KB.per_s", True, "idle sockets cost nothing (ratio >= 0.9)"),
     ("ingest", "sync ingest (verify + commit), 1 device vs raw SQLite inserts of the same rows", "ingest.devices1.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 10 devices vs raw SQLite inserts", "ingest.devices10.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),
     ("ingest", "sync ingest, 100 devices vs raw SQLite inserts", "ingest.devices100.envelopes_per_s", "ref.sqlite_inserts_per_s", True, "(reference: the store's ceiling)"),

@@ -301,6 +301,7 @@ final class IOWorker {
     private func serve(_ entry: Entry) {
         while true {
             let events: Poller.Events
+            shared.eventChecks.wrappingAdd(1, ordering: .relaxed)
             do throws(ZMQError) {
                 events = try entry.socket.currentEvents()
             } catch {
@@ -423,6 +424,7 @@ final class IOWorker {
             }
             // A `recv` may leave libzmq's commands unprocessed for a while, and so the descriptor
             // readable; `ZMQ_EVENTS` processes them, so the thread does not wake again for nothing.
+            shared.eventChecks.wrappingAdd(1, ordering: .relaxed)
         } while (try? reader.currentEvents())?.contains(.readable) == true
     }
 

@@ -32,8 +32,8 @@ func currentThreadID() -> UInt {
     #endif
 }
 
-/// Wakes the I/O thread out of `zmq_poll`: a Linux eventfd (a pipe elsewhere) polled as a raw
-/// fd beside the sockets. Writes come from any thread; only the I/O thread reads and closes it.
+/// Wakes the I/O thread out of `epoll_wait`: a Linux eventfd (a pipe elsewhere) in its
+/// readiness set beside the sockets' descriptors. Writes come from any thread; only the I/O thread reads and closes it.
 struct Waker: Sendable {
     /// The fd the I/O thread polls for readability.
     let readFD: Int32

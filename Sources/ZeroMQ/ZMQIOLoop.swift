@@ -5,11 +5,12 @@ import Synchronization
 /// One dedicated OS thread that owns and polls every socket made through it, bridged to
 /// Swift concurrency.
 ///
-/// ZeroMQ sockets are not thread-safe and `zmq_poll` blocks, so neither may run on the
-/// cooperative thread pool. A `ZMQIOLoop` starts one thread that creates, polls and closes
+/// ZeroMQ sockets are not thread-safe and waiting on them blocks, so neither may run on the
+/// cooperative thread pool. A `ZMQIOLoop` starts one thread that creates, waits on and closes
 /// all of its sockets; tasks talk to it by enqueuing commands (woken through an eventfd only
-/// when the thread is asleep in `zmq_poll`) and get replies through continuations resumed
-/// from that thread. One loop per process serves hundreds of sockets.
+/// when the thread is asleep in `epoll_wait`) and get replies through continuations resumed
+/// from that thread. One loop per process serves hundreds of sockets: a wake-up costs in
+/// proportion to the sockets with news, not to all of them (docs/zeromq.md, "Threading design").
 ///
 /// The loop is also a `TaskExecutor`: a task started with `Task(executorPreference: loop)` runs
 /// on the I/O thread between polls and so skips the thread hops of a request/reply exchange.
@@ -113,10 +114,17 @@ public final class ZMQIOLoop: TaskExecutor, Sendable {
         public var socketsOpened = 0
         /// Sockets closed so far (each socket is counted once, when `zmq_close` runs).
         public var socketsClosed = 0
+        /// Times the loop asked a socket's `ZMQ_EVENTS`: in proportion to the traffic, not to
+        /// the sockets it holds (an idle socket is asked only when libzmq signals it).
+        public var eventChecks = 0
     }
 
     /// Current ``Statistics``.
-    public var statistics: Statistics { shared.statistics.withLock { $0 } }
+    public var statistics: Statistics {
+        var statistics = shared.statistics.withLock { $0 }
+        statistics.eventChecks = shared.eventChecks.load(ordering: .relaxed)
+        return statistics
+    }
 }
 
 struct OpenRequest: Sendable {
@@ -198,6 +206,8 @@ final class LoopShared: Sendable {
     let state = Mutex(State())
     let statistics = Mutex(ZMQIOLoop.Statistics())
     let sendTokens = Atomic<UInt64>(0)
+    /// ``ZMQIOLoop/Statistics/eventChecks`` (an atomic: counted on every check).
+    let eventChecks = Atomic<Int>(0)
     /// The I/O thread's `pthread_self()`, for checks that code runs on it.
     let threadID = Atomic<UInt>(0)
     let waker: Waker

@@ -382,6 +382,58 @@ struct ZeroMQTests {
         }
     }
 
+    // MARK: Scale
+
+    /// A node process holds hundreds of device sockets on one loop; a round trip on one of them
+    /// must not make the loop look at the others (zmq_poll over every socket did, 500 items per
+    /// wake-up). Every idle socket's monitor still reports its handshake.
+    @Test func idleSocketsAreNotAskedOnEveryWakeUp() async throws {
+        try await withLoop { _, loop in
+            let idleRouter = try await loop.makeSocket(.router)
+            let idleEndpoint = try await idleRouter.bind("tcp://127.0.0.1:*")
+            var monitored = SocketOptions()
+            monitored.monitor = true
+            var idle: [AsyncSocket] = []
+            for _ in 0..<300 {
+                let socket = try await loop.makeSocket(.dealer, options: monitored)
+                try await socket.connect(idleEndpoint)
+                idle.append(socket)
+            }
+            for socket in idle {
+                var events = socket.monitorEvents.makeAsyncIterator()
+                _ = try await waitForEvent(.handshakeSucceeded, on: &events)
+            }
+
+            let router = try await loop.makeSocket(.router)
+            let endpoint = try await router.bind("tcp://127.0.0.1:*")
+            let dealer = try await loop.makeSocket(.dealer)
+            try await dealer.connect(endpoint)
+            let echo = Task {
+                for try await message in router.messages { try await router.send(message) }
+            }
+            try await dealer.send([bytes("warm-up")])
+            #expect(try await dealer.receive() == [bytes("warm-up")])
+
+            let before = loop.statistics.eventChecks
+            let trips = 200
+            for trip in 0..<trips {
+                try await dealer.send([bytes("\(trip)")])
+                #expect(try await dealer.receive() == [bytes("\(trip)")])
+            }
+            let checks = loop.statistics.eventChecks - before
+            // A look at every socket per wake-up would be at least 300 x 200 = 60,000 checks; a
+            // round trip wakes the loop a few times and touches two sockets.
+            #expect(checks > 0 && checks <= trips * 20, "\(checks) ZMQ_EVENTS checks for \(trips) round trips")
+
+            echo.cancel()
+            for socket in idle { await socket.close() }
+            await dealer.close()
+            await router.close()
+            await idleRouter.close()
+            _ = await echo.result
+        }
+    }
+
     // MARK: Limits
 
     @Test func oversizedMessageDisconnectsOnlyThatPeer() async throws {

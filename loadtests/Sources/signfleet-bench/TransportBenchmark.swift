@@ -3,7 +3,8 @@
 // The client is an AsyncSocket driven from a Task through a ZMQIOLoop (the path devices use).
 // Against the same raw-libzmq echo server thread as reference/zmq_echo.c, the ratio to that
 // program isolates what the async bridge costs; the "async-both" figures also run the server
-// through its own ZMQIOLoop, as a coordinator process would.
+// through its own ZMQIOLoop, as a coordinator process would; the "idle500" figures run the
+// client's round trips while its loop also holds 500 idle monitored DEALERs (a node process).
 import Foundation
 import ZeroMQ
 
@@ -32,6 +33,27 @@ func transportBenchmark(_ arguments: [String]) async throws {
         Report.emit("transport", "swift.loop-executor.rtt.\(label).per_s", loopPerSecond, "rt/s")
         Report.emit("transport", "swift.loop-executor.rtt.\(label).mean_us", loopMeanMicros, "us")
     }
+
+    // The same loop also holding 500 idle DEALERs with monitors, connected to a ROUTER that never
+    // speaks: a node process's 250 devices. A wake-up of the loop must not cost per idle socket.
+    let idleRouter = try await loop.makeSocket(.router)
+    let idleEndpoint = try await idleRouter.bind("tcp://127.0.0.1:*")
+    var idle: [AsyncSocket] = []
+    var monitored = SocketOptions()
+    monitored.monitor = true
+    for _ in 0..<500 {
+        let socket = try await loop.makeSocket(.dealer, options: monitored)
+        try await socket.connect(idleEndpoint)
+        idle.append(socket)
+    }
+    for (size, label) in [(64, "64B"), (6 * 1024, "6KB")] {
+        let (perSecond, meanMicros) = try await roundTrips(dealer, payloadSize: size, seconds: seconds)
+        Report.emit("transport", "swift.idle500.rtt.\(label).per_s", perSecond, "rt/s")
+        Report.emit("transport", "swift.idle500.rtt.\(label).mean_us", meanMicros, "us")
+    }
+    for socket in idle { await socket.close() }
+    await idleRouter.close()
+
     try await dealer.send([Array("stop".utf8)])
     await dealer.close()
 
