@@ -375,6 +375,7 @@ public final class Launcher: Sendable {
                 requestTimeout: 1, serverKey: mutable.withLock { $0.coordinatorPublicKey })
             plan.failoverEndpoints = failover[node.process]
             plan.niceness = configuration.nodeNiceness
+            plan.drainRamp = scenario.drainRamp > 0 ? scenario.drainRamp : nil
             placeOnHost(&plan, node: node)
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)

@@ -9,8 +9,9 @@ import Foundation
 ///   (the pid is what the launcher signals on a node host with remote signals, ``FleetHost/Signals/remote``);
 /// - the node appends its devices' operations to `historyFile` (``HistoryWriter``);
 /// - every `statsInterval` seconds it prints one line `stats <NodeStats JSON>` on stdout;
-/// - on SIGUSR1 it drains: stops composing, treats every device as online, syncs until
-///   every outbox is empty, prints `drained` and exits 0;
+/// - on SIGUSR1 it drains: stops composing, treats every device as online (each from its
+///   seeded moment within `drainRamp`, when set), syncs until every outbox is empty, prints
+///   `drained` and exits 0;
 /// - on SIGTERM/SIGINT it stops at once, cleanly; SIGKILL may come at any time.
 public struct NodePlan: Codable, Sendable, Hashable {
     /// The process name, `node-<group>-<n>`.
@@ -29,6 +30,9 @@ public struct NodePlan: Codable, Sendable, Hashable {
     public var runStart: Double
     /// How long the run generates work, in seconds from `runStart`.
     public var duration: Double
+    /// The scenario's `drain_ramp`: on SIGUSR1 each device starts draining after a delay drawn
+    /// from its seed in [0, drainRamp) seconds (``DeviceStateMachine``). Absent: 0, all at once.
+    public var drainRamp: Double?
     public var email: String
     public var secret: String
     public var devices: [DevicePlan]

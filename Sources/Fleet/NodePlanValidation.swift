@@ -126,6 +126,9 @@ extension NodePlan {
         guard statsInterval.isFinite, statsInterval >= 0.05, statsInterval <= 86_400 else {
             throw fail("statsInterval", "must be 0.05 to 86400 s, not \(statsInterval)")
         }
+        if let drainRamp, !(drainRamp.isFinite && drainRamp >= 0 && drainRamp <= 3_600) {
+            throw fail("drainRamp", "must be 0 to 3600 s, not \(drainRamp)")
+        }
         guard requestTimeout.isFinite, requestTimeout >= 0.01, requestTimeout <= 3_600 else {
             throw fail("requestTimeout", "must be 0.01 to 3600 s, not \(requestTimeout)")
         }

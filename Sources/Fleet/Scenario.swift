@@ -18,6 +18,9 @@ public struct Scenario: Codable, Sendable, Hashable {
     public var duration: Double
     /// How long draining may take before the verdict becomes `unknown`.
     public var drainTimeout: Double
+    /// Seconds over which the devices start their drain (`drain_ramp`): each at a moment drawn
+    /// from its seed within this window, going on as before until then. 0: all at once.
+    public var drainRamp: Double = 0
     public var coordinator: CoordinatorSettings
     /// Route device traffic through `signfleet proxy` (one proxy per node process).
     public var proxy: Bool

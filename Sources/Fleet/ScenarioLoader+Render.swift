@@ -12,6 +12,7 @@ extension Scenario {
         if let seed = seed ?? self.seed { out.line("seed: \(seed)") }
         out.line("duration: \(DurationText.render(duration))")
         out.line("drain_timeout: \(DurationText.render(drainTimeout))")
+        out.line("drain_ramp: \(DurationText.render(drainRamp))")
         out.line("proxy: \(proxy)")
         out.line("coordinator:")
         out.line("  heartbeat: \(DurationText.render(coordinator.heartbeat))")

@@ -8,7 +8,7 @@ import Yams
 /// Reads each part of a scenario from its YAML value (keys are snake_case; the
 /// allowed keys of every mapping are listed here and in docs/scenarios.md).
 enum ScenarioReader {
-    static let topKeys = ["name", "seed", "duration", "drain_timeout", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
+    static let topKeys = ["name", "seed", "duration", "drain_timeout", "drain_ramp", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
     static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
@@ -32,6 +32,11 @@ enum ScenarioReader {
         let duration = try map.required("duration", "how long devices generate work, e.g. 60s")
             .duration(0...ScenarioLoader.maximumRunDuration, positive: true)
         let drainTimeout = try map.optional("drain_timeout")?.duration(0...3600, positive: true) ?? 60
+        let drainRamp = try map.optional("drain_ramp")?.duration(0...3600, positive: false) ?? 0
+        if drainRamp >= drainTimeout, let value = map.optional("drain_ramp") {
+            throw value.error(
+                "drain_ramp (\(DurationText.render(drainRamp))) must be shorter than drain_timeout (\(DurationText.render(drainTimeout))): the last device would start draining after the launcher stopped waiting")
+        }
         let proxy = try map.optional("proxy")?.bool() ?? false
         var coordinator = try map.optional("coordinator").map(coordinatorSettings) ?? CoordinatorSettings()
         if let instances = map.optional("coordinators") {
@@ -50,6 +55,7 @@ enum ScenarioReader {
         var scenario = Scenario(
             name: name, seed: seed, duration: duration, drainTimeout: drainTimeout, coordinator: coordinator, proxy: proxy,
             groups: groups, checks: checks)
+        scenario.drainRamp = drainRamp
         if let hosts = map.optional("hosts") {
             scenario.hosts = try self.hosts(hosts, groups: groups)
             if proxy, !scenario.hosts.isEmpty {

@@ -121,7 +121,7 @@ public actor SimulatedDevice {
     /// Stops composing, treats the device as online and syncs until the outbox is empty;
     /// returns then (at once when already drained, or when the device has stopped).
     public func drain() async {
-        let done = machine.drain()
+        let done = machine.drain(now: clock.now)
         wakeup.ring()
         guard !done, !stopped else { return }
         await withCheckedContinuation { drainWaiters.append($0) }

@@ -33,6 +33,8 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var finishWhenDone: Bool
     /// Seconds the device waits before it first goes online, spreading a large node's logins.
     public var startDelay: Double = 0
+    /// The window in which the device starts its drain (``NodePlan/drainRamp``); 0: at once.
+    public var drainRamp: Double = 0
     /// Measure each gap between envelopes from when the device is idle again (signed and
     /// synced), not from the previous arrival: the `--envelopes` mode's pacing, which stretches
     /// with a slow machine as the process tests expect.
@@ -101,6 +103,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
         // 2 ms per device of the node, drawn from the device's seed: 1,000 devices start within 2 s.
         var random = SeededRandom(mixing: device.seed, 0x57A7)
         startDelay = random.nextDouble() * Double(plan.devices.count) * 0.002
+        drainRamp = plan.drainRamp ?? 0
     }
 
     /// How long fleet devices keep synced payloads (`retainSynced`): longer

@@ -124,6 +124,12 @@ struct DeviceStateMachine: Sendable {
     /// together do not share a phase, as apps' timers on separate phones do not; with one phase
     /// for all, a thousand depot devices pushed in the same second every period.
     let syncPhase: Double
+    /// Where in the drain ramp (``SimulatedDeviceConfiguration/drainRamp``) this device starts
+    /// draining, as a fraction of it (from its seed): a fleet returns over the ramp, not in the
+    /// same millisecond.
+    let drainPhase: Double
+    /// When a requested drain begins (a ramp delays it); until then the device goes on as before.
+    private(set) var drainAt: Double?
 
     /// When the first arrival may be scheduled (after ``SimulatedDeviceConfiguration/startDelay``).
     private var startAt: Double?
@@ -172,6 +178,8 @@ struct DeviceStateMachine: Sendable {
         jitter = SeededRandom(mixing: configuration.seed, 0xBAC0_FF)
         var phase = SeededRandom(mixing: configuration.seed, 0x5EC0_0D)
         syncPhase = phase.nextDouble()
+        var drainDraw = SeededRandom(mixing: configuration.seed, 0xD8A1_4A)
+        drainPhase = drainDraw.nextDouble()
     }
 
     /// The first tick of the `every(seconds)` timer after `time` (``syncPhase``).
@@ -206,12 +214,27 @@ struct DeviceStateMachine: Sendable {
         startAt = now + configuration.startDelay
     }
 
-    /// Stops arrivals; the device is treated as online and syncs until its outbox is empty.
+    /// Stops arrivals; the device is treated as online and syncs until its outbox is empty. With
+    /// a drain ramp it does so from `now + drainPhase × drainRamp`, going on as before until then.
     /// - Returns: whether the drain is already done.
-    mutating func drain() -> Bool {
-        draining = true
+    mutating func drain(now: Double) -> Bool {
         nextArrivalAt = nil
+        if !draining {
+            if drainAt != nil { return false }
+            let delay = drainPhase * max(0, configuration.drainRamp)
+            if delay > 0 {
+                drainAt = now + delay
+                return false
+            }
+        }
+        beginDrain()
         return drained
+    }
+
+    private mutating func beginDrain() {
+        draining = true
+        drainAt = nil
+        nextArrivalAt = nil
     }
 
     mutating func loginFinished(_ result: LoginResult, now: Double) {
@@ -317,6 +340,7 @@ struct DeviceStateMachine: Sendable {
     /// the outbox is empty, the captive ceremonies still owed, and the drain's end; otherwise a
     /// due sync pass, a due captive ceremony, a due arrival; else a wait.
     mutating func next(now: Double) -> Action {
+        if let drainAt, now >= drainAt { beginDrain() }
         // A compose and its signing are one operation: nothing comes between them.
         if let signing = signNext {
             signNext = nil
@@ -390,6 +414,7 @@ struct DeviceStateMachine: Sendable {
     /// login, a ceremony an accepted one), so a wait never ends with nothing to do.
     func nextWake() -> Double {
         var next = Double.infinity
+        if let drainAt { next = min(next, drainAt) }
         if !draining {
             next = min(next, connectivityUntil)
             if hasToken, let at = nextArrivalAt { next = min(next, at) }

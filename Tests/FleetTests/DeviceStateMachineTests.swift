@@ -70,9 +70,11 @@ import Testing
         machine.signed(.init(queued: true, declined: false, captive: nil))
         let step7 = machine.next(now: first)
         #expect(step7 == .sync, "whenOnline syncs after each signing, before the next envelope")
-        machine.syncFinished(remaining: 0, tokenRejected: false, now: first + 0.1)
+        // Done before the second arrival is due (a seed can draw that gap shorter than 0.1 s).
+        let free = first + min(0.1, model.decision(for: 2).gap / 2)
+        machine.syncFinished(remaining: 0, tokenRejected: false, now: free)
         // Arrivals are scheduled from the previous arrival, not from when the device was free.
-        let step8 = machine.next(now: first + 0.1)
+        let step8 = machine.next(now: free)
         #expect(step8 == .wait(until: first + model.decision(for: 2).gap))
         #expect(machine.composed == 1)
     }
@@ -219,7 +221,7 @@ import Testing
         manual.signed(.init(queued: true, declined: false, captive: nil))
         let step28 = manual.next(now: Self.start + 5)
         #expect(step28 == .wait(until: .infinity), "manual: only on drain")
-        let step29 = manual.drain()
+        let step29 = manual.drain(now: Self.start + 5)
         #expect(!step29)
         let step30 = manual.next(now: Self.start + 6)
         #expect(step30 == .inspectOutbox)
@@ -362,9 +364,51 @@ import Testing
         let step47 = machine.next(now: Self.start + 1.5)
         #expect(step47 == .goOnline(reason: .chain))
         var draining = Self.machine(configuration)
-        _ = draining.drain()
+        _ = draining.drain(now: Self.start)
         let step48 = draining.next(now: Self.start)
         #expect(step48 == .goOnline(reason: .drain))
+    }
+
+    /// With a drain ramp each device starts draining at its own seeded moment in the window,
+    /// going on as before until then; different seeds spread over the window.
+    @Test func aDrainRampDelaysEachDevicesDrainToItsSeededMoment() {
+        var starts: [Double] = []
+        for seed in UInt64(1)...40 {
+            var configuration = Self.configuration(
+                behaviour: Behaviour(envelopesPerMinute: 60, signingDuration: ClosedSpan(0, 0)), outages: [Outage(start: 0, end: 1000)])
+            configuration.seed = seed
+            configuration.drainRamp = 10
+            var world = DeviceWorld(machine: Self.machine(configuration), now: Self.start)
+            world.run(until: Self.start + 10)
+            let requested = Self.start + 10
+            let done = world.machine.drain(now: requested)
+            #expect(!done)
+            #expect(world.machine.nextArrivalAt == nil, "no arrival after the drain was asked for")
+            let at = world.machine.drainPhase * 10 + requested
+            #expect(world.machine.drainAt == at)
+            #expect(!world.machine.draining)
+            // Offline in its outage until then: nothing to do but wait for the drain's moment.
+            let before = world.machine.next(now: requested)
+            #expect(before == .wait(until: at))
+            let then = world.machine.next(now: at)
+            #expect(then == .goOnline(reason: .drain))
+            #expect(world.machine.draining && world.machine.drainAt == nil)
+            starts.append(at - requested)
+        }
+        #expect(starts.allSatisfy { $0 >= 0 && $0 < 10 })
+        #expect(starts.contains { $0 < 3 } && starts.contains { $0 > 7 }, "spread over the window: \(starts)")
+        // A second drain request does not move the moment, and without a ramp the drain is immediate.
+        var configuration = Self.configuration(behaviour: Behaviour(envelopesPerMinute: 60, signingDuration: ClosedSpan(0, 0)))
+        configuration.drainRamp = 10
+        var machine = Self.machine(configuration)
+        _ = machine.drain(now: Self.start)
+        let first = machine.drainAt
+        _ = machine.drain(now: Self.start + 1)
+        #expect(machine.drainAt == first)
+        configuration.drainRamp = 0
+        var immediate = Self.machine(configuration)
+        _ = immediate.drain(now: Self.start)
+        #expect(immediate.draining && immediate.drainAt == nil)
     }
 
     @Test func drainingGoesOnlineSyncsUntilTheOutboxIsEmptyThenReportsTheDrain() {
@@ -373,7 +417,7 @@ import Testing
         var world = DeviceWorld(machine: Self.machine(configuration), now: Self.start)
         world.run(until: Self.start + 10)
         #expect(world.pending > 0 && world.log.allSatisfy { $0.action != .sync })
-        let step49 = world.machine.drain()
+        let step49 = world.machine.drain(now: Self.start + 10)
         #expect(!step49)
         #expect(world.machine.nextArrivalAt == nil)
         let now = Self.start + 10
@@ -407,7 +451,7 @@ import Testing
         world.machine.outboxInspected(empty: true, needsReconcile: false)
         let step58 = world.machine.next(now: retry)
         #expect(step58 == .finishDrain)
-        let step59 = world.machine.drain()
+        let step59 = world.machine.drain(now: retry)
         #expect(step59, "drained")
         let step60 = world.machine.next(now: retry)
         #expect(step60 == .inspectOutbox)

@@ -29,6 +29,22 @@ import Testing
         #expect(scenario.drainTimeout == seconds)
     }
 
+    @Test func aDrainRampIsReadWrittenBackAndMustEndBeforeTheDrainTimeout() throws {
+        let base = "name: d\nduration: 1m\ngroups: [{name: a, count: 1}]\n"
+        #expect(try ScenarioLoader.parse(yaml: base, source: "d.yaml").drainRamp == 0, "all at once by default")
+        let ramped = try ScenarioLoader.parse(yaml: base + "drain_timeout: 2m\ndrain_ramp: 30s", source: "d.yaml")
+        #expect(ramped.drainRamp == 30)
+        #expect(try ScenarioLoader.parse(yaml: ramped.yaml(), source: "run.yaml") == ramped)
+        let late = #expect(throws: ScenarioError.self) {
+            try ScenarioLoader.parse(yaml: base + "drain_timeout: 20s\ndrain_ramp: 20s", source: "d.yaml")
+        }
+        #expect(late?.description.contains("drain_ramp (20s) must be shorter than drain_timeout (20s)") == true, "\(String(describing: late))")
+        let negative = #expect(throws: ScenarioError.self) {
+            try ScenarioLoader.parse(yaml: base + "drain_ramp: -5s", source: "d.yaml")
+        }
+        #expect(negative?.description.contains("drain_ramp") == true, "\(String(describing: negative))")
+    }
+
     @Test(arguments: ["", "-1s", "10 s", "1e3s", "s", "1.s", ".5s", "10x", "nan", "inf", "0x10"])
     func badDurations(text: String) {
         #expect(DurationText.parse(text) == nil)
