@@ -48,10 +48,17 @@ extension CoordinatorStore: CoordinatorStorage {
     }
 
     package func tokenOwner(tokenHash: Data) async throws -> TokenOwner? {
+        // Asked on every authenticated request: cached statements, not a query built and
+        // prepared each time (4.9% of the coordinator's CPU at 10,000 devices, docs/performance.md).
         try await database.read { db in
-            guard let token = try AccessTokenRecord.fetchOne(db, key: tokenHash) else { return nil }
-            let user = try UserRecord.fetchOne(db, key: token.userID)
-            let account = try user.flatMap { try AccountRecord.fetchOne(db, key: $0.accountID) }
+            guard
+                let token = try AccessTokenRecord.fetchOne(
+                    db.cachedStatement(sql: "SELECT * FROM accessToken WHERE tokenHash = ?"), arguments: [tokenHash])
+            else { return nil }
+            let user = try UserRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM user WHERE id = ?"), arguments: [token.userID])
+            let account = try user.flatMap {
+                try AccountRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM account WHERE id = ?"), arguments: [$0.accountID])
+            }
             return TokenOwner(token: token, user: user, account: account)
         }
     }

@@ -10,7 +10,9 @@ import ZeroMQ
 
 func transportBenchmark(_ arguments: [String]) async throws {
     let seconds = arguments.first.flatMap(Double.init) ?? 2.0
-    let context = try ZMQContext()
+    // Room for the idle sockets below (each DEALER and its monitor: two sockets, several fds).
+    raiseOpenFileLimit()
+    let context = try ZMQContext(maxSockets: 2048)
 
     // Raw echo server on its own thread: the Socket is created, used and closed there.
     let endpoint = try await withCheckedThrowingContinuation { (ready: CheckedContinuation<String, Error>) in
@@ -136,4 +138,12 @@ private func rawEchoServer(context: ZMQContext, ready: CheckedContinuation<Strin
     } catch {
         print("raw echo server failed: \(error)")
     }
+}
+
+/// Raises the soft limit of open files to the hard limit, as a node process does.
+private func raiseOpenFileLimit() {
+    var limit = rlimit()
+    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+    limit.rlim_cur = limit.rlim_max
+    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 }
