@@ -31,7 +31,7 @@ public struct NodePlan: Codable, Sendable, Hashable {
     /// How long the run generates work, in seconds from `runStart`.
     public var duration: Double
     /// The scenario's `drain_ramp`: on SIGUSR1 each device starts draining after a delay drawn
-    /// from its seed in [0, drainRamp) seconds (``DeviceStateMachine``). Absent: 0, all at once.
+    /// from its seed in [0, drainRamp) seconds (`DeviceStateMachine`). Absent: 0, all at once.
     public var drainRamp: Double?
     public var email: String
     public var secret: String
