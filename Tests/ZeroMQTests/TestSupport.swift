@@ -99,6 +99,19 @@ func waitForEvent(_ kind: MonitorEvent.Kind, on iterator: inout AsyncStream<Moni
     throw ZMQError(errno: 0, operation: "monitor", message: "monitor stream ended before \(kind)")
 }
 
+/// A ROUTER on a loopback port that echoes every message (until it is closed), and a DEALER
+/// connected to it, both on `loop`.
+func echoPair(on loop: ZMQIOLoop) async throws -> (router: AsyncSocket, dealer: AsyncSocket, echo: Task<Void, any Error>) {
+    let router = try await loop.makeSocket(.router)
+    let endpoint = try await router.bind("tcp://127.0.0.1:*")
+    let dealer = try await loop.makeSocket(.dealer)
+    try await dealer.connect(endpoint)
+    let echo = Task {
+        for try await message in router.messages { try await router.send(message) }
+    }
+    return (router, dealer, echo)
+}
+
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 

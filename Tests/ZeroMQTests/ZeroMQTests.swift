@@ -261,13 +261,7 @@ struct ZeroMQTests {
 
     @Test func tasksCanRunOnTheIOThread() async throws {
         try await withLoop { _, loop in
-            let router = try await loop.makeSocket(.router)
-            let endpoint = try await router.bind("tcp://127.0.0.1:*")
-            let dealer = try await loop.makeSocket(.dealer)
-            try await dealer.connect(endpoint)
-            let echo = Task {
-                for try await message in router.messages { try await router.send(message) }
-            }
+            let (router, dealer, echo) = try await echoPair(on: loop)
             #expect(!loop.isCurrentThread)
             let (onLoop, replies) = try await Task(executorPreference: loop) { () -> (Bool, Int) in
                 var replies = 0
@@ -404,13 +398,7 @@ struct ZeroMQTests {
                 _ = try await waitForEvent(.handshakeSucceeded, on: &events)
             }
 
-            let router = try await loop.makeSocket(.router)
-            let endpoint = try await router.bind("tcp://127.0.0.1:*")
-            let dealer = try await loop.makeSocket(.dealer)
-            try await dealer.connect(endpoint)
-            let echo = Task {
-                for try await message in router.messages { try await router.send(message) }
-            }
+            let (router, dealer, echo) = try await echoPair(on: loop)
             try await dealer.send([bytes("warm-up")])
             #expect(try await dealer.receive() == [bytes("warm-up")])
 
