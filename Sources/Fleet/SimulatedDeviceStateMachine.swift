@@ -234,6 +234,7 @@ struct DeviceStateMachine: Sendable {
     private mutating func beginDrain() {
         draining = true
         drainAt = nil
+        // An arrival scheduled while the ramp delayed the drain is dropped too.
         nextArrivalAt = nil
     }
 

@@ -83,6 +83,12 @@ final class IOWorker {
     private static let monitorBit: UInt64 = 1 << 62
     private static let wakerKey: UInt64 = .max
 
+    /// A socket's readiness key. Socket ids count up from 1 (``LoopShared/nextSocketID()``), so
+    /// they never reach the monitor bit; the bits are taken as they are, never trapping.
+    private static func key(socket id: Int) -> UInt64 {
+        UInt64(truncatingIfNeeded: id) & ~monitorBit
+    }
+
     init(shared: LoopShared, readiness: ReadinessSet, executor: UnownedTaskExecutor) {
         self.shared = shared
         self.readiness = readiness
@@ -225,7 +231,7 @@ final class IOWorker {
             entry.inboundFilter = request.options.inboundFilter
             do throws(ZMQError) {
                 entry.signalDescriptor = try socket.signalDescriptor()
-                try readiness.add(entry.signalDescriptor, key: UInt64(request.socket))
+                try readiness.add(entry.signalDescriptor, key: Self.key(socket: request.socket))
             } catch {
                 socket.close()
                 throw error
@@ -239,7 +245,7 @@ final class IOWorker {
                     try reader.setOption(ZMQ_LINGER, Int32(0))
                     try reader.connect(endpoint)
                     entry.monitorDescriptor = try reader.signalDescriptor()
-                    try readiness.add(entry.monitorDescriptor, key: UInt64(request.socket) | Self.monitorBit)
+                    try readiness.add(entry.monitorDescriptor, key: Self.key(socket: request.socket) | Self.monitorBit)
                 } catch {
                     _ = try? socket.monitor(endpoint: nil)
                     readiness.remove(entry.signalDescriptor)

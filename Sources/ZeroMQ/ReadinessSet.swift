@@ -14,23 +14,32 @@ import Darwin
 /// A `ZMQ_FD` being readable only means "ask `ZMQ_EVENTS`"; the I/O loop does that
 /// (``IOWorker``). Registrations are level-triggered, so a signal libzmq left pending (its
 /// `send`/`recv` may skip command processing for a while) wakes the thread again rather than
-/// being lost. For use by one thread: unchecked `Sendable` only so ``ZMQIOLoop`` can make it
-/// (and report a failure to) before handing it to the thread that then owns it.
-final class ReadinessSet: @unchecked Sendable {
+/// being lost. For use by one thread: ``ZMQIOLoop`` makes only the descriptor
+/// (``makeDescriptor()``, so a failure reaches its caller) and the I/O thread wraps it.
+final class ReadinessSet {
     private let descriptor: Int32
-    private var keys = [UInt64](repeating: 0, count: 256)
+    /// Keys of the descriptors one wait reports, at most this many (the C shim's own limit).
+    private static let capacity: Int32 = 256
+    private var keys = [UInt64](repeating: 0, count: Int(capacity))
     #if !os(Linux)
     /// poll(2) fallback where epoll does not exist: fd → key.
     private var registered: [Int32: UInt64] = [:]
     #endif
 
-    init() throws(ZMQError) {
+    /// A new epoll descriptor (-1 where poll(2) stands in for it).
+    static func makeDescriptor() throws(ZMQError) -> Int32 {
         #if os(Linux)
-        descriptor = signfleet_epoll_create()
+        let descriptor = signfleet_epoll_create()
         if descriptor < 0 { throw ZMQError(errno: errno, operation: "epoll_create1") }
+        return descriptor
         #else
-        descriptor = -1
+        return -1
         #endif
+    }
+
+    /// Takes ownership of `descriptor` (from ``makeDescriptor()``); ``close()`` closes it.
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
     }
 
     /// Watches `fd` for readability, reporting it as `key`.
@@ -57,7 +66,7 @@ final class ReadinessSet: @unchecked Sendable {
         let timeout = Int32(clamping: timeoutMilliseconds)
         #if os(Linux)
         let count = keys.withUnsafeMutableBufferPointer {
-            signfleet_epoll_wait(descriptor, $0.baseAddress, Int32($0.count), timeout)
+            signfleet_epoll_wait(descriptor, $0.baseAddress, Self.capacity, timeout)
         }
         if count < 0 {
             if errno == EINTR { return }

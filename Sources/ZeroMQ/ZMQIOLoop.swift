@@ -38,12 +38,12 @@ public final class ZMQIOLoop: TaskExecutor, Sendable {
         // Unowned: the thread must not keep the loop alive (its deinit stops the thread); tasks
         // preferring this executor retain it while they have jobs.
         let executor = asUnownedTaskExecutor()
-        let readiness = try ReadinessSet()
+        let readinessDescriptor = try ReadinessSet.makeDescriptor()
         let thread = Thread {
             nameCurrentThread(label)
             shared.threadID.store(currentThreadID(), ordering: .releasing)
             // Everything the worker holds (sockets, pending sends) lives and dies on this thread.
-            IOWorker(shared: shared, readiness: readiness, executor: executor).run()
+            IOWorker(shared: shared, readiness: ReadinessSet(descriptor: readinessDescriptor), executor: executor).run()
         }
         thread.name = label
         thread.start()
