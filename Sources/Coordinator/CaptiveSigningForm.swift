@@ -133,19 +133,12 @@ struct SigningForm: Sendable {
             + "font-family=\"Georgia,serif\" font-style=\"italic\" font-size=\"80\" fill=\"#0a2a8a\">\(SigningPage.escape(name))</text></svg>"
     }
 
-    /// The JSON a signature field carries.
-    private struct DrawnSignature: Decodable {
-        var pointerType: String
-        var width: Double
-        var height: Double
-        var points: [[Double]]
-    }
-
     static func pointerSignature(_ json: String, label: String) throws -> PointerSignature {
         guard json.utf8.count <= 2 * 1024 * 1024 else { throw Invalid(message: "the signature for \"\(label)\" is too large") }
-        let drawn: DrawnSignature
+        let drawn: DrawingJSON.Drawing
         do {
-            drawn = try JSONDecoder().decode(DrawnSignature.self, from: Data(json.utf8))
+            // The page's own shape is read directly; anything else goes through JSONDecoder.
+            drawn = try DrawingJSON.parse(json) ?? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data(json.utf8))
         } catch {
             throw Invalid(message: "the signature for \"\(label)\" is not readable; draw it again")
         }

@@ -88,7 +88,9 @@ public final class HistoryWriter: Sendable {
     /// Appends one event. Errors are returned to the caller, never swallowed: a
     /// history with holes would make the checker's verdict meaningless.
     public func append(_ event: HistoryEvent) throws {
-        try appendLine(event)
+        guard var line = HistoryLine.encode(event) else { return try appendLine(event) }
+        line.append(UInt8(ascii: "\n"))
+        try write(line)
     }
 
     /// Appends any value as one JSON line (the hostile log, ``HostileAttempt``, shares the writer).
@@ -97,6 +99,10 @@ public final class HistoryWriter: Sendable {
         encoder.outputFormatting = [.sortedKeys]
         var line = try encoder.encode(value)
         line.append(UInt8(ascii: "\n"))
+        try write(line)
+    }
+
+    private func write(_ line: some DataProtocol) throws {
         try handle.withLock { handle in
             guard let handle else { throw HistoryError.closed }
             try handle.write(contentsOf: line)

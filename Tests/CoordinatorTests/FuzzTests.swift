@@ -168,6 +168,74 @@ import FoundationNetworking
         for failure in findings.failures { Issue.record("\(failure)") }
     }
 
+    /// A drawn signature as the page posts it, in varied JSON: key order, white space, number
+    /// forms (integers, fractions, exponents, signs, huge and tiny), and now and then an escape,
+    /// an unknown or repeated key.
+    static func drawingJSON(using rng: inout SeededRandom) -> String {
+        func space() -> String { ["", "", " ", "\n ", "\t", "\r\n"].randomElement(using: &rng)! }
+        func number() -> String {
+            switch Int.random(in: 0..<8, using: &rng) {
+            case 0: return String(Int.random(in: -1000...100_000, using: &rng))
+            case 1: return String(Double.random(in: -1000...1000, using: &rng))
+            case 2: return "\(Int.random(in: -9...9, using: &rng)).\(Int.random(in: 0...99_999, using: &rng))e\(["", "+", "-"].randomElement(using: &rng)!)\(Int.random(in: 0...320, using: &rng))"
+            case 3: return ["0", "-0", "0.0", "1E3", "1e400", "-1e400", "4.9e-324", "1e-400", "12345678901234567890123", "0.1e1"].randomElement(using: &rng)!
+            case 4: return String(Double.random(in: 0...1, using: &rng))
+            default: return String(Int.random(in: 0...600, using: &rng))
+            }
+        }
+        let points = (0..<Int.random(in: 0...12, using: &rng)).map { _ in
+            "[" + (0..<(Int.random(in: 0..<10, using: &rng) == 0 ? Int.random(in: 0...7, using: &rng) : 5)).map { _ in space() + number() + space() }.joined(separator: ",") + "]"
+        }
+        var fields = [
+            "\"pointerType\"\(space()):\(space())\"\(["pen", "mouse", "touch", "p\\u0065n", "stylus", "é"].randomElement(using: &rng)!)\"",
+            "\"width\":\(space())\(number())", "\"height\":\(number())",
+            "\"points\":\(space())[" + points.joined(separator: "," + space()) + "]",
+        ]
+        switch Int.random(in: 0..<12, using: &rng) {
+        case 0: fields.append("\"extra\":1")
+        case 1: fields.append(fields[Int.random(in: 0..<fields.count, using: &rng)])
+        case 2: fields.removeLast()
+        default: break
+        }
+        fields.shuffle(using: &rng)
+        return space() + "{" + space() + fields.joined(separator: space() + "," + space()) + space() + "}" + space()
+    }
+
+    /// Where `DrawingJSON` reads a drawing, `JSONDecoder` must read the same one; inputs outside
+    /// its strict shape (escapes, other keys, mutated bytes) must be left to `JSONDecoder` (`nil`).
+    @Test func theDrawingReaderAgreesWithJSONDecoder() async throws {
+        let run = FuzzRun("fuzz drawing json")
+        let inputs = run.count(10_000)
+        let start = ContinuousClock.now
+        let findings = await run.offPool { findings in
+            var rng = SeededRandom(seed: run.seed)
+            for index in 0..<inputs {
+                var json = Self.drawingJSON(using: &rng)
+                if Int.random(in: 0..<4, using: &rng) == 0 {
+                    json = String(decoding: FuzzMutator.mutate(Array(json.utf8), using: &rng), as: UTF8.self)
+                }
+                let reference = try? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data(json.utf8))
+                guard let fast = DrawingJSON.parse(json) else { continue }
+                findings.accept()
+                findings.check(reference == fast, "DrawingJSON read \(fast), JSONDecoder \(String(describing: reference)) from \(String(json.prefix(600)).debugDescription)", input: index)
+            }
+        }
+        run.report("DrawingJSON against JSONDecoder", inputs: inputs, accepted: findings.accepted, since: start)
+        for failure in findings.failures { Issue.record("\(failure)") }
+        // The generator mixes in many shapes left to JSONDecoder; the reader must still take a share.
+        #expect(findings.accepted > inputs / 10, "only \(findings.accepted) of \(inputs) read without JSONDecoder")
+        // What the page's script (`JSON.stringify`) and the device nodes' headless signer post
+        // (three decimals) must take the fast path, or it saves nothing.
+        for json in [
+            #"{"pointerType":"pen","width":600,"height":200,"points":[[12.5,80.25,0.5,0,0],[13,81,0.625,16.7,0],[40,90,0,33,1]]}"#,
+            #"{"pointerType":"touch","width":600.000,"height":200.000,"points":[[12.345,80.250,0.000,0.000,0],[-0.500,81.000,0.000,16.667,1]]}"#,
+        ] {
+            let fast = DrawingJSON.parse(json)
+            #expect(fast != nil, "\(json)")
+            #expect(fast == (try? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data(json.utf8))))
+        }
+    }
+
     @Test func pointerSignaturesWithExtremeNumbersAreRefusedNotTrapped() throws {
         // Each of these trapped or could trap on a conversion before it was checked.
         let cases: [[PointerPoint]] = [

@@ -308,3 +308,21 @@ struct ValidationFuzzTests {
         }
     }
 }
+
+@Suite struct BlankTextTests {
+    /// `isBlank` must agree with Foundation's trimming of `.whitespacesAndNewlines` for every
+    /// scalar of the Basic Multilingual Plane, alone and beside a letter.
+    @Test func blankIsWhatFoundationTrimsAway() {
+        var disagreements: [String] = []
+        for value in UInt32(0)...0xFFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            for text in [String(scalar), " \(scalar)\t", "a\(scalar)"] {
+                let foundation = text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+                if EnvelopeValidator.isBlank(text) != foundation { disagreements.append(String(value, radix: 16)) }
+            }
+        }
+        #expect(disagreements.isEmpty, "scalars where isBlank differs from Foundation: \(disagreements.prefix(20))")
+        #expect(EnvelopeValidator.isBlank(nil))
+        #expect(EnvelopeValidator.isBlank(""))
+    }
+}
