@@ -227,21 +227,23 @@ extension CoordinatorStore: CoordinatorStorage {
 
     /// An envelope and its recipients, in the caller's transaction (captive signing uses it too).
     static func loadEnvelope(_ db: Database, id: String, accountID: String?) throws -> EnvelopeAggregate? {
-        guard let record = try EnvelopeRecord.fetchOne(db, key: id), accountID == nil || record.accountID == accountID else { return nil }
-        let recipients = try EnvelopeRecipientRecord.filter(Column("envelopeID") == id)
-            .order(Column("routingOrder"), Column("recipientID")).fetchAll(db)
+        // Cached statements: every captive page view and form post loads and saves an envelope,
+        // and the query interface prepares its SQL anew each time.
+        guard let record = try EnvelopeRecord.fetchOne(db.cachedStatement(sql: "SELECT * FROM envelope WHERE id = ?"), arguments: [id]),
+              accountID == nil || record.accountID == accountID else { return nil }
+        let recipients = try EnvelopeRecipientRecord.fetchAll(
+            db.cachedStatement(sql: "SELECT * FROM envelopeRecipient WHERE envelopeID = ? ORDER BY routingOrder, recipientID"), arguments: [id])
         return EnvelopeAggregate(envelope: record, recipients: recipients)
     }
 
     /// Stores what a lifecycle event may change: the envelope's status and void reason, each recipient's state.
     static func saveEnvelope(_ aggregate: EnvelopeAggregate, _ db: Database) throws {
-        try db.execute(
-            sql: "UPDATE envelope SET status = ?, voidReason = ? WHERE id = ?",
-            arguments: [aggregate.envelope.status, aggregate.envelope.voidReason, aggregate.envelope.id])
+        try db.cachedStatement(sql: "UPDATE envelope SET status = ?, voidReason = ? WHERE id = ?")
+            .execute(arguments: [aggregate.envelope.status, aggregate.envelope.voidReason, aggregate.envelope.id])
+        let recipient = try db.cachedStatement(
+            sql: "UPDATE envelopeRecipient SET status = ?, statusChangedAt = ?, declineReason = ? WHERE envelopeID = ? AND recipientID = ?")
         for r in aggregate.recipients {
-            try db.execute(
-                sql: "UPDATE envelopeRecipient SET status = ?, statusChangedAt = ?, declineReason = ? WHERE envelopeID = ? AND recipientID = ?",
-                arguments: [r.status, r.statusChangedAt, r.declineReason, r.envelopeID, r.recipientID])
+            try recipient.execute(arguments: [r.status, r.statusChangedAt, r.declineReason, r.envelopeID, r.recipientID])
         }
     }
 
@@ -368,7 +370,8 @@ extension CoordinatorStore: CoordinatorStorage {
     }
 
     private static func loadCaptive(_ db: Database, tokenHash: Data) throws -> CaptiveUnit? {
-        guard let session = try CaptiveSessionRecord.fetchOne(db, key: tokenHash) else { return nil }
+        guard let session = try CaptiveSessionRecord.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM captiveSession WHERE tokenHash = ?"), arguments: [tokenHash]) else { return nil }
         return CaptiveUnit(session: session, envelope: try loadEnvelope(db, id: session.envelopeID, accountID: session.accountID))
     }
 
@@ -385,7 +388,7 @@ extension CoordinatorStore: CoordinatorStorage {
     }
 
     static func returnOrigins(_ db: Database, accountID: String) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT origin FROM accountReturnOrigin WHERE accountID = ? ORDER BY origin", arguments: [accountID])
+        try String.fetchAll(db.cachedStatement(sql: "SELECT origin FROM accountReturnOrigin WHERE accountID = ? ORDER BY origin"), arguments: [accountID])
     }
 
     package func changeReturnOrigins(accountID: String, add: [String], remove: [String]) async throws -> [String] {

@@ -62,6 +62,19 @@ final class DeviceStore: Sendable {
         self.logger = logger
     }
 
+    /// Runs `body` to read. A ``DeviceConfiguration/StoreFootprint/compact`` store is one
+    /// connection in a `DatabaseQueue` that runs one block at a time, writes included, and no
+    /// other process writes a device's store: no write can fall between the statements of a read
+    /// block, so it needs no transaction. GRDB's `read` would wrap each one in `BEGIN` (prepared
+    /// anew every time), `PRAGMA query_only` on and off, and `COMMIT`: four statements around
+    /// reads of one or two, at 10,000 devices a visible share of a node's CPU
+    /// (docs/performance.md). A `DatabasePool`, whose readers run beside the writer, reads in a
+    /// snapshot as before.
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        if let queue = pool as? DatabaseQueue { return try await queue.unsafeRead(body) }
+        return try await pool.read(body)
+    }
+
     // MARK: Opening
 
     static func open(
@@ -386,24 +399,24 @@ final class DeviceStore: Sendable {
     // MARK: Envelope operations
 
     func envelope(id: String) async throws -> StoredEnvelope? {
-        try await pool.read { db in try Self.loadEnvelope(db, id: id) }
+        try await read { db in try Self.loadEnvelope(db, id: id) }
     }
 
     func envelopeId(transactionId: String) async throws -> String? {
-        try await pool.read { db in
-            try String.fetchOne(db, sql: "SELECT envelopeId FROM envelopes WHERE transactionId = ?", arguments: [transactionId])
+        try await read { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT envelopeId FROM envelopes WHERE transactionId = ?"), arguments: [transactionId])
         }
     }
 
     func allEnvelopes() async throws -> [StoredEnvelope] {
-        try await pool.read { db in
+        try await read { db in
             let ids = try String.fetchAll(db, sql: "SELECT envelopeId FROM envelopes ORDER BY createdAt, envelopeId")
             return try ids.compactMap { try Self.loadEnvelope(db, id: $0) }
         }
     }
 
     func signatures(envelopeId: String) async throws -> [StoredSignature] {
-        try await pool.read { db in try Self.loadSignatures(db, envelopeId: envelopeId) }
+        try await read { db in try Self.loadSignatures(db, envelopeId: envelopeId) }
     }
 
     /// Stores a composed envelope (state `cached`), queueing it at once when `queue`; idempotent by transaction id.
@@ -411,12 +424,12 @@ final class DeviceStore: Sendable {
         let hash = try Self.contentHash(composed)
         let now = clock().timeIntervalSince1970
         return try await pool.write { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT envelopeId, contentHash FROM envelopes WHERE transactionId = ?",
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT envelopeId, contentHash FROM envelopes WHERE transactionId = ?"),
                                           arguments: [composed.transactionId]) {
                 let existingHash: Data = row["contentHash"]
                 return .existing(envelopeId: row["envelopeId"], sameContent: existingHash == hash)
             }
-            if let row = try Row.fetchOne(db, sql: "SELECT envelopeId, sequence FROM outbox WHERE transactionId = ?",
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT envelopeId, sequence FROM outbox WHERE transactionId = ?"),
                                           arguments: [composed.transactionId]) {
                 let sequence: Int64 = row["sequence"]
                 return .alreadySynced(envelopeId: row["envelopeId"], sequence: UInt64(clamping: sequence))
@@ -427,7 +440,7 @@ final class DeviceStore: Sendable {
                              kind: .composed, state: envelope.localState.rawValue)
             var sequence: UInt64?
             if queue { sequence = try self.enqueue(db, &envelope, mode: mode, now: now) }
-            if deletingDraft { try db.execute(sql: "DELETE FROM drafts") }
+            if deletingDraft { try db.cachedStatement(sql: "DELETE FROM drafts").execute() }
             return .created(sequence: sequence)
         }
     }
@@ -439,7 +452,7 @@ final class DeviceStore: Sendable {
     ) async throws -> UInt64? {
         let now = clock().timeIntervalSince1970
         return try await pool.write { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM envelopes WHERE envelopeId = ?", arguments: [signed.envelopeId]) != nil else {
+            guard try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM envelopes WHERE envelopeId = ?"), arguments: [signed.envelopeId]) != nil else {
                 throw DeviceNodeError(.envelopeNotCached, "the envelope was removed while it was being signed", envelope: EnvelopeIDs(signed))
             }
             var envelope = signed
@@ -477,7 +490,7 @@ final class DeviceStore: Sendable {
                     "envelope is queued for sync as outbox item \(stored.sequence.map(String.init) ?? "?"); it leaves the device only by syncing",
                     envelope: ids)
             }
-            try db.execute(sql: "DELETE FROM envelopes WHERE envelopeId = ?", arguments: [envelopeId])
+            try db.cachedStatement(sql: "DELETE FROM envelopes WHERE envelopeId = ?").execute(arguments: [envelopeId])
             try Self.journal(db, at: now, envelopeId: ids.localId, transactionId: ids.transactionId, kind: .removed, state: "removed")
             return ids
         }
@@ -490,7 +503,7 @@ final class DeviceStore: Sendable {
         let documents = try MessagePackEncoder().encodeData(envelope.documents)
         let now = clock().timeIntervalSince1970
         try await pool.write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM drafts") != nil, !replacing {
+            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM drafts")) != nil, !replacing {
                 throw DeviceNodeError(.draftExists, "a draft is already cached; compose it (composeDraft) or discard it first")
             }
             // The draft keeps its documents inline: it has no rows elsewhere until composed.
@@ -499,14 +512,14 @@ final class DeviceStore: Sendable {
             withUnsafeBytes(of: bodyCount.bigEndian) { combined.append(contentsOf: $0) }
             combined.append(body)
             combined.append(documents)
-            try db.execute(sql: "INSERT OR REPLACE INTO drafts (id, envelopeId, transactionId, body, savedAt) VALUES (1, ?, ?, ?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO drafts (id, envelopeId, transactionId, body, savedAt) VALUES (1, ?, ?, ?, ?)").execute(
                            arguments: [envelope.envelopeId, envelope.transactionId, combined, now])
         }
     }
 
     func draft() async throws -> Envelope? {
-        try await pool.read { db in
-            guard let combined = try Data.fetchOne(db, sql: "SELECT body FROM drafts WHERE id = 1") else { return nil }
+        try await read { db in
+            guard let combined = try Data.fetchOne(db.cachedStatement(sql: "SELECT body FROM drafts WHERE id = 1")) else { return nil }
             let bytes = Array(combined)
             guard bytes.count >= 4 else { throw DeviceNodeError(.storeFailure, "the cached draft is truncated") }
             let count = bytes[0..<4].reduce(0) { $0 << 8 | Int($1) }
@@ -519,7 +532,7 @@ final class DeviceStore: Sendable {
 
     func deleteDraft() async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM drafts")
+            try db.cachedStatement(sql: "DELETE FROM drafts").execute()
             return db.changesCount > 0
         }
     }
@@ -529,16 +542,16 @@ final class DeviceStore: Sendable {
     func upsertTemplate(_ template: EnvelopeTemplate, cachedAt: Date) async throws -> Bool {
         let body = try MessagePackEncoder().encodeData(template)
         return try await pool.write { db in
-            let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM templates WHERE templateId = ?", arguments: [template.templateId]) != nil
-            try db.execute(sql: "INSERT OR REPLACE INTO templates (templateId, body, lastModified, cachedAt) VALUES (?, ?, ?, ?)",
+            let existed = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM templates WHERE templateId = ?"), arguments: [template.templateId]) != nil
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO templates (templateId, body, lastModified, cachedAt) VALUES (?, ?, ?, ?)").execute(
                            arguments: [template.templateId, body, template.lastModified.timeIntervalSince1970, cachedAt.timeIntervalSince1970])
             return existed
         }
     }
 
     func templates() async throws -> [CachedTemplate] {
-        try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT body, cachedAt FROM templates ORDER BY templateId").map { row in
+        try await read { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT body, cachedAt FROM templates ORDER BY templateId")).map { row in
                 let body: Data = row["body"]
                 return CachedTemplate(template: try MessagePackDecoder().decode(EnvelopeTemplate.self, from: body),
                                       cachedAt: Date(timeIntervalSince1970: row["cachedAt"]))
@@ -548,7 +561,7 @@ final class DeviceStore: Sendable {
 
     func deleteTemplate(id: String) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: "DELETE FROM templates WHERE templateId = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM templates WHERE templateId = ?").execute(arguments: [id])
             return db.changesCount > 0
         }
     }
@@ -558,14 +571,14 @@ final class DeviceStore: Sendable {
     func saveAccount(_ user: UserInfo, accessToken: String, at: Date) async throws {
         let body = try MessagePackEncoder().encodeData(user)
         try await pool.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO account (id, userInfo, accessToken, loggedInAt) VALUES (1, ?, ?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO account (id, userInfo, accessToken, loggedInAt) VALUES (1, ?, ?, ?)").execute(
                            arguments: [body, accessToken, at.timeIntervalSince1970])
         }
     }
 
     func account() async throws -> AccountInfo? {
-        try await pool.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM account WHERE id = 1") else { return nil }
+        try await read { db in
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM account WHERE id = 1")) else { return nil }
             let body: Data = row["userInfo"]
             return AccountInfo(user: try MessagePackDecoder().decode(UserInfo.self, from: body), accessToken: row["accessToken"],
                                loggedInAt: Date(timeIntervalSince1970: row["loggedInAt"]), isOffline: true)
@@ -575,7 +588,7 @@ final class DeviceStore: Sendable {
     /// Lists what a logout would lose: cached envelopes with any local signature or decline, and
     /// queued outbox items.
     func unsynced() async throws -> [EnvelopeIDs] {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchAll(db, sql: """
                 SELECT envelopeId, transactionId FROM envelopes e
                 WHERE localState IN ('pendingSync', 'syncing', 'syncFailed')
@@ -635,22 +648,22 @@ final class DeviceStore: Sendable {
     }
 
     func outbox(status: OutboxStatus?, after: UInt64 = 0, limit: Int = Int.max) async throws -> [OutboxItem] {
-        try await pool.read { db in
+        try await read { db in
             let limit = Int64(clamping: limit)
             if let status {
-                return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE status = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+                return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox WHERE status = ? AND sequence > ? ORDER BY sequence LIMIT ?"),
                                         arguments: [status.rawValue, Int64(clamping: after), limit]).map(Self.outboxItem)
             }
-            return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE sequence > ? ORDER BY sequence LIMIT ?",
+            return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox WHERE sequence > ? ORDER BY sequence LIMIT ?"),
                                     arguments: [Int64(clamping: after), limit]).map(Self.outboxItem)
         }
     }
 
     /// The ids of the envelope this device synced under `serverId` (its outbox receipt), or `nil`.
     func envelopeIDs(serverId: String) async throws -> EnvelopeIDs? {
-        try await pool.read { db in
+        try await read { db in
             try Row.fetchOne(
-                db, sql: "SELECT envelopeId, transactionId FROM outbox WHERE serverEnvelopeId = ? ORDER BY sequence DESC LIMIT 1",
+                db.cachedStatement(sql: "SELECT envelopeId, transactionId FROM outbox WHERE serverEnvelopeId = ? ORDER BY sequence DESC LIMIT 1"),
                 arguments: [serverId]
             ).map { EnvelopeIDs(localId: $0["envelopeId"], transactionId: $0["transactionId"], serverId: serverId) }
         }
@@ -664,14 +677,14 @@ final class DeviceStore: Sendable {
         return try await pool.write { db in
             var changed: [(UInt64, EnvelopeIDs)] = []
             for sequence in sequences {
-                guard let row = try Row.fetchOne(db, sql: "SELECT envelopeId, status FROM outbox WHERE sequence = ?",
+                guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT envelopeId, status FROM outbox WHERE sequence = ?"),
                                                  arguments: [Int64(clamping: sequence)]) else {
                     throw DeviceNodeError(.unknownSequence, "outbox has no item \(sequence)")
                 }
                 guard (row["status"] as String) == OutboxStatus.pending.rawValue,
                       var stored = try Self.loadEnvelope(db, id: row["envelopeId"]) else { continue }
                 if countAttempt {
-                    try db.execute(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE sequence = ?", arguments: [Int64(clamping: sequence)])
+                    try db.cachedStatement(sql: "UPDATE outbox SET attempts = attempts + 1 WHERE sequence = ?").execute(arguments: [Int64(clamping: sequence)])
                 }
                 // Repeated events (a second "started" while syncing) are harmless: keep the state.
                 if (try? stored.envelope.apply(event, at: Date(timeIntervalSince1970: now))) != nil {
@@ -692,20 +705,20 @@ final class DeviceStore: Sendable {
     func recordReceipt(sequence: UInt64, receipt: SyncReceipt) async throws -> (ids: EnvelopeIDs, changed: Bool) {
         let now = clock().timeIntervalSince1970
         return try await pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE sequence = ?", arguments: [Int64(clamping: sequence)]) else {
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM outbox WHERE sequence = ?"), arguments: [Int64(clamping: sequence)]) else {
                 throw DeviceNodeError(.unknownSequence, "outbox has no item \(sequence); the acknowledgement is for another device or store")
             }
             var item = Self.outboxItem(row)
             guard item.status == .pending else { return (item.envelope, false) }
             let status: OutboxStatus = receipt.outcome == .rejected ? .rejected : .synced
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE outbox SET status = ?, outcome = ?, serverEnvelopeId = ?, reason = ?, recordedAt = ?,
                     payload = CASE WHEN ? THEN NULL ELSE payload END
                 WHERE sequence = ?
-                """, arguments: [status.rawValue, receipt.outcome.rawValue, receipt.serverEnvelopeId, receipt.reason,
+                """).execute(arguments: [status.rawValue, receipt.outcome.rawValue, receipt.serverEnvelopeId, receipt.reason,
                                  receipt.recordedAt.timeIntervalSince1970, status == .synced && !retainsSynced, Int64(clamping: sequence)])
             item.envelope.serverId = receipt.serverEnvelopeId
-            try db.execute(sql: "DELETE FROM envelopes WHERE envelopeId = ?", arguments: [item.envelope.localId])
+            try db.cachedStatement(sql: "DELETE FROM envelopes WHERE envelopeId = ?").execute(arguments: [item.envelope.localId])
             try Self.journal(db, at: now, envelopeId: item.envelope.localId, transactionId: item.envelope.transactionId,
                              kind: status == .synced ? .synced : .rejected, state: "removed", sequence: sequence,
                              detail: receipt.serverEnvelopeId ?? receipt.reason)
@@ -714,7 +727,7 @@ final class DeviceStore: Sendable {
     }
 
     func journalEntries(envelopeId: String?) async throws -> [JournalEntry] {
-        try await pool.read { db in
+        try await read { db in
             let rows: [Row]
             if let envelopeId {
                 rows = try Row.fetchAll(db, sql: "SELECT * FROM journal WHERE envelopeId = ? ORDER BY id", arguments: [envelopeId])

@@ -48,4 +48,23 @@ import Testing
         }
         #expect(workers.count < 24, "96 stores writing at once ran on \(workers.count) threads")
     }
+
+    /// A compact store reads without a transaction (its one connection runs every block in turn,
+    /// so none is needed); a standard store's pool reads in a snapshot transaction, as before.
+    @Test func aCompactStoreReadsWithoutATransactionAStandardOneInASnapshot() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("compact-read-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for footprint in [DeviceConfiguration.StoreFootprint.compact, .standard] {
+            let store = try DeviceStore.open(
+                path: "\(directory)/\(footprint).sqlite", deviceId: "device-1", durability: .processCrash, footprint: footprint,
+                clock: { Date() }, logger: Logger(label: "test"))
+            let inTransaction = try await store.read { db in db.isInsideTransaction }
+            #expect(inTransaction == (footprint == .standard), "\(footprint)")
+            // What the store reads is what it wrote.
+            #expect(try await store.account() == nil)
+            #expect(try await store.outbox(status: nil).isEmpty)
+            try store.close()
+        }
+    }
 }
