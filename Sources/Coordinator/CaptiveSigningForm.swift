@@ -25,9 +25,10 @@ struct SigningForm: Sendable {
 
     var fields: [String: String]
 
-    /// Parses a url-encoded body with Hummingbird's form decoder (byte-level percent decoding;
-    /// Foundation's `removingPercentEncoding` on Linux cost about a tenth of a captive ceremony's
-    /// CPU for the percent-encoded signature JSON, loadtests/NOTES.md).
+    /// Parses a url-encoded body: flat ASCII fields with `FormFields`, anything else with
+    /// Hummingbird's form decoder, which reads the same fields the same way (Foundation's
+    /// `removingPercentEncoding` on Linux cost about a tenth of a captive ceremony's CPU for the
+    /// percent-encoded signature JSON, loadtests/NOTES.md).
     /// - Throws: ``Invalid`` for too many fields, a repeated field, a field name with brackets,
     ///   or bytes that are not valid percent-encoding.
     init(urlEncoded body: String) throws {
@@ -39,7 +40,8 @@ struct SigningForm: Sendable {
             return
         }
         do {
-            self.fields = try URLEncodedFormDecoder().decode([String: String].self, from: body)
+            // Flat ASCII fields, as the page posts them, are read directly; the rest by the decoder.
+            self.fields = try FormFields.parse(body) ?? URLEncodedFormDecoder().decode([String: String].self, from: body)
         } catch {
             throw Invalid(message: "the form is not valid URL-encoded data: \(error)")
         }

@@ -60,9 +60,10 @@ public struct DeviceConfiguration: Sendable {
         /// A connection pool (one writer, readers opened as reads overlap) with SQLite's default
         /// page cache (2 MiB per connection): reads never wait for a write (default).
         case standard
-        /// One connection (WAL, reads wait for a write in progress) with a page cache of at most
-        /// 32 KiB: for simulating thousands of devices in one process (docs/performance.md,
-        /// "Memory per device"). Same durability and crash safety as `standard`.
+        /// One connection (WAL, reads wait for a write in progress and run without a transaction,
+        /// as nothing can write between their statements) with a page cache of at most 32 KiB:
+        /// for simulating thousands of devices in one process (docs/performance.md, "Memory per
+        /// device"). Same durability and crash safety as `standard`.
         case compact
     }
 

@@ -110,6 +110,14 @@ public actor DeviceNode {
         try store.close()
     }
 
+    /// Frees the store's memory caches (its prepared statements and cached pages), as GRDB does on
+    /// iOS when the app goes to the background or gets a memory warning. Nothing is lost; the
+    /// caches refill as the node is used. A process holding thousands of nodes calls it for each
+    /// one that goes idle, so that only busy devices hold caches (docs/performance.md).
+    public func releaseMemory() async throws {
+        try await storeCall { try await store.releaseMemory() }
+    }
+
     // MARK: Events
 
     /// A new subscription to the node's events, starting now.

@@ -89,8 +89,8 @@ extension DeviceStore {
     func outboxPosition() async throws -> OutboxPosition {
         try await read { db in
             let last = try Self.lastAssigned(db)
-            let settled = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(sequence) FROM outbox WHERE status != 'pending'")) ?? 0
-            let pending = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MIN(sequence) FROM outbox WHERE status = 'pending'"))
+            let settled = try Int64.fetchOne(db, sql: "SELECT MAX(sequence) FROM outbox WHERE status != 'pending'") ?? 0
+            let pending = try Int64.fetchOne(db, sql: "SELECT MIN(sequence) FROM outbox WHERE status = 'pending'")
             return OutboxPosition(
                 lastSequence: UInt64(clamping: last), lastSettled: UInt64(clamping: settled), firstPending: pending.map { UInt64(clamping: $0) })
         }

@@ -75,6 +75,12 @@ final class DeviceStore: Sendable {
         return try await pool.read(body)
     }
 
+    /// Frees the store's caches (prepared statements, pages; GRDB's `releaseMemory()`): what GRDB
+    /// does on iOS when the app goes to the background. They come back as the store is used.
+    func releaseMemory() async throws {
+        try await pool.writeWithoutTransaction { db in db.releaseMemory() }
+    }
+
     // MARK: Opening
 
     static func open(
@@ -404,7 +410,7 @@ final class DeviceStore: Sendable {
 
     func envelopeId(transactionId: String) async throws -> String? {
         try await read { db in
-            try String.fetchOne(db.cachedStatement(sql: "SELECT envelopeId FROM envelopes WHERE transactionId = ?"), arguments: [transactionId])
+            try String.fetchOne(db, sql: "SELECT envelopeId FROM envelopes WHERE transactionId = ?", arguments: [transactionId])
         }
     }
 
@@ -503,7 +509,7 @@ final class DeviceStore: Sendable {
         let documents = try MessagePackEncoder().encodeData(envelope.documents)
         let now = clock().timeIntervalSince1970
         try await pool.write { db in
-            if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM drafts")) != nil, !replacing {
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM drafts") != nil, !replacing {
                 throw DeviceNodeError(.draftExists, "a draft is already cached; compose it (composeDraft) or discard it first")
             }
             // The draft keeps its documents inline: it has no rows elsewhere until composed.
@@ -512,14 +518,14 @@ final class DeviceStore: Sendable {
             withUnsafeBytes(of: bodyCount.bigEndian) { combined.append(contentsOf: $0) }
             combined.append(body)
             combined.append(documents)
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO drafts (id, envelopeId, transactionId, body, savedAt) VALUES (1, ?, ?, ?, ?)").execute(
+            try db.execute(sql: "INSERT OR REPLACE INTO drafts (id, envelopeId, transactionId, body, savedAt) VALUES (1, ?, ?, ?, ?)",
                            arguments: [envelope.envelopeId, envelope.transactionId, combined, now])
         }
     }
 
     func draft() async throws -> Envelope? {
         try await read { db in
-            guard let combined = try Data.fetchOne(db.cachedStatement(sql: "SELECT body FROM drafts WHERE id = 1")) else { return nil }
+            guard let combined = try Data.fetchOne(db, sql: "SELECT body FROM drafts WHERE id = 1") else { return nil }
             let bytes = Array(combined)
             guard bytes.count >= 4 else { throw DeviceNodeError(.storeFailure, "the cached draft is truncated") }
             let count = bytes[0..<4].reduce(0) { $0 << 8 | Int($1) }
@@ -542,8 +548,8 @@ final class DeviceStore: Sendable {
     func upsertTemplate(_ template: EnvelopeTemplate, cachedAt: Date) async throws -> Bool {
         let body = try MessagePackEncoder().encodeData(template)
         return try await pool.write { db in
-            let existed = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM templates WHERE templateId = ?"), arguments: [template.templateId]) != nil
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO templates (templateId, body, lastModified, cachedAt) VALUES (?, ?, ?, ?)").execute(
+            let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM templates WHERE templateId = ?", arguments: [template.templateId]) != nil
+            try db.execute(sql: "INSERT OR REPLACE INTO templates (templateId, body, lastModified, cachedAt) VALUES (?, ?, ?, ?)",
                            arguments: [template.templateId, body, template.lastModified.timeIntervalSince1970, cachedAt.timeIntervalSince1970])
             return existed
         }
@@ -561,7 +567,7 @@ final class DeviceStore: Sendable {
 
     func deleteTemplate(id: String) async throws -> Bool {
         try await pool.write { db in
-            try db.cachedStatement(sql: "DELETE FROM templates WHERE templateId = ?").execute(arguments: [id])
+            try db.execute(sql: "DELETE FROM templates WHERE templateId = ?", arguments: [id])
             return db.changesCount > 0
         }
     }
@@ -571,14 +577,14 @@ final class DeviceStore: Sendable {
     func saveAccount(_ user: UserInfo, accessToken: String, at: Date) async throws {
         let body = try MessagePackEncoder().encodeData(user)
         try await pool.write { db in
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO account (id, userInfo, accessToken, loggedInAt) VALUES (1, ?, ?, ?)").execute(
+            try db.execute(sql: "INSERT OR REPLACE INTO account (id, userInfo, accessToken, loggedInAt) VALUES (1, ?, ?, ?)",
                            arguments: [body, accessToken, at.timeIntervalSince1970])
         }
     }
 
     func account() async throws -> AccountInfo? {
         try await read { db in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM account WHERE id = 1")) else { return nil }
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT userInfo, accessToken, loggedInAt FROM account WHERE id = 1")) else { return nil }
             let body: Data = row["userInfo"]
             return AccountInfo(user: try MessagePackDecoder().decode(UserInfo.self, from: body), accessToken: row["accessToken"],
                                loggedInAt: Date(timeIntervalSince1970: row["loggedInAt"]), isOffline: true)
@@ -654,7 +660,7 @@ final class DeviceStore: Sendable {
                 return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox WHERE status = ? AND sequence > ? ORDER BY sequence LIMIT ?"),
                                         arguments: [status.rawValue, Int64(clamping: after), limit]).map(Self.outboxItem)
             }
-            return try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM outbox WHERE sequence > ? ORDER BY sequence LIMIT ?"),
+            return try Row.fetchAll(db, sql: "SELECT * FROM outbox WHERE sequence > ? ORDER BY sequence LIMIT ?",
                                     arguments: [Int64(clamping: after), limit]).map(Self.outboxItem)
         }
     }
@@ -677,7 +683,7 @@ final class DeviceStore: Sendable {
         return try await pool.write { db in
             var changed: [(UInt64, EnvelopeIDs)] = []
             for sequence in sequences {
-                guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT envelopeId, status FROM outbox WHERE sequence = ?"),
+                guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT envelopeId, transactionId, serverEnvelopeId, status FROM outbox WHERE sequence = ?"),
                                                  arguments: [Int64(clamping: sequence)]) else {
                     throw DeviceNodeError(.unknownSequence, "outbox has no item \(sequence)")
                 }
@@ -705,10 +711,15 @@ final class DeviceStore: Sendable {
     func recordReceipt(sequence: UInt64, receipt: SyncReceipt) async throws -> (ids: EnvelopeIDs, changed: Bool) {
         let now = clock().timeIntervalSince1970
         return try await pool.write { db in
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM outbox WHERE sequence = ?"), arguments: [Int64(clamping: sequence)]) else {
+            // Only what the receipt needs: not the payload (tens of KB), nor a `SELECT *`
+            // statement kept prepared in every store.
+            guard let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT envelopeId, transactionId, serverEnvelopeId, status FROM outbox WHERE sequence = ?"),
+                arguments: [Int64(clamping: sequence)]) else {
                 throw DeviceNodeError(.unknownSequence, "outbox has no item \(sequence); the acknowledgement is for another device or store")
             }
-            var item = Self.outboxItem(row)
+            var item = (envelope: EnvelopeIDs(localId: row["envelopeId"], transactionId: row["transactionId"], serverId: row["serverEnvelopeId"]),
+                        status: OutboxStatus(rawValue: row["status"]) ?? .pending)
             guard item.status == .pending else { return (item.envelope, false) }
             let status: OutboxStatus = receipt.outcome == .rejected ? .rejected : .synced
             try db.cachedStatement(sql: """

@@ -183,6 +183,7 @@ public actor SimulatedDevice {
         let last = try await node.lastSequence()
         logger.info("drained", metadata: ["signed": "\(last)"])
         try history.record(.ok, .drain, sequence: last)
+        try await node.releaseMemory()
         for waiter in drainWaiters { waiter.resume() }
         drainWaiters = []
     }
@@ -250,6 +251,9 @@ public actor SimulatedDevice {
         countedOnline = false
         try history.record(.info, .offline, details: ["reason": reason.rawValue])
         await closeLink()
+        // Idle devices hold no store caches (as an app going to the background): most of a fleet
+        // is offline at any time, and its memory is what bounds a fleet per process.
+        try await node?.releaseMemory()
     }
 
     private func openLink() {

@@ -1,6 +1,7 @@
 import Crypto
 import Envelopes
 import FleetProtocol
+import Hummingbird
 import FleetTesting
 import Foundation
 import MessagePack
@@ -234,6 +235,48 @@ import FoundationNetworking
             #expect(fast != nil, "\(json)")
             #expect(fast == (try? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data(json.utf8))))
         }
+    }
+
+    /// A form post as the page sends it (percent-encoded names and values, `+` for spaces), now
+    /// and then with a repeated or bracketed name, a pair without `=`, a bad escape or raw UTF-8.
+    static func formBody(using rng: inout SeededRandom) -> String {
+        let pieces = ["csrf", "action", "finish", "tab-3", "sig-0", "radio-g", "%2B", "%20", "+", "%7B%22x%22%3A1%7D", "caf%C3%A9", "%E2%82", "%", "%zz", "%4", "[", "]", "=", "&", "é", "a", "0", ""]
+        func word() -> String { (0..<Int.random(in: 0...4, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined() }
+        let names = ["csrf", "action", "reason", "tab-1", "sig-2", "radio-g"]
+        return (0..<Int.random(in: 0...6, using: &rng)).map { _ -> String in
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0: return word()
+            case 1: return word() + "=" + word()
+            default: return names.randomElement(using: &rng)! + "=" + word()
+            }
+        }.joined(separator: "&")
+    }
+
+    /// Where `FormFields` reads a body, Hummingbird's decoder must read the same fields; what it
+    /// leaves (`nil`) goes to that decoder.
+    @Test func theFormReaderAgreesWithHummingbirdsDecoder() async throws {
+        let run = FuzzRun("fuzz form fields")
+        let inputs = run.count(10_000)
+        let start = ContinuousClock.now
+        let findings = await run.offPool { findings in
+            var rng = SeededRandom(seed: run.seed)
+            for index in 0..<inputs {
+                var body = Self.formBody(using: &rng)
+                if Int.random(in: 0..<5, using: &rng) == 0 {
+                    body = String(decoding: FuzzMutator.mutate(Array(body.utf8), using: &rng), as: UTF8.self)
+                }
+                guard let fast = FormFields.parse(body) else { continue }
+                findings.accept()
+                let reference = try? URLEncodedFormDecoder().decode([String: String].self, from: body)
+                findings.check(reference == fast, "FormFields read \(fast), the decoder \(String(describing: reference)) from \(body.debugDescription)", input: index)
+            }
+        }
+        run.report("FormFields against URLEncodedFormDecoder", inputs: inputs, accepted: findings.accepted, since: start)
+        for failure in findings.failures { Issue.record("\(failure)") }
+        #expect(findings.accepted > inputs / 5, "only \(findings.accepted) of \(inputs) read without the decoder")
+        // What the page posts takes the fast path.
+        let page = "csrf=a%2Bb&action=finish&tab-3=Ann+Lee&sig-0=%7B%22pointerType%22%3A%22pen%22%2C%22points%22%3A%5B%5B1%2C2%5D%5D%7D"
+        #expect(FormFields.parse(page) == (try URLEncodedFormDecoder().decode([String: String].self, from: page)))
     }
 
     @Test func pointerSignaturesWithExtremeNumbersAreRefusedNotTrapped() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Logging
 import Synchronization
 import Testing
@@ -66,5 +67,31 @@ import Testing
             #expect(try await store.outbox(status: nil).isEmpty)
             try store.close()
         }
+    }
+
+    /// `releaseMemory` frees the prepared statements a store keeps (SQLite's own count), and the
+    /// store reads on as before.
+    @Test func releasingMemoryFreesTheStatementsAndTheStoreGoesOn() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("compact-release-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try DeviceStore.open(
+            path: "\(directory)/d.sqlite", deviceId: "device-1", durability: .processCrash, footprint: .compact,
+            clock: { Date() }, logger: Logger(label: "test"))
+        @Sendable func statementBytes() async throws -> Int32 {
+            try await store.pool.writeWithoutTransaction { db in
+                var current: Int32 = 0, highwater: Int32 = 0
+                sqlite3_db_status(db.sqliteConnection, SQLITE_DBSTATUS_STMT_USED, &current, &highwater, 0)
+                return current
+            }
+        }
+        _ = try await store.outbox(status: .pending)
+        _ = try await store.account()
+        let held = try await statementBytes()
+        #expect(held > 4_000, "two cached statements hold \(held) bytes")
+        try await store.releaseMemory()
+        #expect(try await statementBytes() == 0)
+        #expect(try await store.outbox(status: .pending).isEmpty)
+        try store.close()
     }
 }
