@@ -320,6 +320,7 @@ def main():
         out.append(f"| {group} | {groups[group][1]} | {groups[group][2]} |")
     out.append("")
     out.append("## Machine\n")
+    out.append(f"The machine `{command}` ran on at {now}; each group's own date is in the table above, and a group measured on another machine says so in its notes.\n")
     for key, value in machine().items():
         out.append(f"- {key}: {value}")
     out.append("")
