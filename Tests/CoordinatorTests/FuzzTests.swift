@@ -169,6 +169,31 @@ import FoundationNetworking
         for failure in findings.failures { Issue.record("\(failure)") }
     }
 
+    /// Seeded inputs (generated, and mutated one time in `mutateOneIn`) through a fast reader and
+    /// the reference it stands in for: where the fast one reads an input, it must read what the
+    /// reference reads; what it leaves (`nil`) goes to the reference in the code. Counts as
+    /// accepted what the fast reader read.
+    static func fastReaderAgrees<Value: Equatable & Sendable>(
+        _ run: FuzzRun, inputs: Int, mutateOneIn: Int, generate: @escaping @Sendable (inout SeededRandom) -> String,
+        fast: @escaping @Sendable (String) -> Value?, reference: @escaping @Sendable (String) -> Value?
+    ) async -> FuzzFindings {
+        await run.offPool { findings in
+            var rng = SeededRandom(seed: run.seed)
+            for index in 0..<inputs {
+                var input = generate(&rng)
+                if Int.random(in: 0..<mutateOneIn, using: &rng) == 0 {
+                    input = String(decoding: FuzzMutator.mutate(Array(input.utf8), using: &rng), as: UTF8.self)
+                }
+                guard let read = fast(input) else { continue }
+                findings.accept()
+                let expected = reference(input)
+                findings.check(
+                    expected == read, "the fast reader read \(read), the reference \(String(describing: expected)) from \(String(input.prefix(600)).debugDescription)",
+                    input: index)
+            }
+        }
+    }
+
     /// A drawn signature as the page posts it, in varied JSON: key order, white space, number
     /// forms (integers, fractions, exponents, signs, huge and tiny), and now and then an escape,
     /// an unknown or repeated key.
@@ -208,19 +233,9 @@ import FoundationNetworking
         let run = FuzzRun("fuzz drawing json")
         let inputs = run.count(10_000)
         let start = ContinuousClock.now
-        let findings = await run.offPool { findings in
-            var rng = SeededRandom(seed: run.seed)
-            for index in 0..<inputs {
-                var json = Self.drawingJSON(using: &rng)
-                if Int.random(in: 0..<4, using: &rng) == 0 {
-                    json = String(decoding: FuzzMutator.mutate(Array(json.utf8), using: &rng), as: UTF8.self)
-                }
-                let reference = try? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data(json.utf8))
-                guard let fast = DrawingJSON.parse(json) else { continue }
-                findings.accept()
-                findings.check(reference == fast, "DrawingJSON read \(fast), JSONDecoder \(String(describing: reference)) from \(String(json.prefix(600)).debugDescription)", input: index)
-            }
-        }
+        let findings = await Self.fastReaderAgrees(
+            run, inputs: inputs, mutateOneIn: 4, generate: { Self.drawingJSON(using: &$0) }, fast: DrawingJSON.parse,
+            reference: { try? JSONDecoder().decode(DrawingJSON.Drawing.self, from: Data($0.utf8)) })
         run.report("DrawingJSON against JSONDecoder", inputs: inputs, accepted: findings.accepted, since: start)
         for failure in findings.failures { Issue.record("\(failure)") }
         // The generator mixes in many shapes left to JSONDecoder; the reader must still take a share.
@@ -258,19 +273,9 @@ import FoundationNetworking
         let run = FuzzRun("fuzz form fields")
         let inputs = run.count(10_000)
         let start = ContinuousClock.now
-        let findings = await run.offPool { findings in
-            var rng = SeededRandom(seed: run.seed)
-            for index in 0..<inputs {
-                var body = Self.formBody(using: &rng)
-                if Int.random(in: 0..<5, using: &rng) == 0 {
-                    body = String(decoding: FuzzMutator.mutate(Array(body.utf8), using: &rng), as: UTF8.self)
-                }
-                guard let fast = FormFields.parse(body) else { continue }
-                findings.accept()
-                let reference = try? URLEncodedFormDecoder().decode([String: String].self, from: body)
-                findings.check(reference == fast, "FormFields read \(fast), the decoder \(String(describing: reference)) from \(body.debugDescription)", input: index)
-            }
-        }
+        let findings = await Self.fastReaderAgrees(
+            run, inputs: inputs, mutateOneIn: 5, generate: { Self.formBody(using: &$0) }, fast: FormFields.parse,
+            reference: { try? URLEncodedFormDecoder().decode([String: String].self, from: $0) })
         run.report("FormFields against URLEncodedFormDecoder", inputs: inputs, accepted: findings.accepted, since: start)
         for failure in findings.failures { Issue.record("\(failure)") }
         #expect(findings.accepted > inputs / 5, "only \(findings.accepted) of \(inputs) read without the decoder")
