@@ -7,8 +7,8 @@
 /// to zero is not), a `pointerType` without escapes.
 /// Anything else (another key, an escape, a number out of range, bad syntax) gives `nil`, and
 /// the caller decodes with `JSONDecoder`, which accepts it or says what is wrong; so where this
-/// answers, it answers what `JSONDecoder` would (`CaptiveSigningFormTests` compares them on
-/// random and mutated drawings).
+/// answers, it answers what `JSONDecoder` would (`theDrawingReaderAgreesWithJSONDecoder` in
+/// `CoordinatorFuzzTests` compares them on random and mutated drawings).
 enum DrawingJSON {
     struct Drawing: Equatable, Decodable {
         var pointerType: String

@@ -446,7 +446,7 @@ final class DeviceStore: Sendable {
                              kind: .composed, state: envelope.localState.rawValue)
             var sequence: UInt64?
             if queue { sequence = try self.enqueue(db, &envelope, mode: mode, now: now) }
-            if deletingDraft { try db.cachedStatement(sql: "DELETE FROM drafts").execute() }
+            if deletingDraft { try db.execute(sql: "DELETE FROM drafts") }
             return .created(sequence: sequence)
         }
     }
@@ -538,7 +538,7 @@ final class DeviceStore: Sendable {
 
     func deleteDraft() async throws -> Bool {
         try await pool.write { db in
-            try db.cachedStatement(sql: "DELETE FROM drafts").execute()
+            try db.execute(sql: "DELETE FROM drafts")
             return db.changesCount > 0
         }
     }

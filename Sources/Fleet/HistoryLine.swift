@@ -1,7 +1,7 @@
 /// Writes a ``HistoryEvent`` as one JSON line without `JSONEncoder`.
 ///
 /// A node appends a line for every operation of every device it runs; at 10,000 devices
-/// `JSONEncoder` (a boxed tree per event) took about 5% of the rural node processes' CPU
+/// `JSONEncoder` (a boxed tree per event) took 3–6% of the rural node processes' CPU
 /// (docs/performance.md). The bytes are exactly what `JSONEncoder` with `.sortedKeys` writes
 /// (`HistoryTests` compares the two): keys in byte order, absent optionals left out, `/` escaped
 /// as `\/`, control characters as `\b \f \n \r \t` or `\u00XX`, other characters as UTF-8, a number
