@@ -25,13 +25,13 @@ final class RunningServer: Sendable {
 
     init(
         loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter(),
-        maxConcurrentRequests: Int = 256
+        maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100)
     ) async throws {
         var logger = Logger(label: "test-server")
         logger.logLevel = .warning
         server = FleetServer(
             configuration: FleetServerConfiguration(
-                endpoint: endpoint, heartbeatInterval: .milliseconds(100), heartbeatLiveness: 3,
+                endpoint: endpoint, heartbeatInterval: heartbeatInterval, heartbeatLiveness: 3,
                 limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests),
             router: router, loop: loop, logger: logger)
         self.endpoint = try await server.bind()
