@@ -17,7 +17,10 @@
 # outage from 30s to 75s, half the depot offline 40s-60s, a depot node killed at 90s
 # for 10s). The devices come back for the drain over `drain_ramp`: DRAIN_RAMP seconds, default one
 # second per 200 devices (10 s for 2,000), so that the drain is a fleet returning, not a burst of
-# the launcher's making; DRAIN_RAMP=0 brings every device back at once (the burst).
+# the launcher's making; DRAIN_RAMP=0 brings every device back at once (the burst). Likewise the
+# outages' ends: each `offline` fault has `return_ramp` RETURN_RAMP seconds (default 10, whatever
+# the count: how long phones take to notice a network that is back does not grow with the fleet);
+# RETURN_RAMP=0 brings every device of an outage back in the same instant.
 # Results: loadtests/out/fleet-scale/results.tsv and each run's directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +36,8 @@ COUNTS=("$@")
 drain_ramp() {  # $1 = devices: DRAIN_RAMP, or one second per 200 devices (at least 1)
     if [ -n "${DRAIN_RAMP:-}" ]; then echo "$DRAIN_RAMP"; else echo $(( ($1 + 199) / 200 )); fi
 }
+
+return_ramp() { echo "${RETURN_RAMP:-10}"; }
 
 scenario() {  # $1 = devices
     local total=$1 rural=$(($1 * 4 / 5)) depot=$(($1 - $1 * 4 / 5)) per=${PER_PROCESS:-250}
@@ -58,8 +63,8 @@ groups:
     behaviour: {envelopes_per_minute: 2, in_person_signers: 1, remote_signers: 0..1, embedded_fraction: 1, signing_duration: 1s..4s, sync: {every: 30s}}
     connectivity: {model: gilbert_elliott, online_mean: 5m, offline_mean: 20s}
 faults:
-  - {at: 30s, for: 45s, offline: {group: rural}}
-  - {at: 40s, for: 20s, offline: {group: depot, fraction: 0.5}}
+  - {at: 30s, for: 45s, offline: {group: rural, return_ramp: $(return_ramp)s}}
+  - {at: 40s, for: 20s, offline: {group: depot, fraction: 0.5, return_ramp: $(return_ramp)s}}
   - {at: 90s, for: 10s, kill: node, group: depot, count: 1}
 checks: {verdict: valid}
 EOF
@@ -126,7 +131,7 @@ print(peak, peak_rss, node_ticks, coordinator_ticks, coordinator_rss)
 PY
 }
 
-printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\trun_p50_ms\trun_p99_ms\tdrain_p99_ms\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\tdrain_ramp_s\trun\n' >"$OUT/results.tsv"
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\trun_p50_ms\trun_p99_ms\tdrain_p99_ms\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\tdrain_ramp_s\treturn_ramp_s\trun\n' >"$OUT/results.tsv"
 for n in "${COUNTS[@]}"; do
     file="$OUT/offline-field-day-$n.yaml"
     scenario "$n" >"$file"
@@ -141,16 +146,16 @@ for n in "${COUNTS[@]}"; do
     set -e
     summary="$runs/latest/summary.json"
     if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
-        printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
-            "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$(drain_ramp "$n")" "$runs" | tee -a "$OUT/results.tsv"
+        printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
+            "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$(drain_ramp "$n")" "$(return_ramp)" "$runs" | tee -a "$OUT/results.tsv"
         echo "    exit $code (see $OUT/fleet-$n.err)"
         continue
     fi
-    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" "$node_ticks" "$coordinator_ticks" "$coordinator_rss" "$(getconf CLK_TCK)" "$(drain_ramp "$n")" <<'PY'
+    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" "$node_ticks" "$coordinator_ticks" "$coordinator_rss" "$(getconf CLK_TCK)" "$(drain_ramp "$n")" "$(return_ramp)" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3]); peak_rss = int(sys.argv[4])
 node_ticks, coordinator_ticks, coordinator_rss, hz = (int(v) for v in sys.argv[6:10])
-ramp = sys.argv[10]
+ramp, return_ramp = sys.argv[10], sys.argv[11]
 ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
 # Node CPU per device and minute of the whole run (run and drain: what a device costs while it exists).
 minutes = max(s["durations"]["total"], 1) / 60
@@ -159,7 +164,7 @@ print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAc
                  ms(run.get("p50")), ms(run.get("p99")), ms(drain.get("p99")),
                  "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), "%.1f" % (peak_rss / 1024), "%.0f" % (peak_rss / max(n, 1)),
                  sys.argv[5], "%.1f" % (node_ticks / hz * 1000 / max(n, 1) / minutes), "%.1f" % (coordinator_ticks / hz),
-                 "%.1f" % (coordinator_rss / 1024), ramp, s["runDirectory"]]))
+                 "%.1f" % (coordinator_rss / 1024), ramp, return_ramp, s["runDirectory"]]))
 PY
 )
     echo "$row" | tee -a "$OUT/results.tsv"

@@ -245,12 +245,12 @@ def fleet_section(out_dir):
         out.append(
             f"Counting only the syncs that started before the drain (when the launcher brings the devices back online, all at once or over the drain ramp shown): "
             f"**{best['devices']}** (p99 {best['run_p99_ms']} ms before the drain, {best.get('drain_p99_ms', '-')} ms in it).\n")
-    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | before the drain: p50 (ms) | p99 (ms) | in the drain: p99 (ms) | drain ramp (s) | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device | node CPU ms per device-minute | coordinator CPU (s) | coordinator peak RSS (MB) |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    out.append("| devices | devices per node process | verdict | sync-ack p50 (ms) | p99 (ms) | syncs | before the drain: p50 (ms) | p99 (ms) | in the drain: p99 (ms) | drain ramp (s) | outages' return ramp (s) | peak node Pss (MB) | Pss kB per device | peak node RSS (MB) | RSS kB per device | node CPU ms per device-minute | coordinator CPU (s) | coordinator peak RSS (MB) |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         out.append(
             f"| {r.get('devices', '')} | {r.get('devices_per_process', '~50')} | {r.get('verdict', '')} | {r.get('p50_ms', '')} | {r.get('p99_ms', '')} | "
-            f"{r.get('syncs', '')} | {r.get('run_p50_ms', '-')} | {r.get('run_p99_ms', '-')} | {r.get('drain_p99_ms', '-')} | {r.get('drain_ramp_s', '0')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
+            f"{r.get('syncs', '')} | {r.get('run_p50_ms', '-')} | {r.get('run_p99_ms', '-')} | {r.get('drain_p99_ms', '-')} | {r.get('drain_ramp_s', '0')} | {r.get('return_ramp_s', '0')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
             f"{r.get('node_cpu_ms_per_device_minute', '-')} | {r.get('coordinator_cpu_s', '-')} | {r.get('peak_coordinator_rss_mb', '-')} |")
     out.append("")
     return out

@@ -6,7 +6,9 @@ import SignatureCapture
 /// Two parts combine: a Gilbert–Elliott two-state Markov chain (online and offline, each stay
 /// exponentially distributed with the plan's mean; the first state is offline with
 /// probability `startOffline`), and scheduled outages (windows `[start, end)` relative to the
-/// run's start) during which the device is offline whatever the chain says.
+/// run's start) during which the device is offline whatever the chain says. An outage with a
+/// `returnRamp` R ends for this device at `end + φ × R`, φ in [0, 1) drawn from its seed, one draw
+/// per outage: the fleet comes back over the ramp, not in the same instant.
 ///
 /// The chain is drawn from the device's seed, one stay after another from time 0, so the same
 /// seed gives the same timeline — also after a restart, which simply asks for a later time.
@@ -30,7 +32,7 @@ public struct ConnectivityModel: Sendable {
 
     public init(connectivity: Connectivity, outages: [Outage] = [], seed: UInt64) {
         self.connectivity = connectivity
-        self.outages = outages.filter { $0.end > $0.start }.sorted { $0.start < $1.start }
+        self.outages = Self.devicesOwn(outages, seed: seed)
         random = SeededRandom(mixing: seed, 0xC044_EC71)
         stayStart = 0
         switch connectivity.model {
@@ -41,6 +43,17 @@ public struct ConnectivityModel: Sendable {
             stayOnline = !(random.nextDouble() < connectivity.startOffline)
             stayEnd = 0
             stayEnd = drawStay(online: stayOnline)
+        }
+    }
+
+    /// The outages as this device lives them, in start order: each one's ramp resolved into the
+    /// device's own end (its own random stream, so the chain's timeline does not change with it).
+    static func devicesOwn(_ outages: [Outage], seed: UInt64) -> [Outage] {
+        var phases = SeededRandom(mixing: seed, 0x2E7A_2D0F)
+        return outages.filter { $0.end > $0.start }.sorted { ($0.start, $0.end) < ($1.start, $1.end) }.map { outage in
+            let phase = phases.nextDouble()
+            guard let ramp = outage.returnRamp, ramp > 0, ramp.isFinite else { return Outage(start: outage.start, end: outage.end) }
+            return Outage(start: outage.start, end: outage.end + phase * ramp)
         }
     }
 

@@ -41,6 +41,8 @@ public struct FaultWindow: Codable, Sendable, Hashable {
     public var label: String
     public var fault: Fault
     public var targets: [String]
+    /// For `offline`: the spec's `return_ramp` (the devices come back over it after `end`).
+    public var returnRamp: Double?
 }
 
 /// The concrete fault schedule of a run: a pure function of the scenario, its layout
@@ -143,7 +145,8 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
                 if case .partitionHost(let host) = spec.fault { busy["\(exclusive)/host-\(host)", default: []].append((item.start, item.end)) }
                 for target in targets where !spec.fault.isHostFault { busy["\(exclusive)/\(target)", default: []].append((item.start, item.end)) }
             }
-            let label = spec.fault.label(targets: targets)
+            var label = spec.fault.label(targets: targets)
+            if spec.fault == .offline, let ramp = spec.returnRamp { label += ", back over \(DurationText.render(ramp))" }
             func event(_ time: Double, _ phase: FaultEvent.Phase) -> FaultEvent {
                 FaultEvent(time: time, phase: phase, id: id, spec: item.spec, occurrence: item.occurrence, fault: spec.fault, targets: targets, label: label)
             }
@@ -153,7 +156,10 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
                 events.append(event(item.start, .start))
                 events.append(event(item.end, .stop))
             }
-            windows.append(FaultWindow(id: id, start: item.start, end: item.end, label: label, fault: spec.fault, targets: targets))
+            windows.append(
+                FaultWindow(
+                    id: id, start: item.start, end: item.end, label: label, fault: spec.fault, targets: targets,
+                    returnRamp: spec.fault == .offline ? spec.returnRamp : nil))
         }
         events.sort { ($0.time, $0.phase.order, $0.spec, $0.occurrence) < ($1.time, $1.phase.order, $1.spec, $1.occurrence) }
         self.events = events
@@ -162,14 +168,20 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
     }
 
     /// The scheduled outages of a node process's devices (`offline` faults), merged
-    /// where they overlap, relative to the run's start: what goes into its `NodePlan`.
+    /// where they overlap, relative to the run's start: what goes into its `NodePlan`. A merged
+    /// outage keeps the return ramp of the one that ends last (the longest ramp where they end together).
     public func outages(for process: String) -> [Outage] {
         let spans = windows.filter { $0.fault == .offline && $0.targets.contains(process) }
-            .map { Outage(start: $0.start, end: $0.end) }
+            .map { Outage(start: $0.start, end: $0.end, returnRamp: $0.returnRamp.flatMap { $0 > 0 ? $0 : nil }) }
             .sorted { ($0.start, $0.end) < ($1.start, $1.end) }
         var merged: [Outage] = []
         for span in spans {
             if let last = merged.last, span.start <= last.end {
+                if span.end > last.end {
+                    merged[merged.count - 1].returnRamp = span.returnRamp
+                } else if span.end == last.end {
+                    merged[merged.count - 1].returnRamp = [last.returnRamp, span.returnRamp].compactMap { $0 }.max()
+                }
                 merged[merged.count - 1].end = max(last.end, span.end)
             } else {
                 merged.append(span)

@@ -95,10 +95,15 @@ public struct DevicePlan: Codable, Sendable, Hashable {
 public struct Outage: Codable, Sendable, Hashable {
     public var start: Double
     public var end: Double
+    /// Seconds over which the devices come back after `end` (the fault's `return_ramp`): each
+    /// device at its own seeded moment in `[end, end + returnRamp)`, as phones notice a network
+    /// that is back at their own moments. Nil or 0: every device at `end`.
+    public var returnRamp: Double?
 
-    public init(start: Double, end: Double) {
+    public init(start: Double, end: Double, returnRamp: Double? = nil) {
         self.start = start
         self.end = end
+        self.returnRamp = returnRamp
     }
 }
 

@@ -121,6 +121,9 @@ extension NodePlan {
             guard outage.start.isFinite, outage.end.isFinite, outage.start >= 0, outage.start < outage.end else {
                 throw fail("outages[\(index)]", "must have 0 ≤ start < end, not \(outage.start)..\(outage.end)")
             }
+            if let ramp = outage.returnRamp, !(ramp.isFinite && ramp >= 0 && ramp <= 3_600) {
+                throw fail("outages[\(index)].returnRamp", "must be 0 to 3600 s, not \(ramp)")
+            }
         }
         // Upper bounds too: both become Int64 milliseconds, and 1e300 s used to trap the node there.
         guard statsInterval.isFinite, statsInterval >= 0.05, statsInterval <= 86_400 else {

@@ -242,14 +242,21 @@ public struct FaultSpec: Codable, Sendable, Hashable {
     /// With `every`: no occurrence starts at or after this (nil: the run's end).
     public var until: Double?
     public var target: FaultTarget
+    /// For `offline`: seconds over which the targets' devices come back after each occurrence
+    /// (`return_ramp`; ``Outage/returnRamp``). Nil: all at the occurrence's end.
+    public var returnRamp: Double?
 
-    public init(fault: Fault, at: Double, duration: Double? = nil, every: Double? = nil, until: Double? = nil, target: FaultTarget = FaultTarget()) {
+    public init(
+        fault: Fault, at: Double, duration: Double? = nil, every: Double? = nil, until: Double? = nil, target: FaultTarget = FaultTarget(),
+        returnRamp: Double? = nil
+    ) {
         self.fault = fault
         self.at = at
         self.duration = duration
         self.every = every
         self.until = until
         self.target = target
+        self.returnRamp = returnRamp
     }
 }
 

@@ -58,6 +58,7 @@ struct FaultReader {
         }
         let actionValue = try map.required(action, "")
         var target = FaultTarget()
+        var returnRamp: Double?
         let fault: Fault
         switch action {
         case "kill", "pause":
@@ -71,9 +72,16 @@ struct FaultReader {
         case "partition" where Self.namesHost(actionValue):
             fault = .partitionHost(host: try hostPartition(actionValue))
         case "offline", "partition":
-            let inner = try actionValue.mapping(keys: Self.targetKeys, expected: "a target mapping like {group: field, fraction: 0.5} ({} for all)")
+            let offline = action == "offline"
+            let inner = try actionValue.mapping(
+                keys: Self.targetKeys + (offline ? ["return_ramp"] : []),
+                expected: offline
+                    ? "a target mapping like {group: field, fraction: 0.5, return_ramp: 10s} ({} for all)"
+                    : "a target mapping like {group: field, fraction: 0.5} ({} for all)")
             target = try self.target(inner, into: target, outer: map)
-            fault = action == "offline" ? .offline : .partition
+            // Phones notice a network that is back at their own moments (radio, reachability, app).
+            returnRamp = try inner.optional("return_ramp")?.duration(0...3600, positive: false)
+            fault = offline ? .offline : .partition
         case "toxic":
             fault = .toxic(try toxic(actionValue))
         case "restore_coordinator":
@@ -124,7 +132,7 @@ struct FaultReader {
             throw map.error(at: key, "a host partition takes every node process of the host; no group, fraction or count")
         }
         if case .partition = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
-        var spec = FaultSpec(fault: fault, at: 0, target: target)
+        var spec = FaultSpec(fault: fault, at: 0, target: target, returnRamp: returnRamp.flatMap { $0 > 0 ? $0 : nil })
         try timing(map, fault: fault, into: &spec)
         return spec
     }

@@ -111,6 +111,7 @@ struct ScenarioYAMLWriter {
         case .pauseNode: parts.append("pause: node")
         case .pauseCoordinator: parts.append("pause: coordinator")
         case .offline, .partition:
+            if spec.fault == .offline, let ramp = spec.returnRamp { targetParts.append("return_ramp: \(DurationText.render(ramp))") }
             parts.append("\(spec.fault == .offline ? "offline" : "partition"): {\(targetParts.joined(separator: ", "))}")
             targetParts = []
         case .toxic(let toxic):

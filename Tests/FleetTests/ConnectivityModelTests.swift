@@ -83,6 +83,39 @@ import Testing
         }
     }
 
+    /// With a return ramp each device comes back at its own moment within it, the same moment for
+    /// the same seed, and the moments of a fleet spread over the whole ramp.
+    @Test func anOutagesReturnRampBringsEachDeviceBackAtItsOwnMomentWithinIt() {
+        print("connectivity seed \(Self.seed) (replay with SIGNFLEET_SEED=\(Self.seed))")
+        let outage = Outage(start: 10, end: 20, returnRamp: 8)
+        var returns: [Double] = []
+        for device in 0..<2_000 {
+            let seed = Self.seed &+ UInt64(device)
+            var model = ConnectivityModel(connectivity: Connectivity(), outages: [outage], seed: seed)
+            let back = model.state(at: 10).until
+            #expect(back >= 20 && back < 28, "device \(device) back at \(back) (seed \(Self.seed))")
+            #expect(!model.state(at: back - 0.000_1).online && model.state(at: back).online)
+            var again = ConnectivityModel(connectivity: Connectivity(), outages: [outage], seed: seed)
+            #expect(again.state(at: 15).until == back, "the same seed, the same moment")
+            returns.append(back)
+        }
+        // Spread over the ramp: each 2 s quarter holds about a quarter of the 2,000 (500 ± 100).
+        for quarter in 0..<4 {
+            let low = 20 + Double(quarter) * 2
+            let inQuarter = returns.filter { $0 >= low && $0 < low + 2 }.count
+            #expect(abs(inQuarter - 500) < 100, "\(inQuarter) devices back in [\(low), \(low + 2)) (seed \(Self.seed))")
+        }
+        // Without a ramp (nil or 0), every device is back at the end; the chain's timeline is not moved.
+        for ramp in [nil, 0.0] {
+            var model = ConnectivityModel(connectivity: Connectivity(), outages: [Outage(start: 10, end: 20, returnRamp: ramp)], seed: Self.seed)
+            #expect(model.state(at: 10) == .init(online: false, until: 20))
+        }
+        let chain = Connectivity(model: .gilbertElliott(onlineMean: 2, offlineMean: 1))
+        var ramped = ConnectivityModel(connectivity: chain, outages: [outage], seed: Self.seed)
+        var plain = ConnectivityModel(connectivity: chain, seed: Self.seed)
+        #expect(ramped.chainState(at: 50) == plain.chainState(at: 50))
+    }
+
     @Test func theSameSeedGivesTheSameTimelineAndAnotherSeedAnother() {
         let connectivity = Connectivity(model: .gilbertElliott(onlineMean: 3, offlineMean: 2), startOffline: 0.3)
         let first = Self.stays(ConnectivityModel(connectivity: connectivity, seed: Self.seed), until: 1000)

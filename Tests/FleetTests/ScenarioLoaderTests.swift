@@ -153,6 +153,7 @@ import Testing
                 offline: {}
                 group: office
                 count: 2
+              - {at: 30s, for: 10s, offline: {group: field, return_ramp: 5s}}
             """)
         #expect(faults == [
             FaultSpec(fault: .killNode, at: 10, duration: 20, target: FaultTarget(group: "field", fraction: 0.5)),
@@ -169,7 +170,24 @@ import Testing
             FaultSpec(fault: .killNode, at: 50),
             FaultSpec(fault: .templateEdit(template: "demo-nda"), at: 20, every: 20),
             FaultSpec(fault: .offline, at: 1, duration: 1, target: FaultTarget(group: "office", count: 2)),
+            FaultSpec(fault: .offline, at: 30, duration: 10, target: FaultTarget(group: "field"), returnRamp: 5),
         ])
+    }
+
+    /// `return_ramp` belongs to `offline` (devices notice the network back); a partition's devices
+    /// reconnect on their own backoff, so it takes none. Out of bounds is an error naming the key.
+    @Test func aReturnRampIsAnOfflineFaultsOnly() throws {
+        for (entry, expected) in [
+            ("{at: 1s, for: 1s, partition: {return_ramp: 5s}}", "return_ramp"),
+            ("{at: 1s, for: 1s, offline: {return_ramp: -1s}}", "return_ramp"),
+            ("{at: 1s, for: 1s, offline: {return_ramp: 2h}}", "return_ramp"),
+            ("{at: 1s, for: 1s, return_ramp: 5s, offline: {}}", "return_ramp"),
+        ] {
+            let error = #expect(throws: ScenarioError.self) { try Self.faults("  - \(entry)") }
+            #expect(error?.description.contains(expected) == true, "\(entry): \(String(describing: error))")
+        }
+        let zero = try Self.faults("  - {at: 1s, for: 1s, offline: {return_ramp: 0s}}")
+        #expect(zero.first?.returnRamp == nil, "0 is all at once, as without the key")
     }
 
     @Test(arguments: ["latency", "bandwidth", "slow_close", "timeout", "reset_peer", "slicer", "limit_data"])
@@ -206,7 +224,7 @@ import Testing
               - {name: b, count: 2}
             faults:
               - {every: 7s, from: 3s, until: 80s, for: 1.5s, pause: node, group: a, count: 2}
-              - {at: 10s, for: 30s, offline: {group: b}}
+              - {at: 10s, for: 30s, offline: {group: b, return_ramp: 2.5s}}
               - {at: 5s, for: 10s, toxic: {type: slicer, average_size: 10, size_variation: 5, delay: 20}, fraction: 0.5}
               - {at: 20s, for: 5s, partition: {fraction: 0.25}}
               - {at: 25s, template_edit: {template: demo-nda}}

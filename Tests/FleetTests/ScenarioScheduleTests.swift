@@ -168,6 +168,30 @@ import Testing
         #expect(layout.nodePlan(process: "node-x-1", scenario: scenario, schedule: schedule, endpoint: "", dataDirectory: "", historyFile: "", runStart: 0) == nil)
     }
 
+    /// A merged outage ends with the ramp of the outage that ends last: its devices come back as
+    /// that one says (the longest ramp when two end together).
+    @Test func mergedOutagesKeepTheReturnRampOfTheOneThatEndsLast() throws {
+        let scenario = try ScenarioLoader.parse(yaml: """
+            name: ramps
+            duration: 100s
+            groups: [{name: a, count: 2, processes: 1}]
+            faults:
+              - {at: 10s, for: 30s, offline: {return_ramp: 5s}}
+              - {at: 20s, for: 10s, offline: {return_ramp: 9s}}
+              - {at: 35s, for: 25s, offline: {return_ramp: 2s}}
+              - {at: 70s, for: 10s, offline: {return_ramp: 1s}}
+              - {at: 75s, for: 5s, offline: {return_ramp: 3s}}
+              - {at: 90s, for: 5s, offline: {}}
+            """, source: "ramps.yaml")
+        let schedule = FaultSchedule(scenario: scenario, layout: FleetLayout(scenario: scenario, seed: 1), seed: 1)
+        #expect(schedule.windows.map(\.returnRamp) == [5, 9, 2, 1, 3, nil])
+        #expect(schedule.windows.first?.label == "offline node-a-1, back over 5s")
+        #expect(schedule.windows.last?.label == "offline node-a-1")
+        #expect(schedule.outages(for: "node-a-1") == [
+            Outage(start: 10, end: 60, returnRamp: 2), Outage(start: 70, end: 80, returnRamp: 3), Outage(start: 90, end: 95),
+        ])
+    }
+
     @Test func activeWindowsAtATime() throws {
         let scenario = try Self.scenario()
         let schedule = FaultSchedule(scenario: scenario, layout: FleetLayout(scenario: scenario, seed: 2), seed: 2)
