@@ -146,7 +146,7 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
                 for target in targets where !spec.fault.isHostFault { busy["\(exclusive)/\(target)", default: []].append((item.start, item.end)) }
             }
             var label = spec.fault.label(targets: targets)
-            if spec.fault == .offline, let ramp = spec.returnRamp { label += ", back over \(DurationText.render(ramp))" }
+            if spec.fault == .offline, let ramp = spec.returnRamp, ramp > 0 { label += ", back over \(DurationText.render(ramp))" }
             func event(_ time: Double, _ phase: FaultEvent.Phase) -> FaultEvent {
                 FaultEvent(time: time, phase: phase, id: id, spec: item.spec, occurrence: item.occurrence, fault: spec.fault, targets: targets, label: label)
             }
@@ -169,7 +169,8 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
 
     /// The scheduled outages of a node process's devices (`offline` faults), merged
     /// where they overlap, relative to the run's start: what goes into its `NodePlan`. A merged
-    /// outage keeps the return ramp of the one that ends last (the longest ramp where they end together).
+    /// outage's return ramp reaches as far as the farthest of its members' (`max(end + ramp) −
+    /// end`), so adding an outage never brings a device back earlier.
     public func outages(for process: String) -> [Outage] {
         let spans = windows.filter { $0.fault == .offline && $0.targets.contains(process) }
             .map { Outage(start: $0.start, end: $0.end, returnRamp: $0.returnRamp.flatMap { $0 > 0 ? $0 : nil }) }
@@ -177,12 +178,10 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
         var merged: [Outage] = []
         for span in spans {
             if let last = merged.last, span.start <= last.end {
-                if span.end > last.end {
-                    merged[merged.count - 1].returnRamp = span.returnRamp
-                } else if span.end == last.end {
-                    merged[merged.count - 1].returnRamp = [last.returnRamp, span.returnRamp].compactMap { $0 }.max()
-                }
-                merged[merged.count - 1].end = max(last.end, span.end)
+                let end = max(last.end, span.end)
+                let reach = max(last.end + (last.returnRamp ?? 0), span.end + (span.returnRamp ?? 0))
+                merged[merged.count - 1].end = end
+                merged[merged.count - 1].returnRamp = reach > end ? reach - end : nil
             } else {
                 merged.append(span)
             }

@@ -256,7 +256,8 @@ public struct FaultSpec: Codable, Sendable, Hashable {
         self.every = every
         self.until = until
         self.target = target
-        self.returnRamp = returnRamp
+        // 0 is no ramp, as the loader reads `return_ramp: 0s`.
+        self.returnRamp = returnRamp.flatMap { $0 > 0 ? $0 : nil }
     }
 }
 

@@ -132,7 +132,7 @@ struct FaultReader {
             throw map.error(at: key, "a host partition takes every node process of the host; no group, fraction or count")
         }
         if case .partition = fault, !scenario.proxy { throw map.error(at: action, "proxy faults need `proxy: true` at the top level of the scenario") }
-        var spec = FaultSpec(fault: fault, at: 0, target: target, returnRamp: returnRamp.flatMap { $0 > 0 ? $0 : nil })
+        var spec = FaultSpec(fault: fault, at: 0, target: target, returnRamp: returnRamp)
         try timing(map, fault: fault, into: &spec)
         return spec
     }

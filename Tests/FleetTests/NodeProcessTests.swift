@@ -128,21 +128,16 @@ import FoundationNetworking
             #expect(mine.contains { $0.op == .online } && mine.last { $0.op == .drain }?.type == .ok)
         }
         // Each device's first connectivity event says what its seeded model says then (within 50 ms
-        // of a change: the event is written just after the device looked). Whether any device was
-        // offline is the seed's business (all three start online about a third of the time, and
-        // a loaded machine once saw none go offline before the drain), so that is checked only
-        // where the model says so.
-        var someStartedOffline = false
+        // of a change: the event is written just after the device looked). Whether any device goes
+        // offline at all is the seed's business (all three start online about a third of the
+        // time, and a loaded machine once saw none go offline before the drain), so it is not
+        // expected as such.
         for device in plan.devices {
             let first = try #require(events.first { $0.device == device.id && ($0.op == .offline || $0.op == .online) })
             var model = ConnectivityModel(connectivity: plan.connectivity, outages: plan.outages, seed: device.seed)
             let t = first.time - plan.runStart
             let modelled = [model.state(at: max(0, t - 0.05)).online, model.state(at: max(0, t)).online]
             #expect(modelled.contains(first.op == .online), "\(device.id) first \(first.op) at \(t) s, the model says \(modelled)")
-            if !modelled.contains(true) { someStartedOffline = true }
-        }
-        if someStartedOffline {
-            #expect(events.contains { $0.op == .offline }, "a device the model starts offline recorded going offline")
         }
         #expect(events.contains { $0.op == .compose && $0.details?["template"] != nil }, "some envelopes come from templates")
         let queuedTotal = events.filter { ($0.op == .sign || $0.op == .decline) && $0.type == .ok && $0.sequence != nil }.count

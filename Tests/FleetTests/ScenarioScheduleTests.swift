@@ -168,9 +168,9 @@ import Testing
         #expect(layout.nodePlan(process: "node-x-1", scenario: scenario, schedule: schedule, endpoint: "", dataDirectory: "", historyFile: "", runStart: 0) == nil)
     }
 
-    /// A merged outage ends with the ramp of the outage that ends last: its devices come back as
-    /// that one says (the longest ramp when two end together).
-    @Test func mergedOutagesKeepTheReturnRampOfTheOneThatEndsLast() throws {
+    /// A merged outage's ramp reaches as far as the farthest member's end plus ramp: adding an
+    /// outage never brings a device back earlier.
+    @Test func mergedOutagesReachAsFarAsTheFarthestReturn() throws {
         let scenario = try ScenarioLoader.parse(yaml: """
             name: ramps
             duration: 100s
@@ -187,9 +187,21 @@ import Testing
         #expect(schedule.windows.map(\.returnRamp) == [5, 9, 2, 1, 3, nil])
         #expect(schedule.windows.first?.label == "offline node-a-1, back over 5s")
         #expect(schedule.windows.last?.label == "offline node-a-1")
+        // [10,40)+5 → 45, [20,30)+9 → 39, [35,60)+2 → 62: [10,60) with 2. [70,80)+1 and [75,80)+3: 3.
         #expect(schedule.outages(for: "node-a-1") == [
             Outage(start: 10, end: 60, returnRamp: 2), Outage(start: 70, end: 80, returnRamp: 3), Outage(start: 90, end: 95),
         ])
+        // A longer tail of an earlier member is kept: [10,60)+30 → 90 beats [20,61) → 61.
+        let tail = try ScenarioLoader.parse(yaml: """
+            name: tail
+            duration: 100s
+            groups: [{name: a, count: 1, processes: 1}]
+            faults:
+              - {at: 10s, for: 50s, offline: {return_ramp: 30s}}
+              - {at: 20s, for: 41s, offline: {}}
+            """, source: "tail.yaml")
+        let tailSchedule = FaultSchedule(scenario: tail, layout: FleetLayout(scenario: tail, seed: 1), seed: 1)
+        #expect(tailSchedule.outages(for: "node-a-1") == [Outage(start: 10, end: 61, returnRamp: 29)])
     }
 
     @Test func activeWindowsAtATime() throws {
