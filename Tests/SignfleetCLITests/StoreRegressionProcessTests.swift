@@ -36,7 +36,9 @@ import Glibc
         coordinator.signal(SIGTERM)
         let stopped = try await coordinator.waitForExit(timeout: .seconds(30))
         #expect(stopped == 0 || stopped == SIGTERM, "exit \(stopped): \(coordinator.output)")
-        (coordinator, endpoint) = try await startCoordinator(bind: endpoint)
+        // Each start binds a free port: the store, not the port, is what the devices come back to,
+        // and the old port may meanwhile be another test's ephemeral port (EADDRINUSE seen in CI).
+        (coordinator, endpoint) = try await startCoordinator(bind: "tcp://127.0.0.1:*")
 
         func node(envelopes: Int) throws -> ChildProcess {
             try ChildProcess.launch(
@@ -54,7 +56,7 @@ import Glibc
         coordinator.signal(SIGKILL)
         _ = try await coordinator.waitForExit(timeout: .seconds(30))
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
-        (coordinator, endpoint) = try await startCoordinator(bind: endpoint)
+        (coordinator, endpoint) = try await startCoordinator(bind: "tcp://127.0.0.1:*")
         let restarted = coordinator
         defer { Task { await restarted.terminate() } }
 
