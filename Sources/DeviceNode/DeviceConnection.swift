@@ -75,13 +75,18 @@ public struct DeviceConnectionConfiguration: Sendable {
     /// An I/O loop to share with other connections of this process (one thread polls every
     /// socket); `nil` makes one per online session, shut down with it.
     public var loop: ZMQIOLoop?
+    /// What request timeouts, heartbeats, back-off and ``SyncPolicy/every(_:)`` are timed on:
+    /// `ContinuousClock()`; tests pass a clock they move by hand (FleetTesting's `ManualClock`).
+    public var clock: any FleetClock
 
     public init(
         serverKey: [UInt8]? = nil, syncPolicy: SyncPolicy = .whenOnline, sync: SyncEngineConfiguration = SyncEngineConfiguration(),
         requestTimeout: Duration = .seconds(2), maxAttempts: Int = 3,
         reconnectBackoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(5)),
-        retryBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)), loop: ZMQIOLoop? = nil
+        retryBackoff: Backoff = Backoff(initial: .seconds(1), maximum: .seconds(60)), loop: ZMQIOLoop? = nil,
+        clock: any FleetClock = ContinuousClock()
     ) {
+        self.clock = clock
         self.serverKey = serverKey
         self.syncPolicy = syncPolicy
         self.sync = sync
@@ -160,13 +165,14 @@ extension DeviceNode {
             requestTimeout: configuration.requestTimeout, maxAttempts: configuration.maxAttempts * endpoints.count,
             reconnectBackoff: configuration.reconnectBackoff)
         let sharedLoop = configuration.loop
+        let clock = configuration.clock
         let factory: DeviceConnection.TransportFactory = {
             if let sharedLoop {
-                return (FleetClient(configuration: client, loop: sharedLoop, logger: logger), {})
+                return (FleetClient(configuration: client, loop: sharedLoop, logger: logger, clock: clock), {})
             }
             let context = try ZMQContext()
             let loop = try ZMQIOLoop(context: context, label: "device-connection")
-            return (FleetClient(configuration: client, loop: loop, logger: logger), {
+            return (FleetClient(configuration: client, loop: loop, logger: logger, clock: clock), {
                 await loop.shutdown()
                 context.shutdown()
             })
@@ -340,7 +346,7 @@ public actor DeviceConnection {
             node: node, client: transport, token: { [weak self] in
                 guard let self else { throw CancellationError() }
                 return try await self.accessToken(over: transport)
-            }, configuration: configuration.sync, logger: logger)
+            }, configuration: configuration.sync, logger: logger, clock: configuration.clock)
         let triggers = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         var tasks: [Task<Void, Never>] = [Task { await transport.run() }]
         tasks.append(Task { [weak self] in await self?.follow(transport, session: id, triggers: triggers.continuation) })
@@ -356,8 +362,8 @@ public actor DeviceConnection {
                 }
             })
         case .every(let interval):
-            tasks.append(Task {
-                while (try? await Task.sleep(for: interval)) != nil { triggers.continuation.yield() }
+            tasks.append(Task { [clock = configuration.clock] in
+                while (try? await clock.sleep(for: interval)) != nil { triggers.continuation.yield() }
             })
         }
         if configuration.syncPolicy != .manual {
@@ -418,8 +424,8 @@ public actor DeviceConnection {
                     let delay = retry.next()
                     logger.notice("sync pass failed; trying again", metadata: ["error": "\(error)", "after": "\(delay)"])
                     retryTask?.cancel()
-                    retryTask = Task {
-                        if (try? await Task.sleep(for: delay)) != nil { againContinuation.yield() }
+                    retryTask = Task { [clock = configuration.clock] in
+                        if (try? await clock.sleep(for: delay)) != nil { againContinuation.yield() }
                     }
                 }
             }

@@ -39,6 +39,8 @@ public actor SyncEngine {
     /// failed over to another coordinator gets one from that coordinator.
     private let accessToken: @Sendable () async throws -> String
     private let logger: Logger
+    /// What the engine's waits (back-off, a rate limit's retry-after) are timed on.
+    private let clock: any FleetClock
     private var enrolled = false
     /// The server instance the session's enrollment was answered by: a restarted coordinator (its
     /// store possibly restored from an older copy) is a new session, reconciled again.
@@ -59,17 +61,19 @@ public actor SyncEngine {
     ///   - accessToken: what enrollment presents.
     ///   - configuration: the engine's settings (``SyncEngineConfiguration``).
     ///   - logger: where the engine logs.
+    ///   - clock: what back-off and rate-limit waits are timed on.
     public init(
         node: DeviceNode, client: any ClientTransport, accessToken: String, configuration: SyncEngineConfiguration = SyncEngineConfiguration(),
-        logger: Logger = Logger(label: "signfleet.sync")
+        logger: Logger = Logger(label: "signfleet.sync"), clock: any FleetClock = ContinuousClock()
     ) {
-        self.init(node: node, client: client, token: { accessToken }, configuration: configuration, logger: logger)
+        self.init(node: node, client: client, token: { accessToken }, configuration: configuration, logger: logger, clock: clock)
     }
 
     init(
         node: DeviceNode, client: any ClientTransport, token: @escaping @Sendable () async throws -> String,
-        configuration: SyncEngineConfiguration, logger: Logger
+        configuration: SyncEngineConfiguration, logger: Logger, clock: any FleetClock = ContinuousClock()
     ) {
+        self.clock = clock
         self.accessToken = token
         self.node = node
         self.client = client
@@ -138,7 +142,7 @@ public actor SyncEngine {
     private func push(upTo limit: UInt64?, summary: inout SyncSummary) async throws {
         if let until = rateLimitedUntil {
             // The server said when it would take requests again; a pass started earlier waits.
-            try await Task.sleep(until: until, clock: .continuous)
+            try await clock.sleep(until: until, tolerance: nil)
             rateLimitedUntil = nil
         }
         try await enrollIfNeeded()
@@ -172,12 +176,12 @@ public actor SyncEngine {
                 let retryAfter = error.retryAfterMs.map { Duration.milliseconds(Int64(clamping: $0)) }
                 guard failures < configuration.maxAttempts else {
                     summary.failed += batch.count
-                    if let retryAfter { rateLimitedUntil = .now + retryAfter }
+                    if let retryAfter { rateLimitedUntil = clock.now + retryAfter }
                     throw error
                 }
                 let delay = retryAfter ?? backoff.next()
                 logger.notice("push failed; retrying", metadata: ["error": "\(error)", "after": "\(delay)"])
-                try await Task.sleep(for: delay)
+                try await clock.sleep(for: delay)
                 continue
             } catch {
                 if error is CancellationError {

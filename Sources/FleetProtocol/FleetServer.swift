@@ -129,6 +129,8 @@ public actor FleetServer {
     private let codec: WireCodec
     private let loop: ZMQIOLoop
     private let logger: Logger
+    /// Times liveness, message budgets and when requests arrived (a test's `ManualClock` moves only when told).
+    private let clock: any FleetClock
     /// Identifies this server run (sent in ``HelloReply`` and ``HeartbeatReply``; fresh on every start).
     public nonisolated var instance: String { responder.instance }
     private let peerEventsContinuation: AsyncStream<PeerEvent>.Continuation
@@ -153,10 +155,12 @@ public actor FleetServer {
     ///   - logger: where the server logs.
     ///   - metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
     ///     `MetricsSystem.factory` unless given.
+    ///   - clock: what liveness, message budgets and request ages are timed on.
     public init(
         configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any FleetClock = ContinuousClock()
     ) {
+        self.clock = clock
         self.metrics = FleetServerMetrics(factory: metricsFactory)
         self.configuration = configuration
         self.responder = FleetResponder(router: router, configuration: configuration)
@@ -167,7 +171,7 @@ public actor FleetServer {
         self.queues = PeerQueues(capacity: configuration.maxConcurrentRequests)
         self.budgets = PeerBudgetGate(
             burst: configuration.peerMessageBurst, rate: configuration.peerMessageRate, security: configuration.security,
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, clock: clock)
         (peerEvents, peerEventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(10_000))
     }
 
@@ -247,7 +251,7 @@ public actor FleetServer {
         await withDiscardingTaskGroup { group in
             do {
                 for try await received in socket.messages {
-                    let receivedAt = ContinuousClock.now
+                    let receivedAt = clock.now
                     guard let (peer, credential, frames) = await identify(received, on: socket) else { continue }
                     guard let request = await accept(frames, from: peer, on: socket) else { continue }
                     noteHeard(peer, as: credential, saying: request)
@@ -378,7 +382,7 @@ public actor FleetServer {
     }
 
     private func noteHeard(_ peer: [UInt8], as credential: PeerCredential, saying request: InboundMessage) {
-        if liveness.heard(peer, at: .now) == .alive {
+        if liveness.heard(peer, at: clock.now) == .alive {
             var name = credential.displayName
             var metadata: Logger.Metadata = [:]
             if case .curveKey = credential {
@@ -479,12 +483,12 @@ public actor FleetServer {
     private func sweepLiveness() async {
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: configuration.heartbeatInterval)
+                try await clock.sleep(for: configuration.heartbeatInterval)
             } catch {
                 return
             }
             budgets.pruneIdle()
-            for peer in liveness.sweep(at: .now) {
+            for peer in liveness.sweep(at: clock.now) {
                 budgets.forget(peer)
                 let name = peerNames.removeValue(forKey: peer) ?? String(decoding: peer, as: UTF8.self)
                 logger.warning("device lost", metadata: ["device": "\(name)"])

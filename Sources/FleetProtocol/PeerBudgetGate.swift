@@ -21,9 +21,14 @@ final class PeerBudgetGate: Sendable {
     private let security: WireSecurity
     private let metrics: FleetServerMetrics
     private let logger: Logger
+    private let clock: any FleetClock
 
-    init(burst: Double, rate: Double, security: WireSecurity, metrics: FleetServerMetrics, logger: Logger) {
-        state = Mutex(State(budgets: PeerBudgets(burst: burst, rate: rate)))
+    init(
+        burst: Double, rate: Double, security: WireSecurity, metrics: FleetServerMetrics, logger: Logger,
+        clock: any FleetClock = ContinuousClock()
+    ) {
+        self.clock = clock
+        state = Mutex(State(budgets: PeerBudgets(burst: burst, rate: rate), log: RefusalLog(now: clock.now)))
         self.security = security
         self.metrics = metrics
         self.logger = logger
@@ -46,7 +51,7 @@ final class PeerBudgetGate: Sendable {
     /// sending far over its budget is cut (``Socket/cutConnection(descriptor:)``).
     func admit(_ message: [[UInt8]], descriptor: Int32 = -1) -> Bool {
         guard let peer = FleetServer.routingID(of: message, security: security) else { return true }
-        let now = ContinuousClock.now
+        let now = clock.now
         // Who sends it: the CURVE key (the User-Id frame) or the plain routing id; it outlives a
         // connection, so a cut peer that reconnects is still known.
         let identity = message.first ?? peer
@@ -59,10 +64,10 @@ final class PeerBudgetGate: Sendable {
                 state.drops[peer] = nil
                 state.coolingUntil[identity] = now + Self.cooldown
                 state.cuts += 1
-                state.log.note("connection cut: it kept sending far over its budget", logger: logger)
+                state.log.note("connection cut: it kept sending far over its budget", logger: logger, now: now)
                 return (false, true)
             }
-            state.log.note("messages dropped: a connection sends more than its budget", logger: logger)
+            state.log.note("messages dropped: a connection sends more than its budget", logger: logger, now: now)
             return (false, false)
         }
         if !admitted { metrics.countDroppedRequest(reason: "peer_over_budget") }
@@ -78,7 +83,7 @@ final class PeerBudgetGate: Sendable {
 
     /// Forgets the budgets of connections idle long enough to be full again (called periodically).
     func pruneIdle() {
-        let now = ContinuousClock.now
+        let now = clock.now
         state.withLock {
             $0.budgets.pruneIdle(at: now)
             $0.drops = [:]  // counts restart: only a flood that goes on is cut

@@ -25,7 +25,7 @@ public func withDeadline<T: Sendable>(
 /// ``DeadlineExceeded`` after `timeout` (or when the sequence ends first). The way tests wait on
 /// events: never a sleep.
 public func firstElement<S: AsyncSequence & Sendable>(
-    of sequence: S, within timeout: Duration = .seconds(20), _ what: String,
+    of sequence: S, within timeout: Duration = .seconds(120), _ what: String,
     where predicate: @escaping @Sendable (S.Element) -> Bool = { _ in true }
 ) async throws -> S.Element where S.Element: Sendable {
     try await withDeadline(timeout, what) {

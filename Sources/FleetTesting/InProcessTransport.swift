@@ -58,11 +58,14 @@ public final class InProcessServer: Sendable {
     ///     A mismatch never completes the handshake (`handshakeFailed(_:)`).
     ///   - requestTimeout: how long one attempt waits while the server does not answer.
     ///   - maxAttempts: attempts of one request before a retryable `timeout` error.
+    ///   - clock: what the attempts' timeouts are timed on (a ``ManualClock`` in a test that is
+    ///     not about timeouts never sees one).
     public func client(
-        deviceID: String, security: ClientSecurity = .plaintext, requestTimeout: Duration = .seconds(2), maxAttempts: Int = 3
+        deviceID: String, security: ClientSecurity = .plaintext, requestTimeout: Duration = .seconds(2), maxAttempts: Int = 3,
+        clock: any FleetClock = ContinuousClock()
     ) -> InProcessClientTransport {
         InProcessClientTransport(
-            server: self, deviceID: deviceID, security: security, requestTimeout: requestTimeout, maxAttempts: max(1, maxAttempts))
+            server: self, deviceID: deviceID, security: security, requestTimeout: requestTimeout, maxAttempts: max(1, maxAttempts), clock: clock)
     }
 
     /// The credential a client's handshake establishes, or why it fails (as CURVE's would).
@@ -135,6 +138,8 @@ public actor InProcessClientTransport: ClientTransport {
     private let deviceID: String
     private let security: ClientSecurity
     private let requestTimeout: Duration
+    /// What each attempt's timeout is timed on.
+    private let clock: any FleetClock
     private let maxAttempts: Int
     private let codec: WireCodec
     private let eventsContinuation: AsyncStream<ConnectionEvent>.Continuation
@@ -148,7 +153,11 @@ public actor InProcessClientTransport: ClientTransport {
     private var stopped = false
     private var nextID: UInt64 = 1
 
-    init(server: InProcessServer, deviceID: String, security: ClientSecurity, requestTimeout: Duration, maxAttempts: Int) {
+    init(
+        server: InProcessServer, deviceID: String, security: ClientSecurity, requestTimeout: Duration, maxAttempts: Int,
+        clock: any FleetClock = ContinuousClock()
+    ) {
+        self.clock = clock
         self.server = server
         self.deviceID = deviceID
         self.security = security
@@ -240,9 +249,9 @@ public actor InProcessClientTransport: ClientTransport {
             await withCheckedContinuation { continuation in
                 outcome.withLock { $0 = continuation }
                 Task { resume(await handling.value) }
-                timer = Task {
+                timer = Task { [clock] in
                     // The attempt's timeout, raced against the answer; not a synchronisation sleep.
-                    try? await Task.sleep(for: timeout)
+                    try? await clock.sleep(for: timeout)
                     resume(nil)
                 }
                 if Task.isCancelled { resume(nil) }

@@ -78,8 +78,8 @@ public struct FleetClientConfiguration: Sendable {
 ///
 /// `run()` keeps a connection: it opens the socket, says `hello`, sends
 /// heartbeats when idle, and when the server falls silent (Paranoid Pirate)
-/// or a request times out while the server has been silent for a heartbeat
-/// interval (Lazy Pirate) it closes the socket and opens a new one after an
+/// or a request times out while the server has been silent for the liveness
+/// timeout (Lazy Pirate) it closes the socket and opens a new one after an
 /// exponential back-off, to the next of its endpoints when it has several
 /// (``FleetClientConfiguration/failoverEndpoints``). `request(_:)` sends a typed request and
 /// waits for its reply, resending it with the same request id on timeout and
@@ -115,6 +115,8 @@ public actor FleetClient: ClientTransport {
     private struct ReplyTimeout: Error {}
 
     private let loop: ZMQIOLoop
+    /// Times replies, heartbeats and back-off (a test's `ManualClock` moves only when told).
+    private let clock: any FleetClock
     private let logger: Logger
     private let codec: WireCodec
     private let eventsContinuation: AsyncStream<ConnectionEvent>.Continuation
@@ -140,12 +142,14 @@ public actor FleetClient: ClientTransport {
     /// handed resends and new connections (new handshakes) at every timeout.
     private var retransmission: RetransmissionTimeout
     private var reconnectRequested = false
-    private var lastSent: ContinuousClock.Instant = .now
+    private var lastSent: ContinuousClock.Instant
     private var stopped = false
 
-    public init(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) {
+    public init(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger, clock: any FleetClock = ContinuousClock()) {
         self.configuration = configuration
         self.loop = loop
+        self.clock = clock
+        self.lastSent = clock.now
         self.logger = logger
         self.codec = WireCodec(limits: configuration.limits)
         self.liveness = PeerLiveness(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
@@ -185,7 +189,7 @@ public actor FleetClient: ClientTransport {
             let delay = backoff.next()
             eventsContinuation.yield(.reconnecting(after: delay))
             logger.info("reconnecting", metadata: ["after": "\(delay)"])
-            do { try await Task.sleep(for: delay) } catch { break }
+            do { try await clock.sleep(for: delay) } catch { break }
         }
         stop()
     }
@@ -244,10 +248,10 @@ public actor FleetClient: ClientTransport {
     /// is lost or a reconnection was requested.
     private func keepAlive(_ socket: AsyncSocket, endpoint: String) async {
         liveness = PeerLiveness(interval: liveness.interval, liveness: liveness.liveness)
-        _ = liveness.heard(at: .now)  // the liveness clock starts with the connection
+        _ = liveness.heard(at: clock.now)  // the liveness clock starts with the connection
         do {
             let hello = Hello(deviceID: configuration.deviceID, client: configuration.clientName)
-            let sent = ContinuousClock.now
+            let sent = clock.now
             let reply: HelloReply
             do {
                 reply = try decodeReply(Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: retransmission.current))
@@ -255,7 +259,7 @@ public actor FleetClient: ClientTransport {
                 retransmission.timedOut()
                 throw ReplyTimeout()
             }
-            retransmission.record(roundTrip: sent.duration(to: .now))
+            retransmission.record(roundTrip: clock.elapsed(since: sent))
             liveness.interval = Self.heartbeatInterval(announced: reply.heartbeatIntervalMs)
             liveness.liveness = min(max(1, Int(reply.heartbeatLiveness)), 100)
             backoff.reset()
@@ -271,12 +275,12 @@ public actor FleetClient: ClientTransport {
             return
         }
         while !Task.isCancelled {
-            do { try await Task.sleep(for: liveness.interval / 2) } catch { return }
+            do { try await clock.sleep(for: liveness.interval / 2) } catch { return }
             if reconnectRequested {
                 reconnectRequested = false
                 return
             }
-            let now = ContinuousClock.now
+            let now = clock.now
             if liveness.check(at: now) == .lost {
                 logger.warning("server lost", metadata: ["silentFor": "\(liveness.timeout)"])
                 eventsContinuation.yield(.lost)
@@ -310,7 +314,7 @@ public actor FleetClient: ClientTransport {
     private func sendHeartbeat(on socket: AsyncSocket) async {
         do {
             let frames = try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: makeRequestID()))
-            lastSent = .now
+            lastSent = clock.now
             try await socket.send(frames)
         } catch {
             logger.notice("heartbeat not sent", metadata: ["error": "\(error)"])
@@ -330,7 +334,7 @@ public actor FleetClient: ClientTransport {
     }
 
     private func deliver(_ frames: [[UInt8]]) {
-        _ = liveness.heard(at: .now)
+        _ = liveness.heard(at: clock.now)
         let message: InboundMessage
         do {
             message = try codec.decode(frames)
@@ -381,8 +385,8 @@ public actor FleetClient: ClientTransport {
         guard !stopped else { return nil }
         nextInstanceWaiter &+= 1
         let id = nextInstanceWaiter
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
+        let timer = Task { [weak self, clock] in
+            try? await clock.sleep(for: timeout)
             await self?.resumeInstanceWaiter(id, with: nil)
         }
         defer { timer.cancel() }
@@ -430,36 +434,38 @@ public actor FleetClient: ClientTransport {
             guard let socket = await currentSocket() else { throw CancellationError() }
             let timeout = fixedTimeout ?? retransmission.current
             lastTimeout = timeout
-            let sent = ContinuousClock.now
+            let sent = clock.now
             let sentOn = connection
             do {
                 let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
                 // Karn's rule: only a request sent once says how long a round trip takes.
-                if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: sent.duration(to: .now)) }
+                if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
                 return try decodeReply(Request.self, reply)
             } catch let error as FleetError where error.code == .busy && busyAnswers < Self.maxBusyAnswers {
                 // The server is alive and says when to come back: that costs no attempt.
                 busyAnswers += 1
                 let wait = Duration.milliseconds(Int64(clamping: min(error.retryAfterMs ?? 200, 5_000)))
                 logger.debug("server busy", metadata: ["type": "\(Request.messageType)", "after": "\(wait)"])
-                try await Task.sleep(for: wait)
+                try await clock.sleep(for: wait)
                 continue
             } catch is ReplyTimeout {
                 logger.notice(
                     "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
                 if fixedTimeout == nil { retransmission.timedOut() }
-                // Lazy Pirate: a fresh socket cures a half-open connection. A server heard from
-                // within the last heartbeat interval is alive, perhaps only slow: a new connection
-                // (a new handshake, a new hello) would add to its load, so the first resend goes on
-                // this one, with twice the wait. A second timeout on the same connection, or the
-                // last attempt's, gives up on it all the same: a server that answers heartbeats but
-                // no request is hung, and the request goes on to the next endpoint.
+                // Lazy Pirate: a fresh socket cures a half-open connection, but only one that shows
+                // it is dead: nothing heard, not even a heartbeat reply, for the liveness timeout.
+                // A server heard from since is alive, perhaps only slow, and a new connection (a new
+                // handshake, a new hello) would add to its load: the resend goes on this one, with
+                // twice the wait. With other endpoints to go to, a second timeout on the same
+                // connection, or the last attempt's, moves on all the same: a server that answers
+                // heartbeats but no request is hung (Binary Star's client side).
                 if sentOn != timeoutsConnection {
                     timeoutsConnection = sentOn
                     timeoutsOnConnection = 0
                 }
                 timeoutsOnConnection += 1
-                if attempt == attempts || timeoutsOnConnection >= 2 || !heardRecently(at: .now) { reconnectRequested = true }
+                let hung = !configuration.failoverEndpoints.isEmpty && (attempt == attempts || timeoutsOnConnection >= 2)
+                if hung || !heardWithinLiveness(at: clock.now) { reconnectRequested = true }
             }
             attempt += 1
         }
@@ -474,10 +480,11 @@ public actor FleetClient: ClientTransport {
         min(max(.milliseconds(Int64(milliseconds)), .milliseconds(10)), FleetServerConfiguration.maxAnnouncedHeartbeatInterval)
     }
 
-    /// Whether the server said anything within the last heartbeat interval.
-    private func heardRecently(at now: ContinuousClock.Instant) -> Bool {
+    /// Whether the server said anything within the liveness timeout (the silence after which the
+    /// heartbeats declare it lost: ``PeerLiveness/timeout``).
+    private func heardWithinLiveness(at now: ContinuousClock.Instant) -> Bool {
         guard let heard = liveness.lastHeard else { return false }
-        return heard.duration(to: now) < liveness.interval
+        return heard.duration(to: now) <= liveness.timeout
     }
 
     /// `busy` answers one request waits out before the error reaches its caller.
@@ -506,12 +513,12 @@ public actor FleetClient: ClientTransport {
             pending[id] = nil
             unanswered[id] = nil
         }
-        lastSent = .now
+        lastSent = clock.now
         try await socket.send(frames)
         return try await withThrowingTaskGroup(of: InboundMessage.self) { group in
             group.addTask { try await self.awaitReply(id) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
+            group.addTask { [clock] in
+                try await clock.sleep(for: timeout)
                 throw ReplyTimeout()
             }
             defer { group.cancelAll() }

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Logging
 import ZeroMQ
 
@@ -24,8 +25,10 @@ public struct FleetClientConnection: Sendable {
     }
 
     /// Starts connecting; the caller owns the connection and must ``close()`` it.
-    public static func open(configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger) -> FleetClientConnection {
-        let client = FleetClient(configuration: configuration, loop: loop, logger: logger)
+    public static func open(
+        configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger, clock: any FleetClock = ContinuousClock()
+    ) -> FleetClientConnection {
+        let client = FleetClient(configuration: configuration, loop: loop, logger: logger, clock: clock)
         return FleetClientConnection(client: client, task: Task { await client.run() })
     }
 

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Logging
 import Synchronization
@@ -15,8 +16,15 @@ public struct LoadRunner: Sendable {
     public let configuration: LoadConfiguration
     public let workload: any LoadWorkload
     let logger: Logger
+    /// What the arrival schedule, the drain deadline, the progress ticks and the latencies are
+    /// timed on (a test's `ManualClock` moves only when the test says).
+    let clock: any FleetClock
 
-    public init(configuration: LoadConfiguration, workload: any LoadWorkload, logger: Logger = Logger(label: "signfleet.load")) {
+    public init(
+        configuration: LoadConfiguration, workload: any LoadWorkload, logger: Logger = Logger(label: "signfleet.load"),
+        clock: any FleetClock = ContinuousClock()
+    ) {
+        self.clock = clock
         self.configuration = configuration
         self.workload = workload
         self.logger = logger
@@ -50,7 +58,6 @@ public struct LoadRunner: Sendable {
     /// Compares every device's outbox with the coordinator's records (``SyncAudit``); `nil`
     /// when the workload's devices have nothing to audit.
     private func audit(devices: [any LoadDevice], failedCeremonies: Int) async -> LoadAudit? {
-        let clock = ContinuousClock()
         let start = clock.now
         var results: [(Int, DeviceAuditResult)] = []
         var errors: [(Int, LoadAudit.DeviceError)] = []
@@ -113,12 +120,11 @@ public struct LoadRunner: Sendable {
         let stageNames = configuration.profile.stages.map(\.description)
         let recorder = LoadRecorder(steps: workload.steps, stages: stageNames, intervalLength: configuration.interval.seconds)
         let admission = Admission(devices: devices.count, limit: configuration.maxOutstandingPerDevice)
-        let clock = ContinuousClock()
         let startedAt = Date()
         let start = clock.now
         let openLoop = OpenLoop(
             configuration: configuration, devices: devices, recorder: recorder, admission: admission, start: start,
-            progress: progress, logger: logger)
+            progress: progress, logger: logger, clock: clock)
         await openLoop.run(stop: stop)
         let end = clock.now - start
         for arrival in admission.unfinished {
@@ -171,7 +177,7 @@ private struct OpenLoop: Sendable {
     let start: ContinuousClock.Instant
     let progress: (@Sendable (LoadProgress) -> Void)?
     let logger: Logger
-    let clock = ContinuousClock()
+    let clock: any FleetClock
     let queues: [(stream: AsyncStream<Arrival>, continuation: AsyncStream<Arrival>.Continuation)]
     /// Set by the ticker when an `abortOnFail` threshold fails.
     let abort = AbortReason()
@@ -180,8 +186,9 @@ private struct OpenLoop: Sendable {
 
     init(
         configuration: LoadConfiguration, devices: [any LoadDevice], recorder: LoadRecorder, admission: Admission,
-        start: ContinuousClock.Instant, progress: (@Sendable (LoadProgress) -> Void)?, logger: Logger
+        start: ContinuousClock.Instant, progress: (@Sendable (LoadProgress) -> Void)?, logger: Logger, clock: any FleetClock
     ) {
+        self.clock = clock
         self.configuration = configuration
         self.devices = devices
         self.recorder = recorder
@@ -202,7 +209,7 @@ private struct OpenLoop: Sendable {
                 // Drain: after the last arrival, outstanding ceremonies get `drainTimeout` to finish.
                 drain.addTask {
                     await feed()
-                    try? await Task.sleep(for: configuration.drainTimeout)
+                    try? await clock.sleep(for: configuration.drainTimeout)
                 }
                 // The workers end only after the last arrival (when the queues finish), so what
                 // ends first ends the drain: everything finished, or the deadline passed.
@@ -254,7 +261,7 @@ private struct OpenLoop: Sendable {
         for arrival in schedule {
             let due = start + arrival.offset
             if clock.now < due {
-                do { try await Task.sleep(until: due, clock: clock) } catch { break }
+                do { try await clock.sleep(until: due, tolerance: nil) } catch { break }
             }
             if Task.isCancelled || halt.isFired || abort.value != nil { break }
             recorder.recordArrival(stage: arrival.stage, lag: clock.now - due)
@@ -272,7 +279,7 @@ private struct OpenLoop: Sendable {
         var tick = start
         while !Task.isCancelled {
             tick += configuration.interval
-            do { try await Task.sleep(until: tick, clock: clock) } catch { return }
+            do { try await clock.sleep(until: tick, tolerance: nil) } catch { return }
             let elapsed = clock.now - start
             recorder.advance(to: elapsed)
             let totals = recorder.totals

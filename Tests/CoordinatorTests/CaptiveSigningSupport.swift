@@ -91,7 +91,7 @@ final class CaptiveRig: Sendable {
         configuration.deviceId = "sender-\(UUID().uuidString.prefix(8))"
         client = FleetClient(
             configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: configuration.deviceId ?? "sender", requestTimeout: .seconds(10), maxAttempts: 3),
-            loop: loop, logger: logger)
+            loop: loop, logger: logger, clock: ManualClock())
         let client = self.client
         connection = Task { await client.run() }
         node = try await DeviceNode.open(configuration: configuration, accountService: RemoteAccountService(client: client))

@@ -26,7 +26,7 @@ import ZeroMQ
             configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger)
         let endpoint = try await server.bind()
         let serving = Task { try? await server.run() }
-        let client = FleetClient(configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: "tablet-7"), loop: loop, logger: logger)
+        let client = FleetClient(configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: "tablet-7"), loop: loop, logger: logger, clock: ManualClock())
         let connection = Task { await client.run() }
 
         do {

@@ -137,7 +137,7 @@ final class DiskRig: Sendable {
     func client(_ deviceID: String) -> FleetClient {
         FleetClient(
             configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: deviceID, requestTimeout: .seconds(10), maxAttempts: 1),
-            loop: loop, logger: logs.logger(label: "client", level: .critical))
+            loop: loop, logger: logs.logger(label: "client", level: .critical), clock: ManualClock())
     }
 
     func get<T: Decodable>(_ path: String, as type: T.Type) async throws -> (status: Int, body: T) {

@@ -305,7 +305,7 @@ private func remoteSignerItems(count: Int, directory: URL, deviceID: String) asy
         let serving = Task { try? await server.run() }
         let client = FleetClient(
             configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: "tablet-lc", requestTimeout: .seconds(5), maxAttempts: 1),
-            loop: loop, logger: logger)
+            loop: loop, logger: logger, clock: ManualClock())
         let connection = Task { await client.run() }
 
         do {

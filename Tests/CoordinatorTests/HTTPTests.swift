@@ -47,9 +47,11 @@ final class ServiceRig: Sendable {
         services.register(in: &router)
         context = try ZMQContext()
         loop = try ZMQIOLoop(context: context, label: "service-rig")
+        // The server's and the devices' clocks stand still: no device is lost for its silence and
+        // no request times out and is sent again, however slowly this machine runs the test.
         let server = FleetServer(
             configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*"), router: router, loop: loop, logger: logger,
-            metricsFactory: factory)
+            metricsFactory: factory, clock: ManualClock())
         self.server = server
         endpoint = try await server.bind()
         let store = temporary.store
@@ -79,7 +81,7 @@ final class ServiceRig: Sendable {
             count: envelopes, directory: temporary.directory, deviceID: "tablet-\(UUID().uuidString.prefix(8))")
         let client = FleetClient(
             configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(5), maxAttempts: 1),
-            loop: loop, logger: logger)
+            loop: loop, logger: logger, clock: ManualClock())
         let connection = Task { await client.run() }
         let engine = SyncEngine(
             node: node, client: client, accessToken: token,

@@ -269,7 +269,7 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         // One attempt with a long timeout: a resend on a loaded machine would be charged again.
         let client = FleetClient(
             configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: "tablet-c", requestTimeout: .seconds(30), maxAttempts: 1),
-            loop: rig.loop, logger: logger)
+            loop: rig.loop, logger: logger, clock: ManualClock())
         let connection = Task { await client.run() }
         #expect(await client.lastRateLimit == nil)
         _ = try await client.request(UserInfoRequest(accessToken: rig.token))
@@ -293,11 +293,10 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let client = FleetClient(
-            // A generous reply timeout: on a loaded machine a 2 s timeout would add `timeout`
-            // failures beside the `rate_limited` ones this test is about.
-            configuration: FleetClientConfiguration(
-                endpoint: rig.endpoint, deviceID: node.deviceId, requestTimeout: .seconds(15), maxAttempts: 1),
-            loop: rig.loop, logger: logger)
+            // The client's clock never moves: no `timeout` failure can join the `rate_limited`
+            // ones this test is about, however slow the machine.
+            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: node.deviceId, maxAttempts: 1),
+            loop: rig.loop, logger: logger, clock: ManualClock())
         let connection = Task { await client.run() }
         let engine = SyncEngine(
             node: node, client: client, accessToken: rig.token,
@@ -339,7 +338,9 @@ private func exchange<Request: FleetRequest>(_ socket: AsyncSocket, _ request: R
         var logger = Logger(label: "test")
         logger.logLevel = .critical
         let client = FleetClient(
-            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: node.deviceId, maxAttempts: 1), loop: rig.loop, logger: logger)
+            configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: node.deviceId, maxAttempts: 1), loop: rig.loop, logger: logger,
+            // The client's clock never moves: no reply can time out, however slow the machine.
+            clock: ManualClock())
         let connection = Task { await client.run() }
         let engine = SyncEngine(
             node: node, client: client, accessToken: rig.token, configuration: SyncEngineConfiguration(batchSize: 10, maxAttempts: 1),

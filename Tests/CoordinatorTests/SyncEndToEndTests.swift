@@ -32,6 +32,9 @@ final class SyncRig: Sendable {
     let client: any ClientTransport
     let connection: Task<Void, Never>
     let engine: SyncEngine
+    /// The client's clock: it moves only when a test advances it, so no reply times out unless
+    /// the test says so (the engine's short back-off runs on the continuous clock).
+    let clock = ManualClock()
 
     init(
         envelopes: Int, transport: RigTransport = .zeroMQ, offlineSigning: Bool = true, batchSize: Int = 2,
@@ -54,7 +57,7 @@ final class SyncRig: Sendable {
             endpoint = "inproc"
             client = server.client(
                 deviceID: node.deviceId, security: .curve(serverKey: serverKeys.publicKey, keys: node.transportKeys),
-                requestTimeout: .seconds(3), maxAttempts: 1)
+                requestTimeout: .seconds(3), maxAttempts: 1, clock: clock)
         case .zeroMQ:
             let context = try ZMQContext()
             let loop = try ZMQIOLoop(context: context, label: "sync-rig")
@@ -63,11 +66,9 @@ final class SyncRig: Sendable {
             serving = Task { try? await server.run() }
             self.context = context
             self.loop = loop
-            // 2 s, not less: with the whole suite running in parallel (fleets, Chromium) a first
-            // request can take longer than a few hundred milliseconds, and one attempt only.
             client = FleetClient(
                 configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: node.deviceId, requestTimeout: .seconds(3), maxAttempts: 1),
-                loop: loop, logger: logger)
+                loop: loop, logger: logger, clock: clock)
         }
         let client = self.client
         connection = Task { await client.run() }
@@ -117,11 +118,13 @@ final class SyncRig: Sendable {
         // Failpoint: the first push is applied and committed, then its reply is held back
         // until the device has given up on it (its timeout), exactly the SDK users' trap.
         let (release, releaseContinuation) = AsyncStream<Void>.makeStream()
+        let (held, heldContinuation) = AsyncStream<Void>.makeStream()
         let calls = Mutex(0)
         let rig = try await SyncRig(envelopes: 3, transport: transport, batchSize: 3) { router, services in
             router.on(SyncPush.self) { [ingest = services.ingest] push, context throws(FleetError) in
                 let ack = try await CoordinatorServices.typed { try await ingest.apply(push, credential: context.credential) }
                 if calls.withLock({ $0 += 1; return $0 }) == 1 {
+                    heldContinuation.yield()
                     for await _ in release { break }
                 }
                 return ack
@@ -129,6 +132,11 @@ final class SyncRig: Sendable {
         }
         let events = await rig.node.events()
         let sync = Task { try await rig.engine.syncAll() }
+        // The push is committed and its reply held: now the device's reply timeout (3 s on its
+        // clock) runs out, because the test moves the clock past it.
+        _ = try await firstElement(of: held, "the first push to be applied and held")
+        try await withDeadline(.seconds(120), "the device to wait for the push's reply") { await rig.clock.sleeping(atLeast: .seconds(3)) }
+        await rig.clock.advance(by: .seconds(3))
         _ = try await firstElement(of: events, "the device's timeout") { event in
             if case .syncFailed(let progress) = event { return progress.willRetry }
             return false

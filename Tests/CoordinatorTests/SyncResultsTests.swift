@@ -61,7 +61,7 @@ import ZeroMQ
         logger.logLevel = .critical
         let stranger = FleetClient(
             configuration: FleetClientConfiguration(endpoint: rig.endpoint, deviceID: "tablet-stranger", requestTimeout: .seconds(5), maxAttempts: 1),
-            loop: try #require(rig.loop), logger: logger)
+            loop: try #require(rig.loop), logger: logger, clock: ManualClock())
         let connection = Task { await stranger.run() }
         let unauthenticated = await fleetError { _ = try await stranger.request(SyncResultsQuery(deviceID: "tablet-stranger")) }
         #expect(unauthenticated?.code == .unauthenticated)

@@ -293,7 +293,7 @@ final class TemplateWireRig: Sendable {
         let endpoint = try await server.bind()
         serving = Task { try? await server.run() }
         let deviceID = "tablet-\(UUID().uuidString.prefix(8))"
-        client = FleetClient(configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: deviceID), loop: loop, logger: logger)
+        client = FleetClient(configuration: FleetClientConfiguration(endpoint: endpoint, deviceID: deviceID), loop: loop, logger: logger, clock: ManualClock())
         let client = self.client
         connection = Task { await client.run() }
         var configuration = DeviceConfiguration(storePath: fixture.temporary.directory.appendingPathComponent("\(deviceID).sqlite").path)

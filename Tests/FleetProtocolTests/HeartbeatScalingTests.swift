@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetTesting
 import Foundation
 import Logging
 import MessagePack
@@ -55,12 +56,12 @@ import ZeroMQ
         var logger = Logger(label: "heartbeat-scaling")
         logger.logLevel = .warning
         // Half a heartbeat a second for the whole fleet: the n-th device alive is told 2n s, or the
-        // configured 5 s while that is longer. (The raw sockets send no heartbeats: 5 s × 3 keeps
-        // them alive however slowly a busy machine runs this test.)
+        // configured 5 s while that is longer. (The raw sockets send no heartbeats: the server's
+        // clock stands still, so none is lost for its silence however slowly this test runs.)
         let server = FleetServer(
             configuration: FleetServerConfiguration(
                 endpoint: "tcp://127.0.0.1:*", heartbeatInterval: .seconds(5), heartbeatLiveness: 3, heartbeatBudget: 0.5),
-            router: RequestRouter(), loop: loop, logger: logger)
+            router: RequestRouter(), loop: loop, logger: logger, clock: ManualClock())
         let endpoint = try await server.bind()
         let serving = Task { try? await server.run() }
         let codec = WireCodec()

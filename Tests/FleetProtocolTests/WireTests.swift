@@ -45,14 +45,19 @@ final class RunningServer: Sendable {
     }
 }
 
-func makeClient(_ endpoint: String, loop: ZMQIOLoop, device: String = "dev-1", timeout: Duration = .milliseconds(500), attempts: Int = 3) -> FleetClient {
+/// A test client. Its `clock` times its replies, heartbeats and back-off: a test that is not about
+/// them passes a `ManualClock` that nobody advances, so none fires however slow the machine.
+func makeClient(
+    _ endpoint: String, loop: ZMQIOLoop, device: String = "dev-1", timeout: Duration = .milliseconds(500), attempts: Int = 3,
+    clock: any FleetClock = ContinuousClock()
+) -> FleetClient {
     var logger = Logger(label: "test-client")
     logger.logLevel = .warning
     return FleetClient(
         configuration: FleetClientConfiguration(
             endpoint: endpoint, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
             reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))),
-        loop: loop, logger: logger)
+        loop: loop, logger: logger, clock: clock)
 }
 
 /// Sends raw frames from a bare DEALER and returns the reply's header and body.
@@ -79,7 +84,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
 
     @Test func clientSaysHelloAndGetsReplies() async throws {
         let server = try await RunningServer(loop: loop)
-        let client = makeClient(server.endpoint, loop: loop)
+        let client = makeClient(server.endpoint, loop: loop, clock: ManualClock())
         let connection = Task { await client.run() }
         let connected = try await first(client.events, "connected") {
             if case .connected = $0 { return true } else { return false }
@@ -150,7 +155,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         try await big.send(try codec.encode(push, header: MessageHeader(type: SyncPush.messageType, id: 1)))
         await big.close()
 
-        let client = makeClient(server.endpoint, loop: loop, device: "small")
+        let client = makeClient(server.endpoint, loop: loop, device: "small", clock: ManualClock())
         let connection = Task { await client.run() }
         let reply = try await client.request(Heartbeat())
         #expect(!reply.serverInstance.isEmpty)
@@ -282,34 +287,49 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     }
 
     @Test func aHelloThatGoesUnansweredWaitsLongerOnTheNextConnection() async throws {
-        // A slow coordinator, not a dead one: it answers every hello 1.5 s late. With a 1 s
-        // request timeout and a fixed hello timeout the client would reconnect for ever, each
-        // reply arriving at a connection it had just closed.
+        // A slow coordinator, not a dead one: it answers each hello 1.5 s after it came (on the
+        // client's clock, which the test moves). With a 1 s request timeout and a fixed hello
+        // timeout the client would reconnect for ever, each reply arriving at a connection it had
+        // just closed; an adaptive one waits 2 s on the next connection and is answered.
         let router = try await loop.makeSocket(.router, options: SocketOptions())
         let endpoint = try await router.bind("tcp://127.0.0.1:*")
         let codec = WireCodec()
-        let hellos = Mutex(0)
+        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
         let serving = Task {
             for try await frames in router.messages {
                 let message = try codec.decode(frames.dropFirst())
-                guard message.header.type == Hello.messageType else { continue }
-                let count = hellos.withLock { $0 += 1; return $0 }
-                Task {
-                    try await Task.sleep(for: .milliseconds(1_500))  // the coordinator's slowness, what is under test
-                    let reply = HelloReply(
-                        server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow-\(count)")
-                    try await router.send([frames[0]] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: message.header.id)))
-                }
+                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
             }
         }
-        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1)
+        func answer(_ hello: (peer: [UInt8], id: UInt64), instance: String) async throws {
+            let reply = HelloReply(server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: instance)
+            try await router.send([hello.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock)
+        let events = client.events
         let connection = Task { await client.run() }
-        _ = try await first(client.events, within: .seconds(20), "connected") {
+
+        let first = try await FleetProtocolTests.first(hellos, "the first hello") { _ in true }
+        try await withDeadline(.seconds(120), "the first hello's 1 s timeout") { await clock.sleeping(atLeast: .seconds(1)) }
+        await clock.advance(by: .seconds(1))  // no answer in 1 s: the client gives up on this connection
+        try await withDeadline(.seconds(120), "the reconnection's back-off") { await clock.sleeping(atLeast: 1) }
+        await clock.advance(by: try #require(clock.pendingDeadlines.first))
+        let second = try await FleetProtocolTests.first(hellos, "the second hello, on a new connection") { _ in true }
+        try await withDeadline(.seconds(120), "the second hello's timeout") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(2)], "the timeout doubled after the first hello timed out")
+        await clock.advance(by: .milliseconds(1_500))  // the coordinator's slowness: within the 2 s
+        try await answer(first, instance: "slow-1")  // to a connection closed since: dropped
+        try await answer(second, instance: "slow-2")
+        let connected = try await FleetProtocolTests.first(events, "connected") {
             if case .connected = $0 { return true } else { return false }
         }
-        #expect(hellos.withLock { $0 } == 2, "the first hello timed out after 1 s, the second waited 2 s and was answered")
+        #expect(connected == .connected(serverInstance: "slow-2"))
         connection.cancel()
         await connection.value
+        helloArrived.finish()
+        let later = await hellos.reduce(0) { count, _ in count + 1 }
+        #expect(later == 0, "no third hello: the second was answered in time")
         serving.cancel()
         await router.close()
         await shutdown()

@@ -41,19 +41,18 @@ import Testing
         #expect(unsynced.witness.rows.contains { $0.store.hasPrefix("postgres://signfleet@") && $0.store.hasSuffix("schema \(schema)") }, "\(unsynced.witness.rows)")
     }
 
-    @Test(.timeLimit(.minutes(1))) func aPostgresServerThatIsNotThereIsUnreadableInputAtOnce() async throws {
+    @Test func aPostgresServerThatIsNotThereIsUnreadableInputAtOnce() async throws {
         let fixture = try await CheckerRun.make(postgres: try await Self.storeURL())
         defer { fixture.remove() }
         let refusing = try RefusingPort()
         let gone = "postgres://signfleet@127.0.0.1:\(refusing.port)/signfleet?schema=fleet"
         try JSONSerialization.data(withJSONObject: ["store": gone]).write(to: URL(fileURLWithPath: fixture.run.coordinatorConfigFile))
-        let started = Date()
         let report = try await Checker.check(run: fixture.run)
-        let seconds = Date().timeIntervalSince(started)
-        print("checker on a refused PostgreSQL port answered in \(String(format: "%.2f", seconds)) s")
-        #expect(seconds < 15, "the reader does not wait for the pool's circuit breaker")
         #expect(report.verdict == .unknown)
         let unreadable = try #require(report.anomalies(.unreadableInput).first)
+        // "At once": the reader's one probe connection was refused, and that is the error reported;
+        // the pool's circuit breaker (about a minute of retries) would say "cannot be reached".
+        #expect(unreadable.message.contains("PostgreSQL connection failed"), "the reader asked once: \(unreadable.message)")
         #expect(unreadable.message.contains("cannot read the coordinator store postgres://signfleet@127.0.0.1:\(refusing.port)/signfleet schema fleet"), "\(unreadable.message)")
         // No cluster of the run's own (`<run>/postgres/data`): no hint to resume one.
         #expect(!unreadable.message.contains("scripts/postgres-cluster.sh resume"), "\(unreadable.message)")

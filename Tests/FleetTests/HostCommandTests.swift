@@ -39,11 +39,10 @@ import Glibc
         #expect(missing.status == nil && missing.description.contains("cannot run"), "\(missing)")
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCommandThatOutlivesItsTimeoutIsKilled() async {
-        let started = ContinuousClock.now
-        let outcome = await HostCommand(argv: ["sleep", "30"], timeout: .milliseconds(300)).run()
+    @Test(.timeLimit(.minutes(10))) func aCommandThatOutlivesItsTimeoutIsKilled() async {
+        // `sleep 3600` left alone would succeed an hour later: its outcome says it was killed.
+        let outcome = await HostCommand(argv: ["sleep", "3600"], timeout: .milliseconds(300)).run()
         #expect(outcome.timedOut && !outcome.succeeded, "\(outcome)")
-        #expect(ContinuousClock.now - started < .seconds(20))
     }
 
     /// The child's "node" is a grandchild whose pid it announces: a signal that reached it through the
