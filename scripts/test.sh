@@ -13,6 +13,9 @@ LOG=.build/test-output.log
 mkdir -p .build
 
 export SIGNFLEET_BIN=${SIGNFLEET_BIN:-$PWD/.build/debug/signfleet}
+# A crash prints the crashed thread's backtrace only: with every thread (the default) the backtracer
+# was seen to hang for 20 minutes over a test process with hundreds of threads, holding the run.
+export SWIFT_BACKTRACE=${SWIFT_BACKTRACE:-enable=yes,threads=crashed,timeout=30s}
 
 # One throwaway PostgreSQL for the run (the PostgreSQL store's tests; docs/storage.md), stopped
 # on exit. Tests started by hand without it start their own.

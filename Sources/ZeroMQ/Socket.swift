@@ -133,9 +133,28 @@ public final class Socket {
     /// sees it end and tears it down as if the peer had left. For a peer that must stop being read
     /// (a ROUTER cannot pause one of its pipes). Call it on the thread that received from it, at
     /// once: the descriptor is libzmq's, and only right after a message from it is it known to be that peer's.
+    ///
+    /// libzmq's own I/O thread may have closed the connection in between (the peer left) and the
+    /// number been reused, by a listening socket among others: `shutdown` on a listener makes its
+    /// next `accept` fail with `EINVAL`, which libzmq asserts on (the process aborts). So only a
+    /// connected stream socket is shut down; a listener or anything else is left alone.
     public static func cutConnection(descriptor: Int32) {
-        guard descriptor >= 0 else { return }
+        guard descriptor >= 0, isConnectedStream(descriptor) else { return }
         _ = Glibc.shutdown(descriptor, Int32(SHUT_RDWR))
+    }
+
+    /// Whether `descriptor` is a connected (not listening) stream socket.
+    static func isConnectedStream(_ descriptor: Int32) -> Bool {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_TYPE, &value, &length) == 0, value == Int32(SOCK_STREAM.rawValue) else { return false }
+        length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &value, &length) == 0, value == 0 else { return false }
+        var address = sockaddr_storage()
+        length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        return withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) == 0 }
+        }
     }
 
     /// Receives one multipart message.

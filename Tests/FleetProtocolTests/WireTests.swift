@@ -335,6 +335,58 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
+    /// A coordinator that is alive (it answers `hello` and every heartbeat) but slow with one
+    /// request: the timed-out request is resent on the same connection, not on a new one (a new
+    /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
+    /// of a fleet past capacity).
+    @Test func aTimedOutRequestToALiveServerIsResentOnTheSameConnection() async throws {
+        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let (tokenRequests, tokenRequestArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
+        let hellos = Mutex(0)
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
+                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
+                }
+                switch message.header.type {
+                case Hello.messageType:
+                    hellos.withLock { $0 += 1 }
+                    try await reply(HelloReply(server: "slow", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow"))
+                case Heartbeat.messageType:
+                    try await reply(HeartbeatReply(serverInstance: "slow", heartbeatIntervalMs: 1_000))
+                case AccessTokenRequest.messageType:
+                    tokenRequestArrived.yield((frames[0], message.header.id))
+                default:
+                    break
+                }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
+        let connection = Task { await client.run() }
+        let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
+        let first = try await FleetProtocolTests.first(tokenRequests, "the request") { _ in true }
+        try await withDeadline(.seconds(120), "the request's 1 s timeout") { await clock.sleeping(atLeast: .seconds(1)) }
+        await clock.advance(by: .seconds(1))  // no reply within 1 s; the server was heard at the hello
+        let second = try await FleetProtocolTests.first(tokenRequests, "the resend") { _ in true }
+        #expect(second.id == first.id, "the same request id")
+        #expect(second.peer == first.peer)
+        try await router.send(
+            [second.peer] + codec.encode(
+                AccessTokenReply(accessToken: "late", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
+                header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: second.id)))
+        #expect(try await request.value.accessToken == "late")
+        #expect(hellos.withLock { $0 } == 1, "one connection, one hello: the resend went on it")
+        connection.cancel()
+        await connection.value
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
     @Test func serverReportsADeviceLostWhenItFallsSilent() async throws {
         let server = try await RunningServer(loop: loop)
         let client = makeClient(server.endpoint, loop: loop, device: "quiet")
