@@ -9,9 +9,10 @@ import ZeroMQ
 @testable import FleetProtocol
 import FleetZeroMQTransport
 
-/// Returns the first element of `sequence` matching `predicate`, or throws after `timeout`.
+/// Returns the first element of `sequence` matching `predicate`, or throws after `timeout` (a
+/// guard against a hang only).
 func first<S: AsyncSequence & Sendable>(
-    _ sequence: S, within timeout: Duration = .seconds(20), _ what: String,
+    _ sequence: S, within timeout: Duration = .seconds(120), _ what: String,
     where predicate: @escaping @Sendable (S.Element) -> Bool
 ) async throws -> S.Element where S.Element: Sendable {
     try await firstElement(of: sequence, within: timeout, what, where: predicate)
@@ -366,7 +367,11 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         }
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
+        let events = client.events
         let connection = Task { await client.run() }
+        // Connected first: a hello still waiting when the clock moves would time out too, and the
+        // reconnection that follows would wait on the back-off of a clock that then stands still.
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
         let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
         let first = try await FleetProtocolTests.first(tokenRequests, "the request") { _ in true }
         try await withDeadline(.seconds(120), "the request's 1 s timeout") { await clock.sleeping(atLeast: .seconds(1)) }
@@ -378,7 +383,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
             [second.peer] + codec.encode(
                 AccessTokenReply(accessToken: "late", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
                 header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: second.id)))
-        #expect(try await request.value.accessToken == "late")
+        #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "late")
         #expect(hellos.withLock { $0 } == 1, "one connection, one hello: the resend went on it")
         connection.cancel()
         await connection.value

@@ -5,63 +5,6 @@ import Testing
 import CZeroMQ
 @testable import ZeroMQ
 
-struct DeadlineExceeded: Error, CustomStringConvertible {
-    var what: String
-    var limit: Duration
-    var description: String { "\(what) did not finish within \(limit)" }
-}
-
-/// Runs `body` and fails with ``DeadlineExceeded`` if it takes longer than `limit`.
-///
-/// Returns at the deadline even if `body` ignores cancellation (a hang must fail the test,
-/// not hang the suite); the timer is a timeout, never a way to wait for something.
-func withDeadline<T: Sendable>(
-    _ limit: Duration = .seconds(20), _ what: String = "operation",
-    _ body: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    let race = DeadlineRace<T>()
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
-        race.start(continuation, limit: limit, what: what, body)
-    }
-}
-
-/// Whichever of the work and the timer finishes first resumes the caller; the other is cancelled.
-private final class DeadlineRace<T: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<T, Error>?
-        var work: Task<Void, Never>?
-        var timer: Task<Void, Never>?
-    }
-    private let state = Mutex(State())
-
-    func start(_ continuation: CheckedContinuation<T, Error>, limit: Duration, what: String,
-               _ body: @escaping @Sendable () async throws -> T) {
-        state.withLock { $0.continuation = continuation }
-        let timer = Task {
-            do { try await Task.sleep(for: limit) } catch { return }
-            self.finish(.failure(DeadlineExceeded(what: what, limit: limit)))
-        }
-        let work = Task {
-            do { self.finish(.success(try await body())) } catch { self.finish(.failure(error)) }
-        }
-        state.withLock { state in
-            state.timer = timer
-            state.work = work
-        }
-    }
-
-    private func finish(_ result: Result<T, Error>) {
-        let (continuation, work, timer) = state.withLock { state in
-            defer { state.continuation = nil }
-            return (state.continuation, state.work, state.timer)
-        }
-        guard let continuation else { return }
-        work?.cancel()
-        timer?.cancel()
-        continuation.resume(with: result)
-    }
-}
-
 /// Runs a blocking call (zmq_ctx_term) on its own thread so it never blocks the cooperative pool.
 func onOwnThread(_ body: @escaping @Sendable () -> Void) async {
     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

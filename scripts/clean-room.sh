@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Runs the README's two commands — `.ci/run` (that is `make test`) and `make demo` — in a clean
+# room: a Debian 12 root made with debootstrap that has only what a new machine of this project's
+# kind has (the Swift toolchain and the SwiftPM package copies, bind-mounted read-only; git, gcc,
+# make, Python), entered with chroot in a mount namespace of its own. Whatever else the project
+# needs, its own files must install there; a step missing from them fails here, where a machine
+# that was set up by hand would hide it.
+#
+# Usage (as root): scripts/clean-room.sh [commit]   (default: HEAD of this checkout)
+#   CLEAN_ROOM_DIR   where the root lives (default /var/tmp/signfleet-clean-room); it is made
+#                    once and reused, the clone inside it is made anew each run
+#   CLEAN_ROOM_DEMO  0 to skip `make demo`
+# Prints how long each step took; the whole log is in $CLEAN_ROOM_DIR/clean-room.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "$(id -u)" -eq 0 ] || { echo "error: the clean room needs root (debootstrap, mount, chroot)" >&2; exit 1; }
+ROOT=${CLEAN_ROOM_DIR:-/var/tmp/signfleet-clean-room}
+COMMIT=$(git rev-parse "${1:-HEAD}")
+SWIFT_DIR=${SWIFT_DIR:-/opt/swift}
+PACKAGES_DIR=${SWIFT_PACKAGES_DIR:-/opt/swift-packages}
+LOG=$ROOT.log
+
+# What a new machine of this kind has besides the toolchain (its packages page): git, a C
+# compiler and make, Python with pip; and what the Swift toolchain itself needs to run.
+BASELINE=(ca-certificates git gcc g++ make python3 python3-pip curl xz-utils
+    binutils libc6-dev libcurl4-openssl-dev libedit2 libgcc-12-dev libpython3-dev libsqlite3-0
+    libstdc++-12-dev libxml2-dev libncurses-dev tzdata unzip procps)
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+fi
+
+step() { printf '==> %s\n' "$*" | tee -a "$LOG"; }
+: >"$LOG"
+
+if [ ! -f "$ROOT/.baseline-done" ]; then
+    step "debootstrap bookworm into $ROOT"
+    start=$SECONDS
+    debootstrap --variant=minbase bookworm "$ROOT" http://deb.debian.org/debian >>"$LOG" 2>&1
+    cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+    chroot "$ROOT" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${BASELINE[*]}" >>"$LOG" 2>&1
+    # As on the machine: git reads github.com addresses from the package copies.
+    cat >"$ROOT/etc/gitconfig" <<'EOF'
+[url "/opt/swift-packages/"]
+	insteadOf = https://github.com/
+	insteadOf = git@github.com:
+	insteadOf = ssh://git@github.com/
+EOF
+    touch "$ROOT/.baseline-done"
+    step "baseline root ready in $((SECONDS - start)) s"
+fi
+cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+
+# A fresh clone of the commit, made from a bare copy so the clean room sees nothing but git's objects.
+rm -rf "$ROOT/work"
+mkdir -p "$ROOT/work" "$ROOT$SWIFT_DIR" "$ROOT$PACKAGES_DIR"
+git clone -q --no-local "$PWD" "$ROOT/work/signfleet"
+git -C "$ROOT/work/signfleet" checkout -q "$COMMIT"
+# CI lays shared/ beside the clone, read-only.
+if [ -d ../shared ]; then cp -r ../shared "$ROOT/work/shared" && chmod -R a-w "$ROOT/work/shared"; fi
+
+# The room: its own mount namespace (the mounts end with it), the toolchain and packages read-only.
+inside=$(cat <<EOF
+set -euo pipefail
+mount --bind "$SWIFT_DIR" "$ROOT$SWIFT_DIR" && mount -o remount,bind,ro "$ROOT$SWIFT_DIR"
+mount --bind "$PACKAGES_DIR" "$ROOT$PACKAGES_DIR" && mount -o remount,bind,ro "$ROOT$PACKAGES_DIR"
+mount -t proc proc "$ROOT/proc"
+mount --rbind /sys "$ROOT/sys"
+mount --rbind /dev "$ROOT/dev"
+mount -t tmpfs tmpfs "$ROOT/tmp"
+exec chroot "$ROOT" /usr/bin/env -i HOME=/root CI=true LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$SWIFT_DIR/usr/bin \
+    /bin/bash -c '
+        set -uo pipefail
+        cd /work/signfleet
+        start=\$SECONDS
+        bash .ci/run </dev/null; ci=\$?
+        echo "==> .ci/run exited \$ci after \$((SECONDS - start)) s"
+        demo=0
+        if [ "${CLEAN_ROOM_DEMO:-1}" != 0 ]; then
+            start=\$SECONDS
+            make demo </dev/null; demo=\$?
+            echo "==> make demo exited \$demo after \$((SECONDS - start)) s"
+        fi
+        [ \$ci -eq 0 ] && [ \$demo -eq 0 ]'
+EOF
+)
+step "clean room: .ci/run, then make demo (commit $COMMIT)"
+set +e
+unshare --mount --propagation private /bin/bash -c "$inside" 2>&1 | tee -a "$LOG" | grep -E '^==>|Test run with|passed, |verdict:|error:' 
+status=${PIPESTATUS[0]}
+set -e
+step "clean room exited $status (whole log: $LOG)"
+exit "$status"
