@@ -230,7 +230,7 @@ public actor Supervisor {
         while let spec = prepareStart(name) {
             let exit = await launchOnce(spec)
             guard let delay = didExit(name, exit) else { break }
-            try? await Task.sleep(for: delay)
+            try? await clock.sleep(for: delay)
         }
         children[name]?.loop = nil
         changes.ring()

@@ -15,6 +15,11 @@ final class PeerBudgetGate: Sendable {
         var cuts = 0
         /// Senders cut recently, until when.
         var coolingUntil: [[UInt8]: ContinuousClock.Instant] = [:]
+        /// Connections (routing ids) already cut. The messages of one still queued in the ROUTER
+        /// carry its old descriptor number, which libzmq may have closed and the process reused
+        /// for another socket (an HTTP connection, a listener): a connection is cut once, never
+        /// again through a later message of its own.
+        var cut: Set<[UInt8]> = []
     }
 
     private let state: Mutex<State>
@@ -60,8 +65,11 @@ final class PeerBudgetGate: Sendable {
             if !cooling, state.budgets.take(peer, at: now) { return (true, false) }
             let drops = (state.drops[peer] ?? 0) + 1
             state.drops[peer] = drops
-            if drops >= (cooling ? Self.dropsBeforeCutWhileCooling : Self.dropsBeforeCut) {
+            if drops >= (cooling ? Self.dropsBeforeCutWhileCooling : Self.dropsBeforeCut), !state.cut.contains(peer) {
                 state.drops[peer] = nil
+                // Bounded: the queued messages of connections cut thousands of cuts ago are long read.
+                if state.cut.count >= 10_000 { state.cut.removeAll() }
+                state.cut.insert(peer)
                 state.coolingUntil[identity] = now + Self.cooldown
                 state.cuts += 1
                 state.log.note("connection cut: it kept sending far over its budget", logger: logger, now: now)
@@ -96,6 +104,7 @@ final class PeerBudgetGate: Sendable {
         state.withLock {
             $0.budgets.forget(peer)
             $0.drops[peer] = nil
+            $0.cut.remove(peer)
         }
     }
 }

@@ -514,15 +514,22 @@ struct SignallingMetricsFactory: MetricsFactory {
         let registry = PrometheusCollectorRegistry()
         let gate = PeerBudgetGate(
             burst: 10, rate: 0.001, security: .plaintext, metrics: FleetServerMetrics(factory: PrometheusMetricsFactory(registry: registry)),
-            logger: Logger(label: "cut"))
+            logger: Logger(label: "cut"), clock: ManualClock())
         let message: [[UInt8]] = [Array("flooder".utf8), [0x80], [0xC0]]
         var admitted = 0
         for _ in 0..<(10 + PeerBudgetGate.dropsBeforeCut - 1) where gate.admit(message) { admitted += 1 }
         #expect(admitted == 10 && gate.connectionsCut == 0, "not yet: \(PeerBudgetGate.dropsBeforeCut - 1) dropped")
         #expect(!gate.admit(message))
         #expect(gate.connectionsCut == 1, "cut at the \(PeerBudgetGate.dropsBeforeCut)th drop")
-        for _ in 0..<(PeerBudgetGate.dropsBeforeCutWhileCooling - 1) { _ = gate.admit(message) }
-        #expect(gate.connectionsCut == 1, "what was already sent on the cut connection is dropped, not cut again")
+        // What was already sent on the cut connection is dropped, never cut again: its descriptor
+        // number may since name another socket (here a live connection that must stay up).
+        var pair: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { for descriptor in pair { close(descriptor) } }
+        for _ in 0..<(10 * PeerBudgetGate.dropsBeforeCut) { _ = gate.admit(message, descriptor: pair[0]) }
+        #expect(gate.connectionsCut == 1)
+        var byte: UInt8 = 7
+        #expect(write(pair[1], &byte, 1) == 1 && read(pair[0], &byte, 1) == 1, "the other socket was not shut down")
         // The cut sender, reconnected (a new interval, a full bucket), gets nothing during the
         // cooldown and is cut after a few drops.
         gate.pruneIdle()
