@@ -180,11 +180,14 @@ import Glibc
         for _ in 0..<16 {
             let client = try await RawClient.connect(port: rig.port)
             try client.send([7, 8])
-            // A generous deadline: a correct proxy answers in milliseconds, and a timed-out read
-            // would be misread as "not cut" (CI saw the test process stall for 25 s once).
-            let (bytes, _, stop) = await client.read(2, within: .seconds(60))
-            pattern.append(stop == .end && bytes == [7])
-            #expect(stop == nil || stop == .end)
+            // A generous deadline, a guard only: a correct proxy answers in milliseconds.
+            let (bytes, _, stop) = await client.read(2, within: .seconds(120))
+            // Cut: the connection ended before both bytes came back. How it ends depends on timing,
+            // not on the decision: a FIN after the one byte, or a reset (with the byte lost) when the
+            // proxy closed while the client's second byte was still unread in its socket.
+            #expect(stop != .timedOut, "connection \(pattern.count + 1) neither answered nor ended")
+            #expect(stop == nil ? bytes == [7, 8] : bytes.count <= 1, "\(bytes) \(String(describing: stop))")
+            pattern.append(stop != nil)
         }
         await rig.stop()
         return pattern
