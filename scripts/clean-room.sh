@@ -7,19 +7,23 @@
 # that was set up by hand would hide it.
 #
 # Usage (as root): scripts/clean-room.sh [commit]   (default: HEAD of this checkout)
-#   CLEAN_ROOM_DIR   where the root lives (default /var/tmp/signfleet-clean-room); it is made
-#                    once and reused, the clone inside it is made anew each run
+#   CLEAN_ROOM_DIR   where the roots live (default /var/tmp/signfleet-clean-room): base/ is made
+#                    once, room/ is a fresh copy of it for each run
 #   CLEAN_ROOM_DEMO  0 to skip `make demo`
 # Prints how long each step took; the whole log is in $CLEAN_ROOM_DIR/clean-room.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 [ "$(id -u)" -eq 0 ] || { echo "error: the clean room needs root (debootstrap, mount, chroot)" >&2; exit 1; }
-ROOT=${CLEAN_ROOM_DIR:-/var/tmp/signfleet-clean-room}
+DIR=${CLEAN_ROOM_DIR:-/var/tmp/signfleet-clean-room}
+# The baseline is made once (debootstrap and the machine's own packages) and copied afresh for each
+# run, so nothing a run installs is there for the next one.
+BASE=$DIR/base
+ROOT=$DIR/room
 COMMIT=$(git rev-parse "${1:-HEAD}")
 SWIFT_DIR=${SWIFT_DIR:-/opt/swift}
 PACKAGES_DIR=${SWIFT_PACKAGES_DIR:-/opt/swift-packages}
-LOG=$ROOT.log
+LOG=$DIR/clean-room.log
 
 # What a new machine of this kind has besides the toolchain (its packages page): git, a C
 # compiler and make, Python with pip; and what the Swift toolchain itself needs to run.
@@ -32,25 +36,38 @@ if ! command -v debootstrap >/dev/null 2>&1; then
 fi
 
 step() { printf '==> %s\n' "$*" | tee -a "$LOG"; }
-: >"$LOG"
 
-if [ ! -f "$ROOT/.baseline-done" ]; then
-    step "debootstrap bookworm into $ROOT"
+mkdir -p "$DIR"
+: >"$LOG"
+if [ ! -f "$BASE/.baseline-done" ]; then
+    step "debootstrap bookworm into $BASE"
     start=$SECONDS
-    debootstrap --variant=minbase bookworm "$ROOT" http://deb.debian.org/debian >>"$LOG" 2>&1
-    cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
-    chroot "$ROOT" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${BASELINE[*]}" >>"$LOG" 2>&1
+    rm -rf "$BASE"
+    debootstrap --variant=minbase bookworm "$BASE" http://deb.debian.org/debian >>"$LOG" 2>&1
+    cp /etc/resolv.conf "$BASE/etc/resolv.conf"
+    chroot "$BASE" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${BASELINE[*]}" >>"$LOG" 2>&1
     # As on the machine: git reads github.com addresses from the package copies.
-    cat >"$ROOT/etc/gitconfig" <<'EOF'
+    cat >"$BASE/etc/gitconfig" <<'EOF'
 [url "/opt/swift-packages/"]
 	insteadOf = https://github.com/
 	insteadOf = git@github.com:
 	insteadOf = ssh://git@github.com/
 EOF
-    touch "$ROOT/.baseline-done"
+    touch "$BASE/.baseline-done"
     step "baseline root ready in $((SECONDS - start)) s"
 fi
+step "a fresh copy of the baseline in $ROOT"
+rm -rf "$ROOT"
+cp -a "$BASE" "$ROOT"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# The machine's network trust and pip settings are the machine's, not the project's: a new machine
+# has them (its registries are reached through them), so the room gets them too.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+    mkdir -p "$ROOT/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+    chroot "$ROOT" update-ca-certificates >>"$LOG" 2>&1
+fi
+if [ -f /etc/pip.conf ]; then cp /etc/pip.conf "$ROOT/etc/pip.conf"; fi
 
 # A fresh clone of the commit, made from a bare copy so the clean room sees nothing but git's objects.
 rm -rf "$ROOT/work"
@@ -65,6 +82,7 @@ inside=$(cat <<EOF
 set -euo pipefail
 mount --bind "$SWIFT_DIR" "$ROOT$SWIFT_DIR" && mount -o remount,bind,ro "$ROOT$SWIFT_DIR"
 mount --bind "$PACKAGES_DIR" "$ROOT$PACKAGES_DIR" && mount -o remount,bind,ro "$ROOT$PACKAGES_DIR"
+if [ -d /opt/wheels ]; then mkdir -p "$ROOT/opt/wheels" && mount --bind /opt/wheels "$ROOT/opt/wheels" && mount -o remount,bind,ro "$ROOT/opt/wheels"; fi
 mount -t proc proc "$ROOT/proc"
 mount --rbind /sys "$ROOT/sys"
 mount --rbind /dev "$ROOT/dev"
