@@ -80,6 +80,8 @@ if [ -d ../shared ]; then cp -r ../shared "$ROOT/work/shared" && chmod -R a-w "$
 # The room: its own mount namespace (the mounts end with it), the toolchain and packages read-only.
 inside=$(cat <<EOF
 set -euo pipefail
+# The room's root is a mount point of its own, as / is on a machine (\`ip netns exec\` remounts it).
+mount --bind "$ROOT" "$ROOT"
 mount --bind "$SWIFT_DIR" "$ROOT$SWIFT_DIR" && mount -o remount,bind,ro "$ROOT$SWIFT_DIR"
 mount --bind "$PACKAGES_DIR" "$ROOT$PACKAGES_DIR" && mount -o remount,bind,ro "$ROOT$PACKAGES_DIR"
 if [ -d /opt/wheels ]; then mkdir -p "$ROOT/opt/wheels" && mount --bind /opt/wheels "$ROOT/opt/wheels" && mount -o remount,bind,ro "$ROOT/opt/wheels"; fi
