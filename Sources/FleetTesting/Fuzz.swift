@@ -26,18 +26,16 @@ public struct FuzzRun: Sendable {
     /// `base` inputs times the multiplier.
     public func count(_ base: Int) -> Int { base.multipliedReportingOverflow(by: multiplier).overflow ? .max : base * multiplier }
 
-    /// Runs a fuzz loop on its own thread at the lowest scheduling priority (nice 19), and
-    /// returns what it found. A fuzz loop is seconds of synchronous work: on the cooperative pool
-    /// (two threads on a 2-core machine) it would make other tests' tasks — replies, timers —
-    /// wait behind it and time out; at normal priority it would take their CPU. Issues found on
-    /// that thread are collected in ``FuzzFindings`` and recorded by the caller, in its test.
+    /// Runs a fuzz loop on its own thread and returns what it found. A fuzz loop is seconds of
+    /// synchronous work: on the cooperative pool (two threads on a 2-core machine) it would hold up
+    /// every other test's tasks. It runs at normal priority: the tests beside it wait on events and
+    /// on clocks they move, not on the CPU they get (docs/testing.md), and at nice 19 a loop beside
+    /// `make test-loaded`'s stress-ng got about 1.5% of a core and took tens of minutes. Issues
+    /// found on that thread are collected in ``FuzzFindings`` and recorded by the caller, in its test.
     public func offPool(_ body: @escaping @Sendable (FuzzFindings) -> Void) async -> FuzzFindings {
         let findings = FuzzFindings(seed: seed)
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let thread = Thread {
-                #if os(Linux)
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)  // on Linux, 0 is the calling thread
-                #endif
                 body(findings)
                 continuation.resume()
             }
