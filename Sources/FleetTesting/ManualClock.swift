@@ -109,8 +109,10 @@ public final class ManualClock: FleetClock, Sendable {
     }
 
     /// Moves time forward by `duration`, resuming every sleep whose deadline it passes, soonest
-    /// first. Each resumed sleeper is given a chance to run (and to start its next sleep, which is
-    /// resumed too when it falls inside the advance) before the next one is resumed.
+    /// first. After each resume the caller yields a few times, so the woken task usually runs (and
+    /// starts its next sleep, resumed too when it falls inside the advance) before the next one is
+    /// resumed; that is a courtesy, not a guarantee: a test that needs a woken task's effect waits
+    /// for it as an event.
     public func advance(by duration: Duration) async {
         let target = state.withLock { $0.now.advanced(by: duration) }
         await advance(to: target)
@@ -129,7 +131,7 @@ public final class ManualClock: FleetClock, Sendable {
             }
             guard let due else { break }
             due.continuation.resume()
-            // Let the woken task run up to its next suspension before time moves on.
+            // Give the woken task a chance to run before time moves on (not a guarantee).
             for _ in 0..<8 { await Task.yield() }
         }
         state.withLock { state in
