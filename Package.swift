@@ -187,7 +187,7 @@ let package = Package(
             name: "FleetProtocolTests", dependencies: ["FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),
         .testTarget(
             name: "SignatureCaptureTests",
-            dependencies: ["SignatureCapture", .product(name: "Crypto", package: "swift-crypto")]),
+            dependencies: ["SignatureCapture", "FleetTesting", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "EnvelopesTests", dependencies: ["Envelopes", "FleetTesting", "SignatureCapture", "CZlib"]),
         .testTarget(
             name: "CoordinatorTests",

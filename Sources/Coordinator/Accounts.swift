@@ -44,11 +44,11 @@ public struct AccountDirectory: Sendable {
     package let storage: any CoordinatorStorage
     let now: @Sendable () -> Date
 
-    public init(store: CoordinatorStore, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(store: CoordinatorStore, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.init(storage: store, now: now)
     }
 
-    package init(storage: any CoordinatorStorage, now: @escaping @Sendable () -> Date = Date.init) {
+    package init(storage: any CoordinatorStorage, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.storage = storage
         self.now = now
     }

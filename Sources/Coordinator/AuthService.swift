@@ -17,14 +17,14 @@ public struct AuthService: Sendable {
 
     public init(
         store: CoordinatorStore, tokenLifetime: Duration = .seconds(3600), host: String? = nil, links: CaptiveSigningLinks? = nil,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.init(storage: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)
     }
 
     package init(
         storage store: any CoordinatorStorage, tokenLifetime: Duration = .seconds(3600), host: String? = nil,
-        links: CaptiveSigningLinks? = nil, now: @escaping @Sendable () -> Date = Date.init
+        links: CaptiveSigningLinks? = nil, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.store = store
         self.tokenLifetime = tokenLifetime

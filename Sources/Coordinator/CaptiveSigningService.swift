@@ -73,7 +73,7 @@ public struct CaptiveSigningService: Sendable {
     public init(
         store: CoordinatorStore, auth: AuthService, configuration: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
         links: CaptiveSigningLinks = CaptiveSigningLinks(), metricsFactory: any MetricsFactory = MetricsSystem.factory,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.init(storage: store, auth: auth, configuration: configuration, links: links, metricsFactory: metricsFactory, now: now)
     }
@@ -81,7 +81,7 @@ public struct CaptiveSigningService: Sendable {
     package init(
         storage store: any CoordinatorStorage, auth: AuthService, configuration: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
         links: CaptiveSigningLinks = CaptiveSigningLinks(), metricsFactory: any MetricsFactory = MetricsSystem.factory,
-        now: @escaping @Sendable () -> Date = Date.init
+        now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.metrics = CaptiveSigningMetrics(factory: metricsFactory)
         self.store = store

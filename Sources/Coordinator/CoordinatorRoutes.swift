@@ -28,7 +28,7 @@ public struct CoordinatorServices: Sendable {
     public init(store: CoordinatorStore, host: String? = nil, tokenLifetime: Duration = .seconds(3600),
                 metricsFactory: any MetricsFactory = MetricsSystem.factory,
                 captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
-                now: @escaping @Sendable () -> Date = Date.init) {
+                now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.init(
             storage: store, host: host, tokenLifetime: tokenLifetime, metricsFactory: metricsFactory, captive: captive, now: now)
     }
@@ -37,7 +37,7 @@ public struct CoordinatorServices: Sendable {
     package init(storage store: any CoordinatorStorage, host: String? = nil, tokenLifetime: Duration = .seconds(3600),
                  metricsFactory: any MetricsFactory = MetricsSystem.factory,
                  captive: CaptiveSigningConfiguration = CaptiveSigningConfiguration(),
-                 now: @escaping @Sendable () -> Date = Date.init) {
+                 now: @escaping @Sendable () -> Date = WallClock.system.now) {
         accounts = AccountDirectory(storage: store, now: now)
         let links = CaptiveSigningLinks()
         auth = AuthService(storage: store, tokenLifetime: tokenLifetime, host: host, links: links, now: now)

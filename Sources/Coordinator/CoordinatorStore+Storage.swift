@@ -408,7 +408,7 @@ extension CoordinatorStore: CoordinatorStorage {
         try await write { db -> Data in
             if let stored = try Data.fetchOne(db, sql: "SELECT secretKey FROM transportKey WHERE id = 1") { return stored }
             let fresh = try generate()
-            try db.execute(sql: "INSERT INTO transportKey (id, secretKey, createdAt) VALUES (1, ?, ?)", arguments: [fresh, Date()])
+            try db.execute(sql: "INSERT INTO transportKey (id, secretKey, createdAt) VALUES (1, ?, ?)", arguments: [fresh, WallClock.system.now()])
             return fresh
         }
     }

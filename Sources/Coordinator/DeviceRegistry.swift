@@ -35,11 +35,11 @@ public struct DeviceRegistry: Sendable {
     let auth: AuthService
     let now: @Sendable () -> Date
 
-    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.init(storage: store, auth: auth, now: now)
     }
 
-    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.store = store
         self.auth = auth
         self.now = now

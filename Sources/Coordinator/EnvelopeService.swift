@@ -17,11 +17,11 @@ public struct EnvelopeService: Sendable {
     /// The longest void or decline reason, in characters (after trimming).
     public static let maxReasonLength = 500
 
-    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.init(storage: store, auth: auth, now: now)
     }
 
-    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.store = store
         self.auth = auth
         self.now = now

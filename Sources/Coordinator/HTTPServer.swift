@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Hummingbird
 import Logging
@@ -170,7 +171,7 @@ public struct CoordinatorHTTPServer: Service {
             return try Self.json(
                 Health(
                     status: reasons.isEmpty ? "ok" : "degraded", reasons: reasons, instance: instance,
-                    uptime: Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18))
+                    uptime: uptime.seconds))
         }
         router.get("metrics") { _, _ -> Response in
             var buffer = ByteBuffer()

@@ -1,4 +1,5 @@
 import Envelopes
+import FleetProtocol
 import Foundation
 import Subprocess
 import SystemPackage
@@ -48,10 +49,13 @@ public struct PDFPageRenderer: Sendable {
     /// The `pdftoppm` executable.
     public var executable: String
     public var limits: Limits
+    /// What ``Limits/timeout`` is measured on.
+    public var clock: any FleetClock
 
-    public init(executable: String = PDFPageRenderer.defaultExecutable, limits: Limits = Limits()) {
+    public init(executable: String = PDFPageRenderer.defaultExecutable, limits: Limits = Limits(), clock: any FleetClock = ContinuousClock()) {
         self.executable = executable
         self.limits = limits
+        self.clock = clock
     }
 
     /// `SIGNFLEET_PDFTOPPM` when set (tests point it at a missing file to see the fallback), else Debian's path.
@@ -89,6 +93,7 @@ public struct PDFPageRenderer: Sendable {
         ]
         let executable = self.executable
         let limits = self.limits
+        let clock = self.clock
         let outcome: Result<[UInt8], Failure>? = await withTaskGroup(of: Result<[UInt8], Failure>?.self) { group in
             group.addTask {
                 do {
@@ -105,7 +110,7 @@ public struct PDFPageRenderer: Sendable {
             }
             group.addTask {
                 // Cancelling the run (below) kills the child.
-                try? await Task.sleep(for: limits.timeout)
+                try? await clock.sleep(for: limits.timeout)
                 return Task.isCancelled ? nil : .failure(.timedOut(limits.timeout))
             }
             let first = await group.next() ?? nil

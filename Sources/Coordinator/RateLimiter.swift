@@ -159,7 +159,7 @@ public final class RateLimiter: Sendable {
     private let states = Mutex<[String: AccountRateState]>([:])
     private let now: @Sendable () -> Date
 
-    public init(now: @escaping @Sendable () -> Date = Date.init) {
+    public init(now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.now = now
     }
 

@@ -107,7 +107,7 @@ public final class StoreFaultMonitor: Sendable {
 
     public init(
         path: String, logger: Logger = Logger(label: "signfleet.coordinator.store"),
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.path = path
         self.logger = logger

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Logging
 import Metrics
@@ -56,7 +57,7 @@ public final class StoreRegressionMonitor: Sendable {
 
     public init(
         path: String, logger: Logger = Logger(label: "signfleet.coordinator.store"),
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.path = path
         self.logger = logger

@@ -47,7 +47,7 @@ public struct SyncIngest: Sendable {
     ///   - now: the clock (tests pass a fixed one).
     public init(
         store: CoordinatorStore, devices: DeviceRegistry, maxItemsPerPush: Int = 500,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.init(storage: store, devices: devices, maxItemsPerPush: maxItemsPerPush, metricsFactory: metricsFactory, now: now)
     }
@@ -55,7 +55,7 @@ public struct SyncIngest: Sendable {
     /// The same, on any ``CoordinatorStorage``.
     package init(
         storage store: any CoordinatorStorage, devices: DeviceRegistry, maxItemsPerPush: Int = 500,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = Date.init
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.metrics = SyncIngestMetrics(factory: metricsFactory)
         self.store = store

@@ -94,11 +94,11 @@ public struct TemplateCatalog: Sendable {
     public static let maxTabs = 2_000
 
     /// Creates the catalog over `store`; `auth` checks the access tokens of device requests.
-    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    public init(store: CoordinatorStore, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.init(storage: store, auth: auth, now: now)
     }
 
-    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = Date.init) {
+    package init(storage store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date = WallClock.system.now) {
         self.store = store
         self.auth = auth
         self.now = now

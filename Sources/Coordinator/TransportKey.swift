@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import GRDB
 import ZeroMQ
@@ -21,7 +22,7 @@ extension CoordinatorStore {
             let fresh = try CurveKeyPair.generate()
             try db.execute(
                 sql: "INSERT INTO transportKey (id, secretKey, createdAt) VALUES (1, ?, ?)",
-                arguments: [Data(fresh.secretKey), Date()])
+                arguments: [Data(fresh.secretKey), WallClock.system.now()])
             return Data(fresh.secretKey)
         }
         return try CurveKeyPair(secretKey: Array(secret))

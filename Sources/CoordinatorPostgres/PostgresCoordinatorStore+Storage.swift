@@ -592,7 +592,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
             let fresh = try generate()
             // The first coordinator's key wins; every later one reads it.
             try await c.query(
-                "INSERT INTO transportKey (id, secretKey, createdAt) VALUES (1, \(fresh), \(Date())) ON CONFLICT (id) DO NOTHING", logger: logger)
+                "INSERT INTO transportKey (id, secretKey, createdAt) VALUES (1, \(fresh), \(WallClock.system.now())) ON CONFLICT (id) DO NOTHING", logger: logger)
             for try await key in try await c.query("SELECT secretKey FROM transportKey WHERE id = 1", logger: logger).decode(Data.self) {
                 return key
             }

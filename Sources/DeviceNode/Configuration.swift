@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 
 /// How a device node is set up: where its store lives and the SDK's setup keys.
@@ -73,8 +74,11 @@ public struct DeviceConfiguration: Sendable {
     /// SDK does). While kept, a server that lost the item (restored from a backup) gets it again,
     /// with its original signature, at the next session (docs/sync.md, "When a store goes back in time").
     public var retainSynced: Duration?
-    /// The clock (injectable for tests; template cached times and journal times come from it).
+    /// The wall clock (a ``WallClock``'s `now`; injectable for tests): what the store stamps —
+    /// template cached times, journal times, signing times, receipts.
     public var clock: @Sendable () -> Date
+    /// What ``apiTimeout`` is measured on.
+    public var timeoutClock: any FleetClock = ContinuousClock()
 
     private var _apiTimeout: TimeInterval
 
@@ -91,7 +95,7 @@ public struct DeviceConfiguration: Sendable {
         saveProgressAfterEachLocalSigner: Bool = true,
         apiTimeout: TimeInterval = DeviceConfiguration.defaultAPITimeout,
         eventBufferLimit: Int = 10_000,
-        clock: @escaping @Sendable () -> Date = { Date() }
+        clock: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.storePath = storePath
         self.deviceId = deviceId

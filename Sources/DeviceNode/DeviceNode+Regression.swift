@@ -43,7 +43,7 @@ extension DeviceNode {
     public func dropExpiredRetainedPayloads() async throws {
         try ensureOpen()
         guard let window = configuration.retainSynced else { return }
-        let seconds = Double(window.components.seconds) + Double(window.components.attoseconds) / 1e18
+        let seconds = window.seconds
         let cutoff = configuration.clock().addingTimeInterval(-seconds)
         try await storeCall { try await self.store.dropRetainedPayloads(acknowledgedBefore: cutoff) }
     }

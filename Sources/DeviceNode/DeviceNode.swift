@@ -250,8 +250,8 @@ public actor DeviceNode {
         let seconds = configuration.apiTimeout
         return try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await operation() }
-            group.addTask {
-                try await Task.sleep(for: .seconds(seconds))
+            group.addTask { [clock = configuration.timeoutClock] in
+                try await clock.sleep(for: .seconds(seconds))
                 return nil
             }
             defer { group.cancelAll() }

@@ -1,4 +1,5 @@
 import Envelopes
+import FleetProtocol
 import Foundation
 
 /// Ready-made envelopes for simulations, benchmarks and tests.
@@ -19,7 +20,7 @@ public enum SampleEnvelope {
     public static func inPerson(
         signers: Int, remoteSigners: Int = 0, transactionId: String = UUID().uuidString,
         hostName: String = "Ann Host", hostEmail: String = "host@example.com", remoteClientUserIds: [String?] = [],
-        createdAt: Date = Date()
+        createdAt: Date = WallClock.system.now()
     ) throws -> Envelope {
         let document = try DocumentBuilder().documentId("doc1").name("Agreement")
             .pdfBytes(SamplePDF.make(pages: 2, title: "Agreement")).build()

@@ -1,5 +1,6 @@
 import Crypto
 import Envelopes
+import FleetProtocol
 import Foundation
 import MessagePack
 import SignatureCapture
@@ -66,7 +67,7 @@ public struct SyncReceipt: Hashable, Sendable {
     public var recordedAt: Date
 
     /// Creates a receipt.
-    public init(outcome: Outcome, serverEnvelopeId: String? = nil, reason: String? = nil, recordedAt: Date = Date()) {
+    public init(outcome: Outcome, serverEnvelopeId: String? = nil, reason: String? = nil, recordedAt: Date = WallClock.system.now()) {
         self.outcome = outcome
         self.serverEnvelopeId = serverEnvelopeId
         self.reason = reason

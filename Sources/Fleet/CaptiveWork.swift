@@ -72,15 +72,15 @@ struct CaptiveDeadlineExceeded: Error, CustomStringConvertible {
 }
 
 extension CaptiveWork {
-    /// Runs `body`, cancelling it after `seconds`: a ceremony that hangs does not stop the device.
+    /// Runs `body`, cancelling it `seconds` later on the device's `clock`: a ceremony that hangs
+    /// does not stop the device.
     /// - Throws: ``CaptiveDeadlineExceeded`` when the deadline cancelled it; `CancellationError`
     ///   when the caller was cancelled; otherwise what `body` throws.
-    static func withDeadline<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    static func withDeadline<T: Sendable>(
+        _ seconds: Double, on clock: any DeviceClock, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         let work = Task { try await body() }
-        let timer = Task {
-            try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
-            work.cancel()
-        }
+        let timer = clock.schedule(at: clock.now + seconds) { work.cancel() }
         defer { timer.cancel() }
         do {
             return try await withTaskCancellationHandler { try await work.value } onCancel: { work.cancel() }

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 
 /// The checker's verdict on a run (docs/checker.md, "Verdict").
@@ -171,7 +172,7 @@ public struct CheckReport: Codable, Sendable, Hashable {
 
     public init(
         anomalies: [CheckAnomaly], counts: CheckCounts, resolvedInfo: [ResolvedInfo] = [], notes: [String] = [], run: String? = nil,
-        checkedAt: Double = Date().timeIntervalSince1970
+        checkedAt: Double = WallClock.system.secondsSince1970
     ) {
         self.anomalies = anomalies
         self.counts = counts

@@ -6,6 +6,8 @@ struct DeviceHistory: Sendable {
     let writer: HistoryWriter?
     let process: String
     let device: String
+    /// Stamps each line (the device's own clock).
+    let clock: any DeviceClock
 
     func record(
         _ type: HistoryEvent.Kind, _ op: HistoryEvent.Operation, envelope: String? = nil, transaction: String? = nil,
@@ -14,7 +16,7 @@ struct DeviceHistory: Sendable {
         guard let writer else { return }
         try writer.append(
             HistoryEvent(
-                time: Date().timeIntervalSince1970, process: process, type: type, op: op, device: device, envelope: envelope,
+                time: clock.now, process: process, type: type, op: op, device: device, envelope: envelope,
                 transaction: transaction, sequence: sequence, serverEnvelope: serverEnvelope, error: error, details: details))
     }
 }

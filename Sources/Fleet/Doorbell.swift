@@ -1,3 +1,4 @@
+import FleetProtocol
 import Synchronization
 
 /// Wakes whoever waits for "something changed" (an event count): the launcher's and the
@@ -59,7 +60,7 @@ final class Doorbell: Sendable {
     }
 
     /// As ``wait(after:)``, for at most `timeout` on `clock`; true when it rang.
-    func wait(after seen: UInt64, atMost timeout: Duration, clock: any Clock<Duration> = ContinuousClock()) async -> Bool {
+    func wait(after seen: UInt64, atMost timeout: Duration, clock: any FleetClock = ContinuousClock()) async -> Bool {
         guard timeout > .zero else { return generation != seen }
         return await withTaskGroup(of: Bool.self) { group in
             group.addTask {

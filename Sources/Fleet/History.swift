@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Synchronization
 
@@ -46,7 +47,7 @@ public struct HistoryEvent: Codable, Sendable, Hashable {
     public var details: [String: String]?
 
     public init(
-        time: Double = Date().timeIntervalSince1970, process: String, type: Kind, op: Operation, device: String? = nil,
+        time: Double = WallClock.system.secondsSince1970, process: String, type: Kind, op: Operation, device: String? = nil,
         envelope: String? = nil, transaction: String? = nil, sequence: UInt64? = nil, serverEnvelope: String? = nil,
         error: String? = nil, details: [String: String]? = nil
     ) {

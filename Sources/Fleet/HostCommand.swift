@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Subprocess
 import Synchronization
@@ -19,12 +20,18 @@ public struct HostCommand: Sendable {
     /// A file standard output is written to (created or truncated); nil: discarded.
     public var output: String?
     public var timeout: Duration
+    /// What the timeout is measured on.
+    public var clock: any FleetClock
 
-    public init(argv: [String], input: String? = nil, output: String? = nil, timeout: Duration = .seconds(60)) {
+    public init(
+        argv: [String], input: String? = nil, output: String? = nil, timeout: Duration = .seconds(60),
+        clock: any FleetClock = ContinuousClock()
+    ) {
         self.argv = argv
         self.input = input
         self.output = output
         self.timeout = timeout
+        self.clock = clock
     }
 
     /// How it ended.
@@ -65,8 +72,8 @@ public struct HostCommand: Sendable {
         }
         let started = SpawnState()
         let timeout = self.timeout
-        let watchdog = Task {
-            try? await Task.sleep(for: timeout)
+        let watchdog = Task { [clock] in
+            try? await clock.sleep(for: timeout)
             guard !Task.isCancelled else { return }
             // Not spawned yet (a loaded machine): the spawn kills it as soon as it has its pid.
             if let pid = started.expire() { _ = Glibc.kill(-pid, SIGKILL) }

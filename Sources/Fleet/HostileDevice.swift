@@ -20,6 +20,10 @@ struct HostileDevice: Sendable {
     let loop: ZMQIOLoop
     let log: HistoryWriter
     let logger: Logger
+    /// What its pauses sleep on and its measurements read.
+    var clock: any FleetClock = ContinuousClock()
+    /// What its attempt lines are stamped with.
+    var wall: WallClock = .system
 
     /// The pause after an attempt (``HostilePlan/every``, kept within the scenario's bounds: a plan
     /// file is input too).
@@ -52,7 +56,7 @@ struct HostileDevice: Sendable {
                     }
                 }
                 round += 1
-                try await Task.sleep(for: pause)
+                try await clock.sleep(for: pause)
             }
         }
     }
@@ -123,7 +127,7 @@ struct HostileDevice: Sendable {
                     try record(.squat, "enroll_target_id_in_rival_account", target: target, result, mustBeRefused: false)
                 }
                 if result.result != "no_reply" && result.result != "error" { break }
-                try await Task.sleep(for: pause)
+                try await clock.sleep(for: pause)
             }
         }
         try await holdUntilCancelled()
@@ -141,13 +145,13 @@ struct HostileDevice: Sendable {
         defer { Task { await socket.close() } }
         try await socket.connect(plan.endpoint)
         let codec = WireCodec()
-        let started = Date()
+        let started = clock.now
         var sent = 0
         for index in 1...max(1, hostile.slowReaderMessages) where !Task.isCancelled {
             try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: UInt64(index))))
             sent += 1
         }
-        let seconds = Date().timeIntervalSince(started)
+        let seconds = clock.elapsed(since: started).seconds
         try record(
             .slowReader, "flood_never_read", target: nil, ("sent", "\(sent) heartbeats in \(String(format: "%.1f", seconds)) s; no reply read"),
             mustBeRefused: false)
@@ -233,7 +237,7 @@ struct HostileDevice: Sendable {
     }
 
     private func holdUntilCancelled() async throws {
-        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        while !Task.isCancelled { try await clock.sleep(for: .seconds(3600)) }
         throw CancellationError()
     }
 
@@ -263,7 +267,7 @@ struct HostileDevice: Sendable {
         let reply: [[UInt8]]? = try await withThrowingTaskGroup(of: [[UInt8]]?.self) { group in
             group.addTask { try await socket.receive() }
             group.addTask {
-                try await Task.sleep(for: .seconds(3))
+                try await clock.sleep(for: .seconds(3))
                 return nil
             }
             defer { group.cancelAll() }
@@ -303,7 +307,7 @@ struct HostileDevice: Sendable {
         guard outcome.result != "cancelled" else { return }
         try log.appendLine(
             HostileAttempt(
-                time: Date().timeIntervalSince1970, device: id, behaviour: behaviour, action: action, target: target,
+                time: wall.secondsSince1970, device: id, behaviour: behaviour, action: action, target: target,
                 result: outcome.result, breach: mustBeRefused && outcome.result == "ok", detail: outcome.detail))
     }
 }

@@ -1,5 +1,6 @@
 import Chaos
 import Coordinator
+import FleetProtocol
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -63,6 +64,11 @@ public struct LauncherConfiguration: Sendable {
     /// The nice value of every node process (``NodePlan/niceness``): the coordinator keeps the
     /// CPU it needs on a machine the devices share with it. 0 runs them at the launcher's priority.
     public var nodeNiceness = 10
+    /// The run's wall-clock time: the schedule is in seconds since `runStart`, an epoch time the
+    /// node processes share through their plans, and the report's times are read from it.
+    public var wall: WallClock = .system
+    /// What the launcher's waits sleep on (between schedule events, for a child's announcement).
+    public var clock: any FleetClock = ContinuousClock()
 
     public init(
         executable: String, scenario: Scenario, seed: UInt64, scenarioText: String, plan: LaunchPlan, runsRoot: String,
@@ -146,7 +152,7 @@ public final class Launcher: Sendable {
 
     public init(configuration: LauncherConfiguration) throws {
         self.configuration = configuration
-        run = try RunDirectory.create(root: configuration.runsRoot)
+        run = try RunDirectory.create(root: configuration.runsRoot, now: configuration.wall.now())
         // Attackers are not devices of the fleet: the progress line and the summary count the honest ones.
         let hostile = configuration.scenario.hostileGroupNames
         let devices = Dictionary(
@@ -175,7 +181,7 @@ public final class Launcher: Sendable {
 
     /// Runs the whole scenario; never leaves a child behind.
     public func execute() async -> LaunchResult {
-        let started = Date().timeIntervalSince1970
+        let started = configuration.wall.secondsSince1970
         var notes: [String] = []
         var runSeconds = 0.0
         var drainSeconds = 0.0
@@ -191,10 +197,10 @@ public final class Launcher: Sendable {
             try await startNodes()
             runSeconds = await runSchedule()
             if !interrupted {
-                let drainStart = Date().timeIntervalSince1970
+                let drainStart = configuration.wall.secondsSince1970
                 await heal()
                 drainedAll = await drain()
-                drainSeconds = Date().timeIntervalSince1970 - drainStart
+                drainSeconds = configuration.wall.secondsSince1970 - drainStart
             }
         } catch {
             notes.append("the run stopped early: \(error)")
@@ -359,7 +365,7 @@ public final class Launcher: Sendable {
             endpoints[node.process] = endpoints[node.process].map { Self.endpoint($0, reachedFrom: host) }
             failover[node.process] = failover[node.process]?.map { Self.endpoint($0, reachedFrom: host) }
         }
-        let runStart = Date().timeIntervalSince1970
+        let runStart = configuration.wall.secondsSince1970
         mutable.withLock { $0.runStart = runStart }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -386,6 +392,10 @@ public final class Launcher: Sendable {
         }
         let honest = configuration.plan.nodes.filter { hostile[$0.group] == nil }
         let attackers = configuration.plan.nodes.filter { hostile[$0.group] != nil }
+        // "started" means spawned: every node process has its pid (and is in the pids file).
+        for node in ordered {
+            _ = await supervisor.waitUntilRunning(node.process, within: .seconds(configuration.startTimeout))
+        }
         record(.ok, .start, details: ["nodes": "\(configuration.plan.nodes.count)", "seed": "\(configuration.seed)"])
         var started = "started \(honest.count) node processes with \(honest.reduce(0) { $0 + $1.devices.count }) devices"
         if !attackers.isEmpty {
@@ -406,7 +416,7 @@ public final class Launcher: Sendable {
         var snapshots = plannedSnapshots[...]
         while !interrupted {
             let seen = state.changes.generation
-            let now = Date().timeIntervalSince1970 - runStart
+            let now = configuration.wall.secondsSince1970 - runStart
             if now >= duration { break }
             while let next = snapshots.first, next.time <= now {
                 takeSnapshot(for: next.id)
@@ -426,14 +436,14 @@ public final class Launcher: Sendable {
             let due = [duration, nextSample, snapshots.first?.time, nextFault < events.count ? events[nextFault].time : nil]
             await waitForChange(after: seen, untilRunTime: due.compactMap { $0 }.min() ?? duration)
         }
-        return min(duration, Date().timeIntervalSince1970 - runStart)
+        return min(duration, configuration.wall.secondsSince1970 - runStart)
     }
 
     /// Sleeps until `time` (seconds since the run started) or until a child's event or an
     /// interrupt rings ``LauncherState/changes`` after `seen`.
     func waitForChange(after seen: UInt64, untilRunTime time: Double) async {
         let runStart = mutable.withLock { $0.runStart }
-        await waitForChange(after: seen, seconds: runStart + time - Date().timeIntervalSince1970)
+        await waitForChange(after: seen, seconds: runStart + time - configuration.wall.secondsSince1970)
     }
 
     /// Sleeps for at most `seconds` or until ``LauncherState/changes`` rings after `seen`.
@@ -441,7 +451,7 @@ public final class Launcher: Sendable {
         // Bounded, so a far or absurd time (NaN included: it waits for nothing) cannot trap.
         let bounded = seconds.isNaN ? 0 : min(max(seconds, 0), 86_400)
         let milliseconds = Int64(exactly: (bounded * 1000).rounded(.up)) ?? 0
-        _ = await state.changes.wait(after: seen, atMost: .milliseconds(milliseconds))
+        _ = await state.changes.wait(after: seen, atMost: .milliseconds(milliseconds), clock: configuration.clock)
     }
 
     /// A proxy process that crashed and was restarted by the supervisor has lost its
@@ -528,12 +538,12 @@ public final class Launcher: Sendable {
 
     /// Waits until `process` prints `<key> <value>` (since its latest start) and returns the value.
     func waitForAnnounced(_ key: String, by process: String, timeout: Double? = nil) async throws -> String {
-        let deadline = Date().timeIntervalSince1970 + (timeout ?? configuration.startTimeout)
-        while Date().timeIntervalSince1970 < deadline, !interrupted {
+        let deadline = configuration.wall.secondsSince1970 + (timeout ?? configuration.startTimeout)
+        while configuration.wall.secondsSince1970 < deadline, !interrupted {
             let seen = state.changes.generation
             if let value = state.announced(key, by: process) { return value }
             if state.gaveUp.contains(process) { break }
-            await waitForChange(after: seen, seconds: deadline - Date().timeIntervalSince1970)
+            await waitForChange(after: seen, seconds: deadline - configuration.wall.secondsSince1970)
         }
         throw LauncherError.childDidNotStart(process: process, waitingFor: key, logFile: run.logFile(process: process))
     }

@@ -1,5 +1,6 @@
 import Chaos
 import Coordinator
+import FleetProtocol
 import Foundation
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ extension Launcher {
         details["phase"] = event.phase.rawValue
         record(.invoke, op, details: details)
         let failures = await perform(event)
-        let time = Date().timeIntervalSince1970 - mutable.withLock { $0.runStart }
+        let time = configuration.wall.secondsSince1970 - mutable.withLock { $0.runStart }
         mutable.withLock { state in
             switch event.phase {
             case .start:
@@ -148,7 +149,7 @@ extension Launcher {
             guard let start = configuration.plan.faults.first(where: { $0.id == id && $0.phase == .start }) else { continue }
             var stop = start
             stop.phase = .stop
-            stop.time = Date().timeIntervalSince1970 - mutable.withLock { $0.runStart }
+            stop.time = configuration.wall.secondsSince1970 - mutable.withLock { $0.runStart }
             await apply(stop, healing: true)
         }
         if let client = mutable.withLock({ $0.proxyClient }) {
@@ -174,12 +175,12 @@ extension Launcher {
     /// then waits until every node printed `drained` or the drain timeout passed.
     func drain() async -> Bool {
         let nodes = configuration.plan.nodes.map(\.process)
-        let deadline = Date().timeIntervalSince1970 + configuration.scenario.drainTimeout
+        let deadline = configuration.wall.secondsSince1970 + configuration.scenario.drainTimeout
         var signalled: [String: Int] = [:]
         record(.invoke, .drain, details: ["nodes": "\(nodes.count)"])
         let runStart = mutable.withLock { $0.runStart }
-        var nextSample = Date().timeIntervalSince1970 - runStart
-        while Date().timeIntervalSince1970 < deadline, !interrupted {
+        var nextSample = configuration.wall.secondsSince1970 - runStart
+        while configuration.wall.secondsSince1970 < deadline, !interrupted {
             let seen = state.changes.generation
             let drained = state.drained
             let exhausted = Set(await supervisor.exhausted)
@@ -195,7 +196,7 @@ extension Launcher {
             }
             if waiting == 0 { break }
             await reviveProxiesIfRestarted()
-            let now = Date().timeIntervalSince1970 - runStart
+            let now = configuration.wall.secondsSince1970 - runStart
             if now >= nextSample {
                 takeSample(at: now, phase: "drain")
                 nextSample += configuration.tick
@@ -203,7 +204,7 @@ extension Launcher {
             // Until the next sample or the deadline, or a node's event (started, reported, drained, exited).
             await waitForChange(after: seen, untilRunTime: min(nextSample, deadline - runStart))
         }
-        takeSample(at: Date().timeIntervalSince1970 - runStart, phase: "drain")
+        takeSample(at: configuration.wall.secondsSince1970 - runStart, phase: "drain")
         let drained = state.drained.intersection(nodes).count
         record(drained == nodes.count ? .ok : .info, .drain, details: ["drained": "\(drained)", "nodes": "\(nodes.count)"])
         return drained == nodes.count

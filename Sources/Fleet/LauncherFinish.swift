@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 
 /// After everything stopped: merge the histories, run the checker, apply the
@@ -48,7 +49,7 @@ extension Launcher {
         var summary = RunSummary(
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
             startedAt: started,
-            durations: .init(run: runSeconds, drain: drainSeconds, total: Date().timeIntervalSince1970 - started),
+            durations: .init(run: runSeconds, drain: drainSeconds, total: configuration.wall.secondsSince1970 - started),
             devices: configuration.plan.nodes.filter { !hostileNames.contains($0.group) }.reduce(0) { $0 + $1.devices.count },
             nodeProcesses: configuration.plan.nodes.count,
             counts: counts,

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import DeviceNode
 import Logging
@@ -17,11 +18,14 @@ import Glibc
 public final class NodeHost: Sendable {
     public let plan: NodePlan
     private let logger: Logger
+    /// What the stats interval is timed on.
+    private let clock: any FleetClock
     private let drainRequested = Mutex<(requested: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
-    public init(plan: NodePlan, logger: Logger) {
+    public init(plan: NodePlan, logger: Logger, clock: any FleetClock = ContinuousClock()) {
         self.plan = plan
         self.logger = logger
+        self.clock = clock
     }
 
     /// Asks the running host to drain (SIGUSR1). Safe from any thread, before or during ``run(output:)``.
@@ -89,7 +93,7 @@ public final class NodeHost: Sendable {
             }
         }
         func stats() -> String {
-            let snapshot = counters.snapshot(time: Date().timeIntervalSince1970, devices: plan.hostile == nil ? plan.devices.count : 0)
+            let snapshot = counters.snapshot(time: WallClock.system.secondsSince1970, devices: plan.hostile == nil ? plan.devices.count : 0)
             let json = (try? JSONEncoder().encode(snapshot)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
             return NodeStats.linePrefix + json
         }
@@ -106,10 +110,10 @@ public final class NodeHost: Sendable {
                         return false
                     }
                 }
-                group.addTask {
+                group.addTask { [clock] in
                     let interval = Duration.milliseconds(Int64((plan.statsInterval * 1000).rounded()))
                     while !Task.isCancelled {
-                        try await Task.sleep(for: interval)
+                        try await clock.sleep(for: interval)
                         output(stats())
                     }
                     return false

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 
 #if canImport(Glibc)
@@ -39,11 +40,13 @@ public enum ProcessPriority {
     /// queue's QoS (`-2` for GRDB's serial queues), whatever its creator's, so a lowered process
     /// would otherwise run its SQLite work above the coordinator.
     /// - Throws: ``ProcessPriorityError`` as ``lower(to:)``, from the first pass only.
-    public static func keepLowered(to niceness: Int, every interval: Duration = .milliseconds(500)) throws(ProcessPriorityError) -> Task<Void, Never> {
+    public static func keepLowered(
+        to niceness: Int, every interval: Duration = .milliseconds(500), clock: any FleetClock = ContinuousClock()
+    ) throws(ProcessPriorityError) -> Task<Void, Never> {
         try lower(to: niceness)
         return Task.detached(priority: .background) {
             while !Task.isCancelled {
-                do { try await Task.sleep(for: interval) } catch { return }
+                do { try await clock.sleep(for: interval) } catch { return }
                 try? lower(to: niceness)
             }
         }

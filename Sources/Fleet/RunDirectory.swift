@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 
 /// The layout of one fleet run's directory, `runs/<yyyyMMdd-HHmmss>/`, with
@@ -87,7 +88,7 @@ public struct RunDirectory: Sendable, Hashable {
 
     /// Creates `root/<yyyyMMdd-HHmmss>` (with `-2`, `-3`… when that exists) and its
     /// sub-directories, and points `root/latest` at it.
-    public static func create(root: String = "runs", now: Date = Date()) throws -> RunDirectory {
+    public static func create(root: String = "runs", now: Date = WallClock.system.now()) throws -> RunDirectory {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "UTC")

@@ -78,7 +78,7 @@ public actor SimulatedDevice {
         var logger = logger
         logger[metadataKey: "device"] = "\(configuration.deviceID)"
         self.logger = logger
-        self.history = DeviceHistory(writer: history, process: process, device: configuration.deviceID)
+        self.history = DeviceHistory(writer: history, process: process, device: configuration.deviceID, clock: clock)
         self.counters = counters
         self.clock = clock
         self.machine = DeviceStateMachine(configuration: configuration)
@@ -92,6 +92,7 @@ public actor SimulatedDevice {
     public func run() async throws {
         var storeConfiguration = DeviceConfiguration(storePath: configuration.storePath)
         storeConfiguration.deviceId = configuration.deviceID
+        storeConfiguration.clock = clock.wall.now
         // The fleet simulates killed processes, not power loss; many devices share one disk,
         // so an fsync per commit per device would measure the disk, not the fleet.
         storeConfiguration.durability = .processCrash
@@ -506,7 +507,7 @@ public actor SimulatedDevice {
         try note(.invoke)
         let service = RemoteRecipientViewService(client: link.client)
         do {
-            let result = try await CaptiveWork.withDeadline(captiveDeadline) {
+            let result = try await CaptiveWork.withDeadline(captiveDeadline, on: clock) {
                 try await node.presentCaptiveSigning(
                     envelopeId: server, recipientClientUserId: signer.clientUserId, service: service, signer: person)
             }
@@ -642,6 +643,6 @@ public actor SimulatedDevice {
     }
 
     static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        duration.seconds
     }
 }

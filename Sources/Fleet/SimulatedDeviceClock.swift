@@ -1,4 +1,5 @@
 import Dispatch
+import FleetProtocol
 import Foundation
 import Synchronization
 
@@ -21,7 +22,13 @@ public protocol DeviceTimer: Sendable {
     func cancel()
 }
 
-/// The wall clock: `Date()` for the time, and libdispatch's timers for the waits, all on one
+extension DeviceClock {
+    /// This clock's time as a wall-clock source, for what the device stamps (its store's
+    /// receipts, its history lines), so a device on a hand-moved clock stamps hand-moved times.
+    public var wall: WallClock { WallClock { Date(timeIntervalSince1970: self.now) } }
+}
+
+/// The wall clock: ``WallClock/system`` for the time, and libdispatch's timers for the waits, all on one
 /// serial queue per process (one thread at most, whatever the number of devices: an action only
 /// resumes a waiting device).
 public struct WallDeviceClock: DeviceClock {
@@ -29,7 +36,7 @@ public struct WallDeviceClock: DeviceClock {
 
     public init() {}
 
-    public var now: Double { Date().timeIntervalSince1970 }
+    public var now: Double { WallClock.system.secondsSince1970 }
 
     public func schedule(at deadline: Double, _ action: @escaping @Sendable () -> Void) -> any DeviceTimer {
         let timer = OneShot(action)

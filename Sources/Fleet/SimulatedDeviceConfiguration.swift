@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import SignatureCapture
 import ZeroMQ
@@ -45,7 +46,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public init(
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
         behaviour: Behaviour, connectivity: Connectivity = Connectivity(), pens: [String: Double] = ["applePencil": 1],
-        outages: [Outage] = [], runStart: Double = Date().timeIntervalSince1970, duration: Double? = nil,
+        outages: [Outage] = [], runStart: Double = WallClock.system.secondsSince1970, duration: Double? = nil,
         requestTimeout: Duration = .seconds(1), finishWhenDone: Bool = false
     ) {
         self.deviceID = deviceID
@@ -71,7 +72,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,
         envelopes: Int, meanInterval: Duration = .milliseconds(500), requestTimeout: Duration = .seconds(1), serverKey: [UInt8]? = nil
     ) {
-        let seconds = Double(meanInterval.components.seconds) + Double(meanInterval.components.attoseconds) / 1e18
+        let seconds = meanInterval.seconds
         let behaviour = Behaviour(
             envelopesPerMinute: seconds > 0 ? 60 / seconds : 60_000_000, inPersonSigners: IntRange(1, 1),
             signingDuration: ClosedSpan(0, 0), sync: .whenOnline, maxEnvelopes: envelopes)

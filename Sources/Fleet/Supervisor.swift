@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Subprocess
 import Synchronization
@@ -96,7 +97,7 @@ public actor Supervisor {
     /// Rung when a child starts, exits or its loop ends: what the waits below wake on.
     private let changes = Doorbell()
     /// Measures the waits' timeouts (and nothing else: no wait polls it).
-    private let clock: any Clock<Duration>
+    private let clock: any FleetClock
 
     /// - Parameters:
     ///   - executable: the `signfleet` binary.
@@ -104,7 +105,7 @@ public actor Supervisor {
     ///   - clock: the clock of the waits' timeouts.
     ///   - events: called for every event, from the supervisor's tasks (keep it quick).
     public init(
-        executable: String, run: RunDirectory, clock: any Clock<Duration> = ContinuousClock(),
+        executable: String, run: RunDirectory, clock: any FleetClock = ContinuousClock(),
         events: @escaping @Sendable (SupervisorEvent) -> Void
     ) {
         self.executable = executable

@@ -19,3 +19,10 @@ extension FleetClock {
         instant.duration(to: now)
     }
 }
+
+extension Duration {
+    /// The duration in (fractional) seconds, for what is shown or stored as seconds.
+    public var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}

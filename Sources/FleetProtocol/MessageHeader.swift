@@ -89,7 +89,7 @@ public struct MessageHeader: Sendable, Hashable, Codable {
         type: MessageType,
         id: UInt64,
         replyTo: UInt64? = nil,
-        sentAt: Date = Date(),
+        sentAt: Date = WallClock.system.now(),
         rateLimit: RateLimitStatus? = nil
     ) {
         self.version = version

@@ -1,3 +1,4 @@
+import FleetProtocol
 /// A message budget per connection (a token bucket each): the server's bound on what any one peer
 /// can make it do. A device sends a few messages a second; a peer that floods (and, not reading,
 /// would only fill its own reply queue) spends its budget, and its further messages are dropped
@@ -23,7 +24,7 @@ struct PeerBudgets {
     mutating func take(_ peer: [UInt8], at now: ContinuousClock.Instant) -> Bool {
         var bucket = buckets[peer] ?? Bucket(tokens: burst, updated: now)
         let elapsed = bucket.updated.duration(to: now)
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         bucket.tokens = min(burst, bucket.tokens + max(0, seconds) * rate)
         bucket.updated = now
         guard bucket.tokens >= 1 else {

@@ -1,3 +1,4 @@
+import FleetProtocol
 import Foundation
 import Synchronization
 
@@ -170,7 +171,7 @@ public final class ChildProcess: Sendable {
             return false
         }
         if !done {
-            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            let seconds = timeout.seconds
             if semaphore.wait(timeout: .now() + seconds) == .timedOut {
                 child.signal(SIGKILL)
                 semaphore.wait()
@@ -253,7 +254,7 @@ public final class ChildProcess: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await hangGuardClock.sleep(for: timeout)
                 return nil
             }
             let first = await group.next() ?? nil
@@ -313,7 +314,7 @@ public final class ChildProcess: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await hangGuardClock.sleep(for: timeout)
                 return nil
             }
             let first = await group.next() ?? nil

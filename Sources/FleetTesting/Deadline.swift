@@ -13,6 +13,11 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
     }
 }
 
+/// What hang guards measure on: the machine's own time, on purpose. A guard is the one wait in a
+/// test that is not on an injected clock — it must fire even when the test's `ManualClock` never
+/// moves — and it is never what a test waits for, only what ends a test that hangs.
+public let hangGuardClock = ContinuousClock()
+
 /// `body`'s result, or ``DeadlineExceeded`` after `limit`: the one deadline the tests race their
 /// events against. The deadline only guards against a hang (be generous: it is never the thing a
 /// test waits for), and it returns at the deadline even when `body` ignores its cancellation, so a
@@ -52,7 +57,7 @@ private final class DeadlineRace<T: Sendable>: Sendable {
             return
         }
         let timer = Task {
-            do { try await Task.sleep(for: limit) } catch { return }
+            do { try await hangGuardClock.sleep(for: limit) } catch { return }
             self.finish(.failure(DeadlineExceeded(what: what, limit: limit)))
         }
         let work = Task {

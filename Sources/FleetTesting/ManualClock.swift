@@ -1,4 +1,5 @@
 import FleetProtocol
+import Foundation
 import Synchronization
 
 /// A clock whose time moves only when the test moves it.
@@ -57,8 +58,24 @@ public final class ManualClock: FleetClock, Sendable {
 
     /// A clock that reads `start` until it is advanced (by default the continuous clock's now, so
     /// instants it hands out compare sensibly with ones taken before the test).
-    public init(start: Instant = ContinuousClock.now) {
+    /// The wall-clock time this clock reads at its start (see ``wall``).
+    public let wallStart: Date
+    private let start: Instant
+
+    /// A clock at `start`, whose ``wall`` reads `wallStart` then (by default 2026-01-01T00:00:00Z,
+    /// so stamps in a test do not depend on the day it runs).
+    public init(start: Instant = ContinuousClock.now, wallStart: Date = Date(timeIntervalSince1970: 1_767_225_600)) {
         state = Mutex(State(now: start))
+        self.start = start
+        self.wallStart = wallStart
+    }
+
+    /// Wall-clock time that moves with this clock: `wallStart` plus the time advanced since the
+    /// start. Give it to the components that stamp, beside this clock to those that wait.
+    public var wall: WallClock {
+        WallClock { [self] in
+            wallStart.addingTimeInterval(start.duration(to: now).seconds)
+        }
     }
 
     public var now: Instant { state.withLock { $0.now } }

@@ -157,7 +157,7 @@ public actor FleetClient: ClientTransport {
         self.retransmission = configuration.retransmissionTimeout
         // Ids start from the wall clock so a restarted device cannot match a
         // stale reply meant for its previous run (ROUTER_HANDOVER routes it here).
-        self.nextRequestID = UInt64(max(0, Date().timeIntervalSince1970 * 1_000_000)) << 8
+        self.nextRequestID = UInt64(max(0, WallClock.system.secondsSince1970 * 1_000_000)) << 8
         (events, eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
     }
 

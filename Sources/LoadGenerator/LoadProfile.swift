@@ -143,11 +143,6 @@ public struct LoadProfile: Sendable, Hashable, Codable {
 }
 
 extension Duration {
-    /// The duration in (fractional) seconds.
-    public var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-
     /// The duration in whole microseconds (≥ 0), the histograms' unit.
     var microseconds: UInt64 {
         let value = Double(components.seconds) * 1e6 + Double(components.attoseconds) / 1e12

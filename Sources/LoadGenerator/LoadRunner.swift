@@ -19,12 +19,15 @@ public struct LoadRunner: Sendable {
     /// What the arrival schedule, the drain deadline, the progress ticks and the latencies are
     /// timed on (a test's `ManualClock` moves only when the test says).
     let clock: any FleetClock
+    /// What the report's start time is read from.
+    let wall: WallClock
 
     public init(
         configuration: LoadConfiguration, workload: any LoadWorkload, logger: Logger = Logger(label: "signfleet.load"),
-        clock: any FleetClock = ContinuousClock()
+        clock: any FleetClock = ContinuousClock(), wall: WallClock = .system
     ) {
         self.clock = clock
+        self.wall = wall
         self.configuration = configuration
         self.workload = workload
         self.logger = logger
@@ -120,7 +123,7 @@ public struct LoadRunner: Sendable {
         let stageNames = configuration.profile.stages.map(\.description)
         let recorder = LoadRecorder(steps: workload.steps, stages: stageNames, intervalLength: configuration.interval.seconds)
         let admission = Admission(devices: devices.count, limit: configuration.maxOutstandingPerDevice)
-        let startedAt = Date()
+        let startedAt = wall.now()
         let start = clock.now
         let openLoop = OpenLoop(
             configuration: configuration, devices: devices, recorder: recorder, admission: admission, start: start,

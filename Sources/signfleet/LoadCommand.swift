@@ -1,3 +1,4 @@
+import FleetProtocol
 import ArgumentParser
 import DeviceNode
 import FleetTesting
@@ -247,7 +248,7 @@ struct LoadCommand: AsyncParsableCommand {
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyyMMdd-HHmmss"
         formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: Date())
+        return formatter.string(from: WallClock.system.now())
     }
 }
 

@@ -128,7 +128,7 @@ struct NodeCommand: AsyncParsableCommand {
                     group.addTask { try await body() }
                 }
                 if let duration {
-                    group.addTask { try? await Task.sleep(for: .milliseconds(Int64(duration * 1000))) }
+                    group.addTask { try? await ContinuousClock().sleep(for: .milliseconds(Int64(duration * 1000))) }
                     try await group.next()
                     group.cancelAll()
                 } else {

@@ -1,3 +1,4 @@
+import FleetProtocol
 import ArgumentParser
 import Foundation
 import SignatureCapture
@@ -48,7 +49,7 @@ struct SignCommand: AsyncParsableCommand {
         let signingSeed = seed ?? UInt64.random(in: 1...999_999)
         let capturer = SignatureCapturer(
             pen: penKind, area: .centered(on: .iPadPro, width: size[0], height: size[1]), border: borderStrategy)
-        let start = CaptureTimestamp(nanosecondsSinceEpoch: Int64(Date().timeIntervalSince1970 * 1e9))
+        let start = CaptureTimestamp(nanosecondsSinceEpoch: Int64(WallClock.system.secondsSince1970 * 1e9))
         let signature = try capturer.capture(
             signer: SignerProfile(seed: signer), signing: Int(truncatingIfNeeded: signingSeed), fieldID: field, startedAt: start)
 

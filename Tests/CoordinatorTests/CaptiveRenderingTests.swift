@@ -35,7 +35,7 @@ struct ProducedDocuments: Decodable {
         for tool in ["/usr/bin/gs", "/usr/bin/pdftoppm", "/usr/bin/pdfinfo"] {
             try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is missing: run scripts/install-deps.sh")
         }
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { Int($0) } ?? Int.random(in: 1...999_999)
+        let seed = Int(truncatingIfNeeded: testSeed("CaptiveRenderingTests"))
         print("make_documents.py seed \(seed) (SIGNFLEET_SEED=\(seed) replays it)")
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
         let child = try ChildProcess.launch("/usr/bin/env", [python, script.path, directory.path, "\(seed)"], name: "make_documents")

@@ -353,9 +353,9 @@ func forgedItems(count: Int, remoteSigners: Int = 0, embedded: [String?] = [], t
 /// reaching two coordinators at once are still applied exactly once and in order.
 @Suite struct SharedPostgresStoreTests {
     @Test func twoCoordinatorsApplyTheSameDevicesPushesExactlyOnce() async throws {
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        let seed = testSeed("StoreConformanceTests")
         print("shared-store race seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
-        var random = SyncPropertyTests.Random(state: seed)
+        var random = SeededGenerator(seed: seed)
         let first = try await ConformanceStore.make(.postgres)
         defer { first.remove() }
         let second = try await first.reopened()

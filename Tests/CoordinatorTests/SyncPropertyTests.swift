@@ -1,3 +1,4 @@
+import FleetTesting
 import Crypto
 import DeviceNode
 import FleetProtocol
@@ -22,23 +23,11 @@ import Testing
         var cursor: UInt64 = 1
     }
 
-    /// SplitMix64: small, seedable, and the same on every platform.
-    struct Random: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-    }
 
     @Test func randomInterleavingsEndWithEveryEnvelopeAppliedOnceInOrder() async throws {
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        let seed = testSeed("SyncPropertyTests")
         print("sync property seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
-        var random = Random(state: seed)
+        var random = SeededGenerator(seed: seed)
 
         let fixture = try await IngestFixture()
         defer { fixture.temporary.remove() }

@@ -4,17 +4,6 @@ import FleetTesting
 import Foundation
 import Testing
 
-/// SplitMix64: a tiny seeded generator for the kill schedule.
-struct SplitMix64 {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The `signfleet` binary: `SIGNFLEET_BIN`, else `.build/debug/signfleet` under the package.
 func signfleetBinary() throws -> String {
@@ -39,11 +28,11 @@ struct CrashTestError: Error, CustomStringConvertible {
 struct CrashTests {
     @Test("kill -9 at seeded random points loses nothing signed and leaves nothing half-written")
     func killNine() async throws {
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...999_999)
+        let seed = testSeed("CrashTests")
         print("crash test seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let binary = try signfleetBinary()
         let directory = try TempDirectory()
-        var random = SplitMix64(state: seed)
+        var random = SeededGenerator(seed: seed)
         var printed: [UInt64: String] = [:]
         let kills = 24
         var outputs: [String] = []

@@ -1,3 +1,4 @@
+import FleetTesting
 @testable import DeviceNode
 @testable import SyncContract
 import Envelopes
@@ -150,7 +151,7 @@ struct PayloadFastDecodingTests {
     @Test("reordered keys, unknown and non-string keys, nil optionals, duplicate keys decode alike")
     func validVariantsDecodeAlike() async throws {
         let seed = testSeed("payloadVariants")
-        var generator = SeededGenerator(state: seed)
+        var generator = SeededGenerator(seed: seed)
         let sparse = Self.builtPayload(full: false)
         let full = Self.builtPayload(full: true)
         var originals: [(SyncPayload, [UInt8])] = [(sparse, try sparse.canonicalBytes()), (full, try full.canonicalBytes())]
@@ -287,7 +288,7 @@ struct PayloadFastDecodingTests {
     @Test("seeded mutations of real payloads: both paths accept the same inputs with the same values")
     func seededMutationsAgree() async throws {
         let seed = testSeed("payloadMutations")
-        var generator = SeededGenerator(state: seed)
+        var generator = SeededGenerator(seed: seed)
         // Small PDFs, so that most mutations hit structure rather than document bytes.
         var originals = [try Self.builtPayload(full: true).canonicalBytes(), try Self.builtPayload(full: false).canonicalBytes()]
         originals += try await Self.devicePayloads()
@@ -401,21 +402,4 @@ private extension SyncPayload {
     }
 }
 
-/// SplitMix64, so a failing run replays from its seed.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-/// Seed from SIGNFLEET_SEED, else a fresh one; always printed.
-private func testSeed(_ name: String) -> UInt64 {
-    let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
-    print("\(name): SIGNFLEET_SEED=\(seed)")
-    return seed
-}

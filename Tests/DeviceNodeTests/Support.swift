@@ -1,3 +1,4 @@
+import FleetTesting
 import DeviceNode
 import Envelopes
 import Foundation
@@ -63,7 +64,7 @@ struct EventTimeout: Error, CustomStringConvertible {
 
 /// Collects events from `stream` until one satisfies `last` (included), or fails after `timeout`.
 func collect(
-    _ stream: AsyncStream<DeviceEvent>, timeout: Duration = .seconds(10), until last: @escaping @Sendable (DeviceEvent) -> Bool
+    _ stream: AsyncStream<DeviceEvent>, timeout: Duration = .seconds(120), until last: @escaping @Sendable (DeviceEvent) -> Bool
 ) async throws -> [DeviceEvent] {
     final class Log: Sendable { let events = Mutex<[DeviceEvent]>([]) }
     let seen = Log()
@@ -76,7 +77,7 @@ func collect(
             return false
         }
         group.addTask {
-            try await Task.sleep(for: timeout)
+            try await hangGuardClock.sleep(for: timeout)  // only against a hang
             return false
         }
         let first = try await group.next() ?? false

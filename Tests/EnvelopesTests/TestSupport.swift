@@ -1,30 +1,8 @@
+import FleetTesting
 import Foundation
 @testable import Envelopes
 
-/// A small deterministic generator (SplitMix64) so random tests replay from their seed.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-/// The seed for random tests: `SIGNFLEET_SEED` when set, otherwise a fresh one. Always printed.
-func testSeed(_ name: String) -> UInt64 {
-    let seed: UInt64
-    if let text = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"], let value = UInt64(text) {
-        seed = value
-    } else {
-        seed = UInt64.random(in: 1...UInt64(UInt32.max))
-    }
-    print("\(name): seed \(seed) (set SIGNFLEET_SEED=\(seed) to replay)")
-    return seed
-}
 
 enum Fixture {
     static let created = Date(timeIntervalSince1970: 1_800_000_000)

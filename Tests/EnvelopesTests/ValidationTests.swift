@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Testing
 @testable import Envelopes

@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import MessagePack
 import FleetProtocol
@@ -152,7 +153,7 @@ import Testing
     }
 
     @Test func keysInAnyOrderUnknownKeysAndNonStringKeysAreAccepted() throws {
-        var generator = SplitMix(seed: testSeed("keysInAnyOrder"))
+        var generator = SeededGenerator(seed: testSeed("keysInAnyOrder"))
         for _ in 0..<50 {
             decodesAlike(SyncPush.self, try variants(of: try codableEncoder.encode(Self.push()), using: &generator), expect: Self.push())
             decodesAlike(SyncAck.self, try variants(of: try codableEncoder.encode(Self.ack(gap: true)), using: &generator), expect: Self.ack(gap: true))
@@ -334,7 +335,7 @@ import Testing
 
     @Test func seededMutationsEndInValueOrTypedError() throws {
         let seed = testSeed("fastPathMutations")
-        var generator = SplitMix(seed: seed)
+        var generator = SeededGenerator(seed: seed)
         let originals = [
             try codableEncoder.encode(Self.push(items: 3, payload: 20)), try codableEncoder.encode(Self.ack(gap: true)),
             try codableEncoder.encode(Self.header(1, RateLimitStatus(remaining: 1, resetAt: Self.base))),
@@ -368,22 +369,4 @@ private func hexString(_ bytes: [UInt8]) -> String {
     bytes.prefix(200).map { String(format: "%02x", $0) }.joined(separator: " ")
 }
 
-/// SplitMix64, so a failing run replays from its seed.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-/// Seed from SIGNFLEET_SEED, else a fresh one; always printed.
-private func testSeed(_ name: String) -> UInt64 {
-    let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
-    print("\(name): SIGNFLEET_SEED=\(seed)")
-    return seed
-}

@@ -92,9 +92,9 @@ struct GuardPageDecodingTests {
                 inputs += 1
             }
         }
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let seed = testSeed("GuardPageDecodingTests")
         print("guard page decoding: SIGNFLEET_SEED=\(seed)")
-        var generator = SplitMix(seed: seed)
+        var generator = SeededGenerator(seed: seed)
         for round in 0..<2_000 {
             let original = corpus[round % corpus.count]
             // Byte mutations (lengths, markers, truncations) and value mutations (deep nesting, huge values).
@@ -110,15 +110,3 @@ struct GuardPageDecodingTests {
     }
 }
 
-/// SplitMix64, so a failing run replays from its seed.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

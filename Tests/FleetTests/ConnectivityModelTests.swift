@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 /// The connectivity model on explicit times: Gilbert–Elliott statistics over a long
 /// seeded timeline, scheduled outages, and the same seed giving the same timeline.
 @Suite struct ConnectivityModelTests {
-    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+    static let seed: UInt64 = testSeed("ConnectivityModelTests")
 
     /// The stays of the timeline from 0 to `end`: (online, length) per stay, the last one cut off excluded.
     static func stays(_ model: ConnectivityModel, until end: Double) -> [(online: Bool, length: Double)] {

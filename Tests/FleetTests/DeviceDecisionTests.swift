@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 
 /// The behaviour model: every decision comes from the device's seed and the envelope's number.
 @Suite struct DeviceDecisionTests {
-    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+    static let seed: UInt64 = testSeed("DeviceDecisionTests")
 
     static let behaviour = Behaviour(
         envelopesPerMinute: 12, templateFraction: 0.25, inPersonSigners: IntRange(1, 3), remoteSigners: IntRange(0, 2),

@@ -1,3 +1,4 @@
+import FleetTesting
 import DeviceNode
 import Envelopes
 import Foundation
@@ -12,7 +13,7 @@ import Testing
 @Suite struct DeviceStateMachineTests {
     typealias Action = DeviceStateMachine.Action
 
-    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+    static let seed: UInt64 = testSeed("DeviceStateMachineTests")
     /// The run's start (seconds since the epoch); the tests' times count from it.
     static let start = 1_000_000.0
 

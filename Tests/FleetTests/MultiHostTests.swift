@@ -173,7 +173,7 @@ import Glibc
     func aFleetOnTwoNodeHostsInNamespacesSurvivesALinkPartitionAndEndsValid() async throws {
         let binary = ProcessInfo.processInfo.environment["SIGNFLEET_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/signfleet"
         try #require(FileManager.default.isExecutableFile(atPath: binary), "build signfleet first or set SIGNFLEET_BIN")
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        let seed = testSeed("MultiHostTests")
         let rig = try NamespaceRig()
         print("MultiHostTests: seed \(seed), namespaces \(rig.coordinator), \(rig.hostA), \(rig.hostB)")
         defer { rig.tearDown() }

@@ -11,7 +11,7 @@ import FoundationNetworking
 /// `signfleet node --plan` as a real process against a real `signfleet coordinator`
 /// (ZeroMQ, SQLite, history file, stats lines, SIGUSR1 drain, SIGKILL and restart).
 @Suite(.serialized) struct NodeProcessTests {
-    static let seed: UInt64 = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+    static let seed: UInt64 = testSeed("NodeProcessTests")
 
     static func binary() throws -> String {
         guard let path = ProcessInfo.processInfo.environment["SIGNFLEET_BIN"], FileManager.default.isExecutableFile(atPath: path) else {

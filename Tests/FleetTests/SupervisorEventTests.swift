@@ -22,7 +22,7 @@ import Glibc
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try RunDirectory.create(root: directory)
-        let clock = StoppedClock()
+        let clock = ManualClock()  // never advanced: its sleeps end only by cancellation
         let supervisor = Supervisor(executable: "/bin/sh", run: run, clock: clock) { _ in }
         await supervisor.start(ChildSpec(name: "child", arguments: ["-c", "exec sleep 60"], restartBudget: 0))
         defer { Task { await supervisor.stopAll(grace: .seconds(1)) } }
@@ -38,7 +38,7 @@ import Glibc
         #expect(await supervisor.lastExit(of: "child") == .signaled(SIGKILL))
         #expect(await supervisor.exhausted == ["child"])
         #expect(await !supervisor.isRunning("child"))
-        #expect(clock.sleepsEnded == 0, "no wait ended by its clock")
+        #expect(clock.sleeperCount == 0, "the waits that ended by their events left no sleep behind")
     }
 
     @Test(.timeLimit(.minutes(1))) func aWaitForAnExitThatDoesNotComeTimesOut() async throws {
@@ -76,7 +76,7 @@ import Glibc
         let seen = bell.generation
         bell.ring()
         // Rung after `seen`: returns at once, on a clock that would never time it out.
-        #expect(await bell.wait(after: seen, atMost: .seconds(1), clock: StoppedClock()))
+        #expect(await bell.wait(after: seen, atMost: .seconds(1), clock: ManualClock()))
         #expect(bell.generation == seen + 1)
     }
 
@@ -108,24 +108,3 @@ import Glibc
     }
 }
 
-/// A clock whose time never passes: its sleeps end only by cancellation. A wait on it that ends
-/// with an answer was ended by an event.
-final class StoppedClock: Clock, Sendable {
-    typealias Duration = Swift.Duration
-    typealias Instant = ContinuousClock.Instant
-
-    let now = ContinuousClock.now
-    var minimumResolution: Duration { .nanoseconds(1) }
-    private let ended = Mutex(0)
-
-    /// Sleeps that ended other than by cancellation (none may).
-    var sleepsEnded: Int { ended.withLock { $0 } }
-
-    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-        let (never, continuation) = AsyncStream.makeStream(of: Void.self)
-        for await _ in never {}
-        withExtendedLifetime(continuation) {}
-        if !Task.isCancelled { ended.withLock { $0 += 1 } }
-        throw CancellationError()
-    }
-}

@@ -1,9 +1,10 @@
+import FleetTesting
 import Testing
 
 @testable import LoadGenerator
 
 @Suite struct ArrivalScheduleTests {
-    let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
+    let seed = testSeed("ArrivalScheduleTests")
 
     @Test func sameSeedGivesTheSameScheduleAndAnotherSeedAnother() throws {
         print("seed \(seed)")

@@ -1,3 +1,4 @@
+import FleetTesting
 import FleetProtocol
 import Foundation
 import Histogram
@@ -8,7 +9,7 @@ import ZeroMQ
 
 /// The generator's own correctness against servers with known behaviour.
 @Suite(.serialized) struct CoordinatedOmissionTests {
-    let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
+    let seed = testSeed("CoordinatedOmissionTests")
 
     /// wrk2's example: at rate R, a server that stalls for S holds up ~R·S arrivals, whose
     /// latencies (from their intended starts) fall evenly from S to 0 — about R·S/2 of them above

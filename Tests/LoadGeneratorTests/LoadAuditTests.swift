@@ -1,3 +1,4 @@
+import FleetTesting
 import FleetProtocol
 import Foundation
 import GRDB
@@ -12,7 +13,7 @@ import ZeroMQ
 /// and before the audit: the audit must notice, over the wire, and fail the run.
 @Suite struct LoadAuditTests {
     @Test func anEnvelopeRemovedFromTheCoordinatorAfterItsAckIsReportedLostAndFailsTheRun() async throws {
-        let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let seed = testSeed("LoadAuditTests")
         print("seed \(seed)")
         let coordinator = try await ServedCoordinator(label: "load-audit")
         defer { coordinator.remove() }

@@ -1,3 +1,4 @@
+import FleetTesting
 import Coordinator
 import FleetProtocol
 import Foundation
@@ -10,7 +11,7 @@ import ZeroMQ
 /// Real ceremonies (DeviceNode, SQLite, Ed25519, sync) against a real coordinator over ZeroMQ.
 @Suite struct SigningCeremonyTests {
     @Test func realCeremoniesReachTheCoordinatorAndTheReportsAreWritten() async throws {
-        let seed = UInt64(ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "") ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let seed = testSeed("SigningCeremonyTests")
         print("seed \(seed)")
         let coordinator = try await ServedCoordinator(label: "load-ceremony")
         defer { coordinator.remove() }

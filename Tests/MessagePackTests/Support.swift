@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import MessagePack
 import Testing
@@ -30,25 +31,7 @@ func expectError<T>(
     return nil
 }
 
-/// A small deterministic generator (SplitMix64) so failures replay from the seed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
-/// Seed from SIGNFLEET_SEED, else a fresh one; always printed.
-func testSeed(_ name: String) -> UInt64 {
-    let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
-    print("\(name): SIGNFLEET_SEED=\(seed)")
-    return seed
-}
 
 // Message types shared by the tests.
 

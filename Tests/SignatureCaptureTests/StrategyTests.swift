@@ -1,3 +1,4 @@
+import FleetTesting
 import Testing
 @testable import SignatureCapture
 

@@ -1,18 +1,8 @@
+import FleetTesting
 import Foundation
 import Synchronization
 @testable import SignatureCapture
 
-/// The seed for randomised tests: `SIGNFLEET_SEED` when set, otherwise random. Always printed.
-func testSeed(_ name: String) -> UInt64 {
-    let seed: UInt64
-    if let text = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"], let value = UInt64(text) {
-        seed = value
-    } else {
-        seed = UInt64.random(in: 1...1_000_000)
-    }
-    print("[\(name)] seed \(seed) (rerun with SIGNFLEET_SEED=\(seed))")
-    return seed
-}
 
 /// A clock whose sleeps return at once and move its time forward: discovery runs in virtual time.
 final class ImmediateClock: Clock, Sendable {

@@ -223,23 +223,16 @@ import Glibc
         #expect(error.contains("checks.thresholds[2]: unknown metric \"synced.p99\"; known: "), "\(error)")
     }
 
-    /// Reads `<run>/pids` until it names the coordinator, the proxy and both nodes, each
-    /// with a live process (a child restarted by its supervisor appears again with its new
-    /// pid); returns every pid recorded.
+    /// Once the launcher says it started the nodes (it says so once every node process has its
+    /// pid), `<run>/pids` names the coordinator, the proxy and both nodes, each with a live
+    /// process; returns every pid recorded.
     static func waitForChildren(in runs: String, launcher: ChildProcess) async throws -> [Int32] {
         _ = try await launcher.waitForLine(in: .standardError, timeout: .seconds(60)) { $0.hasPrefix("started 2 node processes") }
-        let deadline = Date().addingTimeInterval(30)
-        var entries: [(name: String, pid: Int32)] = []
-        while Date() < deadline {
-            let text = (try? String(contentsOfFile: runs + "/latest/pids", encoding: .utf8)) ?? ""
-            entries = text.split(separator: "\n").compactMap { line in
-                let parts = line.split(separator: " ")
-                guard parts.count == 2, let pid = Int32(parts[1]) else { return nil }
-                return (String(parts[0]), pid)
-            }
-            let latest = Dictionary(entries.map { ($0.name, $0.pid) }, uniquingKeysWith: { _, last in last })
-            if Set(latest.keys) == ["coordinator", "proxy", "node-a-1", "node-a-2"], latest.values.allSatisfy(isAlive) { break }
-            try await Task.sleep(for: .milliseconds(20))
+        let text = try String(contentsOfFile: runs + "/latest/pids", encoding: .utf8)
+        let entries: [(name: String, pid: Int32)] = text.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count == 2, let pid = Int32(parts[1]) else { return nil }
+            return (String(parts[0]), pid)
         }
         let latest = Dictionary(entries.map { ($0.name, $0.pid) }, uniquingKeysWith: { _, last in last })
         #expect(Set(latest.keys) == ["coordinator", "proxy", "node-a-1", "node-a-2"], "\(entries)")
@@ -255,16 +248,6 @@ import Glibc
         else { return false }
         let state = stat[stat.index(close, offsetBy: 2)]
         return state != "Z" && state != "X"
-    }
-
-    static func waitUntilGone(_ pids: [Int32], within seconds: Double) async -> [Int32] {
-        let deadline = Date().addingTimeInterval(seconds)
-        var alive = pids.filter(isAlive)
-        while !alive.isEmpty, Date() < deadline {
-            try? await Task.sleep(for: .milliseconds(50))
-            alive = alive.filter(isAlive)
-        }
-        return alive
     }
 
     static func longScenario() -> String {
@@ -317,7 +300,7 @@ import Glibc
 
         launcher.signal(SIGKILL)
         _ = try await launcher.waitForExit(timeout: .seconds(10))
-        let survivors = await Self.waitUntilGone(pids, within: 10)
+        let survivors = await ProcessExit.waitUntilGone(pids, within: .seconds(10))
         #expect(survivors.isEmpty, "left behind: \(survivors)")
     }
 
@@ -332,7 +315,7 @@ import Glibc
 
         launcher.signal(SIGTERM)
         #expect(try await launcher.waitForExit(timeout: .seconds(60)) == 2, "\(launcher.output)")
-        let survivors = await Self.waitUntilGone(pids, within: 5)
+        let survivors = await ProcessExit.waitUntilGone(pids, within: .seconds(5))
         #expect(survivors.isEmpty, "left behind: \(survivors)")
         let summary = try Self.json(directory + "/runs/latest/summary.json")
         #expect(summary["verdict"] as? String == "unknown")
@@ -360,7 +343,7 @@ extension FleetRunProcessTests {
         launcher.signal(SIGTERM)
         #expect(try await launcher.waitForExit(timeout: .seconds(30)) == 130, "\(launcher.output)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/runs/latest/summary.json"), "no waiting for the run to be written")
-        let survivors = await Self.waitUntilGone(pids, within: 10)
+        let survivors = await ProcessExit.waitUntilGone(pids, within: .seconds(10))
         #expect(survivors.isEmpty, "left behind: \(survivors)")
     }
 }

@@ -13,7 +13,7 @@ import Testing
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pg-coordinators-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "\(UInt64.random(in: 1...999_999))"
+        let seed = "\(testSeed("PostgresCoordinatorProcessTests"))"
         print("postgres coordinators seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
 
         func coordinator(_ name: String) async throws -> (ChildProcess, String, String) {

@@ -22,7 +22,7 @@ import Testing
         let (first, endpoint) = try await coordinator("tcp://127.0.0.1:*")
         defer { Task { await first.terminate() } }
         let key = try await curvePublicKey(of: first)
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"] ?? "\(UInt64.random(in: 1...999_999))"
+        let seed = "\(testSeed("SignAndSyncProcessTests"))"
         print("sign-and-sync seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let node = try ChildProcess.launch(
             binary,
@@ -113,7 +113,7 @@ import Testing
                 .dropFirst("listening ".count))
         let key = try await curvePublicKey(of: coordinator)
 
-        let seed = ProcessInfo.processInfo.environment["SIGNFLEET_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        let seed = testSeed("SignAndSyncProcessTests")
         print("node-kill seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let arguments = [
             "node", "--connect", endpoint, "--server-key=\(key)", "--devices", "2", "--envelopes", "8", "--interval-ms", "40",
