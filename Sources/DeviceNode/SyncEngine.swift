@@ -8,7 +8,8 @@ public struct SyncEngineConfiguration: Sendable {
     public var batchSize: Int
     /// Pushes of one batch before a pass gives up (each push is itself retried by the client).
     public var maxAttempts: Int
-    /// Wait between failed pushes; doubles per failure.
+    /// Wait between failed pushes: a ceiling that doubles per failure, with full jitter. Without
+    /// a ``Backoff/jitterSeed`` each pass seeds it from the device id and the pass's number.
     public var retryBackoff: Backoff
 
     public init(batchSize: Int = 50, maxAttempts: Int = 5, retryBackoff: Backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10))) {
@@ -53,6 +54,8 @@ public actor SyncEngine {
     /// Set when a pass gave up on a `rate_limited` error: no push is sent before then.
     private var rateLimitedUntil: ContinuousClock.Instant?
     private var running: Task<SyncSummary, any Error>?
+    /// Passes that pushed, so each pass draws its own jitter.
+    private var passes: UInt64 = 0
 
     /// - Parameters:
     ///   - node: the device whose outbox is pushed.
@@ -146,7 +149,10 @@ public actor SyncEngine {
             rateLimitedUntil = nil
         }
         try await enrollIfNeeded()
-        var backoff = configuration.retryBackoff
+        passes &+= 1
+        var backoff = configuration.retryBackoff.jitterSeed == nil
+            ? configuration.retryBackoff.jittered(seed: Backoff.jitterSeed(for: node.deviceId, salt: passes))
+            : configuration.retryBackoff
         var failures = 0
         var renumberings = 0
         var reenrolled = false

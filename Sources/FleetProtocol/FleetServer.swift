@@ -47,6 +47,11 @@ public struct FleetServerConfiguration: Sendable {
     public var maxQueuedPerPeer: Int
     /// The `retryAfterMs` of a `busy` answer.
     public var busyRetryAfter: Duration
+    /// The longest a request may wait behind its connection's earlier requests before its work
+    /// starts. One that waited longer is answered `busy` instead of being worked on: its client
+    /// has resent it or given up by then (a fleet device waits 1 s), and working on it would only
+    /// delay the requests behind it (a queue bounded in time, as CoDel bounds one).
+    public var maxQueueDelay: Duration
     /// Messages one connection may send in a burst, and per second after it (`PeerBudgets`);
     /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
     public var peerMessageBurst: Double
@@ -64,6 +69,7 @@ public struct FleetServerConfiguration: Sendable {
         maxConcurrentRequests: Int = 256,
         maxQueuedPerPeer: Int = 64,
         busyRetryAfter: Duration = .milliseconds(200),
+        maxQueueDelay: Duration = .seconds(1),
         peerMessageBurst: Double = 200,
         peerMessageRate: Double = 200
     ) {
@@ -73,6 +79,7 @@ public struct FleetServerConfiguration: Sendable {
         self.security = security
         self.maxQueuedPerPeer = max(0, maxQueuedPerPeer)
         self.busyRetryAfter = busyRetryAfter
+        self.maxQueueDelay = max(.zero, maxQueueDelay)
         self.serverName = serverName
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatLiveness = heartbeatLiveness
@@ -262,12 +269,12 @@ public actor FleetServer {
                         continue
                     }
                     // Never stop reading: beyond what the server takes, the answer is `busy`.
-                    if !queues.hasCapacity || queues.queued(for: peer) >= configuration.maxQueuedPerPeer {
-                        metrics.countRequest(type: request.header.type, outcome: FleetErrorCode.busy.rawValue)
-                        let busy = FleetError(
-                            .busy, "the server has as much work as it takes now; send again after retryAfterMs", retryable: true,
-                            retryAfterMs: UInt64(configuration.busyRetryAfter.milliseconds))
-                        reply(.failure(busy), to: peer, replyTo: request.header.id, on: socket)
+                    if !queues.hasCapacity {
+                        shed(request, reason: .capacity, peer: peer, on: socket)
+                        continue
+                    }
+                    if queues.queued(for: peer) >= configuration.maxQueuedPerPeer {
+                        shed(request, reason: .peerQueue, peer: peer, on: socket)
                         continue
                     }
                     // A device with a request in progress gets this one queued behind it;
@@ -376,9 +383,33 @@ public actor FleetServer {
     /// Handles `peer`'s queued requests in order until its queue is empty.
     private func handleRequests(of peer: [UInt8], on socket: AsyncSocket) async {
         while let received = queues.next(for: peer) {
-            await answer(received.request, peer: peer, credential: received.credential, receivedAt: received.receivedAt, on: socket)
+            if clock.elapsed(since: received.receivedAt) > configuration.maxQueueDelay {
+                shed(received.request, reason: .queueAge, peer: peer, on: socket)
+            } else {
+                await answer(received.request, peer: peer, credential: received.credential, receivedAt: received.receivedAt, on: socket)
+            }
             queues.finished()
         }
+    }
+
+    /// Why a request was answered `busy` without being worked on.
+    enum ShedReason: String {
+        /// Requests in progress across all connections were at ``FleetServerConfiguration/maxConcurrentRequests``.
+        case capacity
+        /// Its connection had ``FleetServerConfiguration/maxQueuedPerPeer`` requests waiting.
+        case peerQueue = "peer_queue"
+        /// It waited longer than ``FleetServerConfiguration/maxQueueDelay``.
+        case queueAge = "queue_age"
+    }
+
+    /// Answers `request` `busy` with the configured retry-after: no body decoded, no handler run.
+    private func shed(_ request: InboundMessage, reason: ShedReason, peer: [UInt8], on socket: AsyncSocket) {
+        metrics.countRequest(type: request.header.type, outcome: FleetErrorCode.busy.rawValue)
+        metrics.countShedRequest(reason: reason.rawValue)
+        let busy = FleetError(
+            .busy, "the server has as much work as it takes now; send again after retryAfterMs", retryable: true,
+            retryAfterMs: UInt64(configuration.busyRetryAfter.milliseconds))
+        reply(.failure(busy), to: peer, replyTo: request.header.id, on: socket)
     }
 
     private func noteHeard(_ peer: [UInt8], as credential: PeerCredential, saying request: InboundMessage) {

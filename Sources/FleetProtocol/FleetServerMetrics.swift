@@ -12,6 +12,7 @@ import Metrics
 /// | `signfleet_connected_devices` | gauge | — (devices alive in the liveness table) |
 /// | `signfleet_replies_dropped_total` | counter | `reason`: `peer_not_reading` (its queue was full), `peer_gone` (disconnected) |
 /// | `signfleet_requests_dropped_total` | counter | `reason`: `peer_over_budget` (the connection sent more than its message budget) |
+/// | `signfleet_requests_shed_total` | counter | `reason`: `capacity`, `peer_queue`, `queue_age` (answered `busy` without being worked on) |
 public struct FleetServerMetrics: Sendable {
     /// Label of the request counter.
     public static let requestsLabel = "signfleet_requests_total"
@@ -33,6 +34,14 @@ public struct FleetServerMetrics: Sendable {
 
     /// Label of the dropped-requests counter.
     public static let droppedRequestsLabel = "signfleet_requests_dropped_total"
+
+    /// Label of the shed-requests counter.
+    public static let shedRequestsLabel = "signfleet_requests_shed_total"
+
+    /// Counts a request answered `busy` without being worked on.
+    func countShedRequest(reason: String) {
+        Counter(label: Self.shedRequestsLabel, dimensions: [("reason", reason)], factory: factory).increment()
+    }
 
     /// Counts a message dropped unread (its connection was over its budget).
     func countDroppedRequest(reason: String) {

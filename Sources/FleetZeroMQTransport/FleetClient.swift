@@ -24,8 +24,14 @@ public struct FleetClientConfiguration: Sendable {
     public var maxRequestTimeout: Duration?
     /// Sends of one request before giving up with a retryable `timeout` error.
     public var maxAttempts: Int
-    /// Delay before each reconnection; doubles per failure, resets on success.
+    /// Delay before each reconnection: a ceiling that doubles per failure and resets on success,
+    /// with full jitter (a delay drawn from 0 up to the ceiling). Without a ``Backoff/jitterSeed``
+    /// the client seeds the jitter from its device id, so devices that lost their server together
+    /// come back spread out, and each device's delays replay from run to run.
     public var reconnectBackoff: Backoff
+    /// When a timed-out request may be sent again (``RetryBudget``): resends stop while most
+    /// recent requests go unanswered, and the request fails at once with a retryable `timeout`.
+    public var retryBudget: RetryBudget = RetryBudget()
     /// Used until the server's `HelloReply` says otherwise.
     public var heartbeatInterval: Duration
     public var heartbeatLiveness: Int
@@ -137,6 +143,7 @@ public actor FleetClient: ClientTransport {
     private var nextRequestID: UInt64
     private var liveness: PeerLiveness
     private var backoff: Backoff
+    private var budget: RetryBudget
     /// How long the next `hello` or request waits for its reply: each timeout doubles it, replies
     /// bring it back towards their round-trip time, so a coordinator that is slow, not gone, is not
     /// handed resends and new connections (new handshakes) at every timeout.
@@ -153,13 +160,19 @@ public actor FleetClient: ClientTransport {
         self.logger = logger
         self.codec = WireCodec(limits: configuration.limits)
         self.liveness = PeerLiveness(interval: configuration.heartbeatInterval, liveness: configuration.heartbeatLiveness)
-        self.backoff = configuration.reconnectBackoff
+        self.backoff = configuration.reconnectBackoff.jitterSeed == nil
+            ? configuration.reconnectBackoff.jittered(seed: Backoff.jitterSeed(for: configuration.deviceID))
+            : configuration.reconnectBackoff
+        self.budget = configuration.retryBudget
         self.retransmission = configuration.retransmissionTimeout
         // Ids start from the wall clock so a restarted device cannot match a
         // stale reply meant for its previous run (ROUTER_HANDOVER routes it here).
         self.nextRequestID = UInt64(max(0, WallClock.system.secondsSince1970 * 1_000_000)) << 8
         (events, eventsContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1000))
     }
+
+    /// Tokens left in the retry budget (``FleetClientConfiguration/retryBudget``).
+    public var retryTokens: Double { budget.tokens }
 
     // MARK: Connection
 
@@ -438,6 +451,7 @@ public actor FleetClient: ClientTransport {
             let sentOn = connection
             do {
                 let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
+                budget.recordSuccess()
                 // Karn's rule: only a request sent once says how long a round trip takes.
                 if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
                 return try decodeReply(Request.self, reply)
@@ -451,6 +465,7 @@ public actor FleetClient: ClientTransport {
             } catch is ReplyTimeout {
                 logger.notice(
                     "no reply", metadata: ["type": "\(Request.messageType)", "attempt": "\(attempt)/\(attempts)"])
+                budget.recordFailure()
                 if fixedTimeout == nil { retransmission.timedOut() }
                 // Lazy Pirate: a fresh socket cures a half-open connection, but only one that shows
                 // it is dead: nothing heard, not even a heartbeat reply, for the liveness timeout.
@@ -466,6 +481,13 @@ public actor FleetClient: ClientTransport {
                 timeoutsOnConnection += 1
                 let hung = !configuration.failoverEndpoints.isEmpty && (attempt == attempts || timeoutsOnConnection >= 2)
                 if hung || !heardWithinLiveness(at: clock.now) { reconnectRequested = true }
+                if attempt < attempts, !budget.allowsRetry {
+                    logger.notice("resend withheld: retry budget spent", metadata: ["type": "\(Request.messageType)", "tokens": "\(budget.tokens)"])
+                    throw FleetError(
+                        .timeout,
+                        "no reply to \(Request.messageType) after \(attempt) attempt\(attempt == 1 ? "" : "s"); resend withheld: most recent requests went unanswered (retry budget)",
+                        retryable: true)
+                }
             }
             attempt += 1
         }

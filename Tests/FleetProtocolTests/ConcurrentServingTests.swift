@@ -1,3 +1,4 @@
+import FleetTesting
 import Foundation
 import Logging
 import MessagePack
@@ -169,6 +170,53 @@ func gatedRouter(gate: Gate, log: CallLog, concurrency: PeerConcurrency = PeerCo
         }
         #expect(concurrency.mostAtOnceForOnePeer == 1)
         for socket in sockets { await socket.close() }
+        await server.stop()
+        await shutdown()
+    }
+
+    /// A request that waited behind its connection's earlier one longer than `maxQueueDelay` (1 s)
+    /// is answered `busy` without being worked on: its client has resent it or given up. One that
+    /// waited less is worked on. The server's clock is the test's, so "longer" is exact.
+    @Test(arguments: [(Duration.milliseconds(1_500), true), (Duration.milliseconds(500), false)])
+    func aRequestThatWaitedTooLongIsShedNotWorkedOn(waited: Duration, shed: Bool) async throws {
+        let gate = Gate()
+        let log = CallLog()
+        let clock = ManualClock()
+        let server = try await RunningServer(loop: loop, router: gatedRouter(gate: gate, log: log), heartbeatInterval: .seconds(10), clock: clock)
+        let codec = WireCodec()
+        var options = SocketOptions()
+        options.routingID = Array("raw-queue".utf8)
+        let socket = try await loop.makeSocket(.dealer, options: options)
+        try await socket.connect(server.endpoint)
+        try await socket.send(try codec.encode(UserInfoRequest(accessToken: "hold"), header: MessageHeader(type: UserInfoRequest.messageType, id: 1)))
+        _ = try await first(log.entries, within: .seconds(120), "the held request handled") { $0 == "raw-queue:hold" }
+        try await socket.send(try codec.encode(UserInfoRequest(accessToken: "queued"), header: MessageHeader(type: UserInfoRequest.messageType, id: 2)))
+        // The heartbeat is read after the queued request (one connection keeps its order): its
+        // reply says the request is in the queue, stamped with the clock's time before the advance.
+        try await socket.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 3)))
+        let heartbeat = try await first(socket.messages, within: .seconds(120), "the heartbeat's reply") { _ in true }
+        #expect(try MessagePackDecoder().decode(MessageHeader.self, from: heartbeat[0]).replyTo == 3)
+        await clock.advance(by: waited)
+        gate.open()
+        var replies: [UInt64: [[UInt8]]] = [:]
+        for try await frames in socket.messages {
+            replies[try MessagePackDecoder().decode(MessageHeader.self, from: frames[0]).replyTo ?? 0] = frames
+            if replies.count == 2 { break }
+        }
+        let held = try #require(replies[1])
+        #expect(try MessagePackDecoder().decode(MessageHeader.self, from: held[0]).type == UserInfoReply.messageType)
+        let queued = try #require(replies[2])
+        let header = try MessagePackDecoder().decode(MessageHeader.self, from: queued[0])
+        if shed {
+            #expect(header.type == FleetError.messageType)
+            let error = try MessagePackDecoder().decode(FleetError.self, from: queued[1])
+            #expect(error.code == .busy && error.retryable && error.retryAfterMs == 200)
+            #expect(log.calls == ["raw-queue:hold"], "the shed request's handler never ran")
+        } else {
+            #expect(header.type == UserInfoReply.messageType)
+            #expect(log.calls == ["raw-queue:hold", "raw-queue:queued"])
+        }
+        await socket.close()
         await server.stop()
         await shutdown()
     }

@@ -26,7 +26,7 @@ final class RunningServer: Sendable {
 
     init(
         loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter(),
-        maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100)
+        maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100), clock: any FleetClock = ContinuousClock()
     ) async throws {
         var logger = Logger(label: "test-server")
         logger.logLevel = .warning
@@ -34,7 +34,7 @@ final class RunningServer: Sendable {
             configuration: FleetServerConfiguration(
                 endpoint: endpoint, heartbeatInterval: heartbeatInterval, heartbeatLiveness: 3,
                 limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests),
-            router: router, loop: loop, logger: logger)
+            router: router, loop: loop, logger: logger, clock: clock)
         self.endpoint = try await server.bind()
         let server = self.server
         task = Task { try? await server.run() }
@@ -59,6 +59,15 @@ func makeClient(
             endpoint: endpoint, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
             reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))),
         loop: loop, logger: logger, clock: clock)
+}
+
+/// A raw ROUTER's options as the plaintext `FleetServer` sets them: with handover, so a client's
+/// new connection (same routing id, its device id) takes over from its old one at once, even when
+/// it comes before the server has seen the old one close (a short, jittered back-off).
+func plainServerOptions() -> SocketOptions {
+    var options = SocketOptions()
+    options.routerHandover = true
+    return options
 }
 
 /// Sends raw frames from a bare DEALER and returns the reply's header and body.
@@ -243,7 +252,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// replaces its connection: the client resends the unanswered request on the new connection,
     /// with the same id, instead of waiting out its one attempt's whole timeout.
     @Test func anUnansweredRequestIsResentWhenTheConnectionIsReplaced() async throws {
-        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
         let endpoint = try await router.bind("tcp://127.0.0.1:*")
         let codec = WireCodec()
         let serving = Task { () throws -> (tokenRequests: [UInt64], hellos: Int) in
@@ -292,7 +301,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         // client's clock, which the test moves). With a 1 s request timeout and a fixed hello
         // timeout the client would reconnect for ever, each reply arriving at a connection it had
         // just closed; an adaptive one waits 2 s on the next connection and is answered.
-        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
         let endpoint = try await router.bind("tcp://127.0.0.1:*")
         let codec = WireCodec()
         let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
@@ -341,7 +350,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
     /// of a fleet past capacity).
     @Test func aTimedOutRequestToALiveServerIsResentOnTheSameConnection() async throws {
-        let router = try await loop.makeSocket(.router, options: SocketOptions())
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
         let endpoint = try await router.bind("tcp://127.0.0.1:*")
         let codec = WireCodec()
         let (tokenRequests, tokenRequestArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
@@ -385,6 +394,103 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
                 header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: second.id)))
         #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "late")
         #expect(hellos.withLock { $0 } == 1, "one connection, one hello: the resend went on it")
+        connection.cancel()
+        await connection.value
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
+    /// The retry budget (gRPC's retry throttling: 10 tokens, an unanswered attempt takes one, an
+    /// answer gives back 0.1, resends only above 5): a server that answers nothing gets fewer and
+    /// fewer resends, and one answer does not buy them back. The test drives every timeout on its
+    /// clock, so each count is exact.
+    @Test func timeoutsSpendTheRetryBudgetAndResendsStop() async throws {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        // What the test sees, in order: each attempt reaching the server, each request ending.
+        enum Seen: Sendable {
+            case arrived(String)
+            case ended(String, Result<AccessTokenReply, any Error>)
+        }
+        let (seen, note) = AsyncStream<Seen>.makeStream()
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
+                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
+                }
+                switch message.header.type {
+                case Hello.messageType:
+                    // A long heartbeat interval: liveness never runs out while the test advances.
+                    try await reply(HelloReply(server: "mute", heartbeatIntervalMs: 60_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "mute"))
+                case Heartbeat.messageType:
+                    try await reply(HeartbeatReply(serverInstance: "mute", heartbeatIntervalMs: 60_000))
+                case AccessTokenRequest.messageType:
+                    let request = try codec.decodeBody(AccessTokenRequest.self, from: message)
+                    if request.email == "answered@example.com" {
+                        try await reply(AccessTokenReply(accessToken: "t", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)))
+                    }
+                    note.yield(.arrived(request.email))
+                default:
+                    break
+                }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+
+        /// Sends one unanswered request with 3 attempts of 1 s, times out each attempt that
+        /// arrives, and returns how many arrived and the error it ended with.
+        func unanswered(_ email: String) async throws -> (attempts: Int, error: FleetError) {
+            _ = Task {
+                do {
+                    let reply = try await client.request(AccessTokenRequest(email: email, secret: "s"), timeout: .seconds(1), attempts: 3)
+                    note.yield(.ended(email, .success(reply)))
+                } catch {
+                    note.yield(.ended(email, .failure(error)))
+                }
+            }
+            var attempts = 0
+            while true {
+                switch try await FleetProtocolTests.first(seen, "attempt \(attempts + 1) or the end of \(email)") { _ in true } {
+                case .arrived(let arrived) where arrived == email:
+                    attempts += 1
+                    try await withDeadline(.seconds(120), "the attempt's 1 s timeout") {
+                        await clock.waitForSleepers { $0.contains { $0 > .zero && $0 <= .seconds(1) } }
+                    }
+                    await clock.advance(by: .seconds(1))
+                case .ended(let ended, .failure(let error as FleetError)) where ended == email:
+                    return (attempts, error)
+                case let other:
+                    throw DeadlineExceeded(what: "an attempt or a timeout of \(email), not \(other)")
+                }
+            }
+        }
+
+        let first = try await unanswered("a@example.com")
+        #expect(first.attempts == 3)
+        #expect(first.error.code == .timeout && first.error.retryable)
+        #expect(await client.retryTokens == 7)
+        let second = try await unanswered("b@example.com")
+        #expect(second.attempts == 2, "the second attempt left 5 tokens: no third")
+        #expect(second.error.description.contains("retry budget"), "\(second.error)")
+        let third = try await unanswered("c@example.com")
+        #expect(third.attempts == 1)
+        #expect(await client.retryTokens == 4)
+        // An answer gives back a tenth of a token: not enough for a resend.
+        _ = try await withDeadline(.seconds(120), "the answered request") {
+            try await client.request(AccessTokenRequest(email: "answered@example.com", secret: "s"))
+        }
+        let answered = try await FleetProtocolTests.first(seen, "the answered request's arrival") { _ in true }
+        guard case .arrived("answered@example.com") = answered else { throw DeadlineExceeded(what: "the answered request's arrival, not \(answered)") }
+        #expect(abs(await client.retryTokens - 4.1) < 1e-9)
+        let fourth = try await unanswered("d@example.com")
+        #expect(fourth.attempts == 1)
         connection.cancel()
         await connection.value
         serving.cancel()
