@@ -21,12 +21,17 @@
 # outages' ends: each `offline` fault has `return_ramp` RETURN_RAMP seconds (default 10, whatever
 # the count: how long phones take to notice a network that is back does not grow with the fleet);
 # RETURN_RAMP=0 brings every device of an outage back in the same instant.
-# Results: loadtests/out/fleet-scale/results.tsv and each run's directory.
+# Each count runs RUNS times (default 5), run r with seed SEED + r - 1, so a verdict is k of N runs
+# and a latency is a spread, not one lucky run: results.tsv has a row per run, spread.tsv one per
+# count (valid runs k/N, median and worst p99, worst memory per device), and docs/performance.md
+# quotes the worst run.
+# Results: loadtests/out/fleet-scale/results.tsv, spread.tsv and each run's directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${SIGNFLEET_BIN:-.build/release/signfleet}
 [ -x "$BIN" ] || BIN=.build/debug/signfleet
 SEED=${SEED:-20261121}
+RUNS=${RUNS:-5}
 DURATION=${DURATION:-2m}
 OUT=${FLEET_OUT:-loadtests/out/fleet-scale}
 mkdir -p "$OUT"
@@ -131,31 +136,34 @@ print(peak, peak_rss, node_ticks, coordinator_ticks, coordinator_rss)
 PY
 }
 
-printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\trun_p50_ms\trun_p99_ms\tdrain_p99_ms\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\tdrain_ramp_s\treturn_ramp_s\trun\n' >"$OUT/results.tsv"
+printf 'devices\tverdict\tp50_ms\tp99_ms\tsyncs\trun_p50_ms\trun_p99_ms\tdrain_p99_ms\tpeak_node_pss_mb\tpss_kb_per_device\tpeak_node_rss_mb\trss_kb_per_device\tdevices_per_process\tnode_cpu_ms_per_device_minute\tcoordinator_cpu_s\tpeak_coordinator_rss_mb\tdrain_ramp_s\treturn_ramp_s\tseed\trun\n' >"$OUT/results.tsv"
 for n in "${COUNTS[@]}"; do
     file="$OUT/offline-field-day-$n.yaml"
     scenario "$n" >"$file"
     runs="$OUT/runs-$n"
-    echo "==> $n devices ($file)"
+    for r in $(seq 1 "$RUNS"); do
+    seed=$((SEED + r - 1))
+    echo "==> $n devices, run $r of $RUNS, seed $seed ($file)"
     set +e
-    "$BIN" fleet run "$file" --seed "$SEED" --runs "$runs" --node-nice "${NODE_NICE:-10}" >"$OUT/fleet-$n.out" 2>"$OUT/fleet-$n.err" &
+    "$BIN" fleet run "$file" --seed "$seed" --runs "$runs" --node-nice "${NODE_NICE:-10}" >"$OUT/fleet-$n-$r.out" 2>"$OUT/fleet-$n-$r.err" &
     launcher=$!
     read -r peak peak_rss node_ticks coordinator_ticks coordinator_rss < <(sample_run "$launcher" "$runs")
     wait "$launcher"
     code=$?
     set -e
     summary="$runs/latest/summary.json"
-    if [ ! -f "$summary" ]; then  # the launcher failed before writing a summary: say so, go on
-        printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
-            "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$(drain_ramp "$n")" "$(return_ramp)" "$runs" | tee -a "$OUT/results.tsv"
-        echo "    exit $code (see $OUT/fleet-$n.err)"
+    if [ ! -f "$summary" ] || [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("seed"))' "$summary" 2>/dev/null)" != "$seed" ]; then
+        # The launcher failed before writing this run's summary: say so, go on.
+        printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
+            "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$(drain_ramp "$n")" "$(return_ramp)" "$seed" "$runs" | tee -a "$OUT/results.tsv"
+        echo "    exit $code (see $OUT/fleet-$n-$r.err)"
         continue
     fi
-    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" "$node_ticks" "$coordinator_ticks" "$coordinator_rss" "$(getconf CLK_TCK)" "$(drain_ramp "$n")" "$(return_ramp)" <<'PY'
+    row=$(python3 - "$summary" "$n" "$peak" "$peak_rss" "${PER_PROCESS:-250}" "$node_ticks" "$coordinator_ticks" "$coordinator_rss" "$(getconf CLK_TCK)" "$(drain_ramp "$n")" "$(return_ramp)" "$seed" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); n = int(sys.argv[2]); peak = int(sys.argv[3]); peak_rss = int(sys.argv[4])
 node_ticks, coordinator_ticks, coordinator_rss, hz = (int(v) for v in sys.argv[6:10])
-ramp, return_ramp = sys.argv[10], sys.argv[11]
+ramp, return_ramp, seed = sys.argv[10], sys.argv[11], sys.argv[12]
 ms = lambda v: "-" if v is None else "%.1f" % (v * 1000)
 # Node CPU per device and minute of the whole run (run and drain: what a device costs while it exists).
 minutes = max(s["durations"]["total"], 1) / 60
@@ -164,16 +172,43 @@ print("\t".join([str(n), s["verdict"], ms(s["syncAck"].get("p50")), ms(s["syncAc
                  ms(run.get("p50")), ms(run.get("p99")), ms(drain.get("p99")),
                  "%.1f" % (peak / 1024), "%.0f" % (peak / max(n, 1)), "%.1f" % (peak_rss / 1024), "%.0f" % (peak_rss / max(n, 1)),
                  sys.argv[5], "%.1f" % (node_ticks / hz * 1000 / max(n, 1) / minutes), "%.1f" % (coordinator_ticks / hz),
-                 "%.1f" % (coordinator_rss / 1024), ramp, return_ramp, s["runDirectory"]]))
+                 "%.1f" % (coordinator_rss / 1024), ramp, return_ramp, seed, s["runDirectory"]]))
 PY
 )
     echo "$row" | tee -a "$OUT/results.tsv"
     echo "    exit $code"
+    done
 done
 echo
 column -t -s $'\t' "$OUT/results.tsv"
+# One row per count: how many runs were valid, and the spread of their p99 (median and worst).
+python3 - "$OUT/results.tsv" >"$OUT/spread.tsv" <<'PY'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+header, rows = rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
+def num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+print("\t".join(["devices", "runs", "valid", "median_p99_ms", "worst_p99_ms", "worst_run_p99_ms", "worst_pss_kb_per_device"]))
+for devices in sorted({int(r["devices"]) for r in rows}):
+    mine = [r for r in rows if int(r["devices"]) == devices]
+    p99s = [num(r["p99_ms"]) for r in mine]
+    known = [p for p in p99s if p is not None]
+    # A run without a p99 (no summary, no syncs) is the worst there is.
+    worst = "-" if len(known) < len(p99s) or not known else "%.1f" % max(known)
+    run_p99s = [num(r["run_p99_ms"]) for r in mine]
+    worst_run = "-" if None in run_p99s or not run_p99s else "%.1f" % max(run_p99s)
+    pss = [num(r["pss_kb_per_device"]) for r in mine if num(r["pss_kb_per_device"]) is not None]
+    print("\t".join([str(devices), str(len(mine)), "%d/%d" % (sum(r["verdict"] == "valid" for r in mine), len(mine)),
+                     "%.1f" % statistics.median(known) if known else "-", worst, worst_run, "%.0f" % max(pss) if pss else "-"]))
+PY
+echo
+column -t -s $'\t' "$OUT/spread.tsv"
 # The default output feeds docs/performance.md (loadtests/report.py); keep it in git.
 if [ "$OUT" = loadtests/out/fleet-scale ]; then
     cp "$OUT/results.tsv" loadtests/results/fleet-scale.tsv
+    cp "$OUT/spread.tsv" loadtests/results/fleet-scale-spread.tsv
     date -u '+%Y-%m-%d %H:%M UTC' >loadtests/results/fleet-scale.at
 fi

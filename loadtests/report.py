@@ -229,9 +229,22 @@ def fleet_section(out_dir):
         "node CPU is the node processes' CPU time (user + system) per device and minute of the whole run (run and drain); the "
         "coordinator's CPU seconds and peak VmRSS cover the same span.\n")
     def largest_under_a_second(column):
-        """The row with the most devices, a valid verdict and `column` under 1,000 ms, or None."""
-        met = [r for r in rows if r.get("verdict") == "valid" and number(r.get(column)) is not None and number(r[column]) < 1000]
+        """The count with the most devices whose every run was valid with `column` under 1,000 ms
+        (the worst run decides), as the worst run's row, or None."""
+        counts = {}
+        for r in rows:
+            counts.setdefault(int(r["devices"]), []).append(r)
+        met = []
+        for devices, runs in counts.items():
+            if all(r.get("verdict") == "valid" and number(r.get(column)) is not None and number(r[column]) < 1000 for r in runs):
+                met.append(max(runs, key=lambda r: number(r[column])))
         return max(met, key=lambda r: int(r["devices"])) if met else None
+
+    runs_per_count = {}
+    for r in rows:
+        runs_per_count[int(r["devices"])] = runs_per_count.get(int(r["devices"]), 0) + 1
+    if max(runs_per_count.values()) > 1:
+        out.append("Each count ran several times (`RUNS`, one seed each); the headline and the spread below quote the worst run.\n")
 
     best = largest_under_a_second("p99_ms")
     if best:
@@ -253,6 +266,17 @@ def fleet_section(out_dir):
             f"{r.get('syncs', '')} | {r.get('run_p50_ms', '-')} | {r.get('run_p99_ms', '-')} | {r.get('drain_p99_ms', '-')} | {r.get('drain_ramp_s', '0')} | {r.get('return_ramp_s', '0')} | {r.get('peak_node_pss_mb', '-')} | {r.get('pss_kb_per_device', '-')} | {r.get('peak_node_rss_mb', '')} | {r.get('rss_kb_per_device', '')} | "
             f"{r.get('node_cpu_ms_per_device_minute', '-')} | {r.get('coordinator_cpu_s', '-')} | {r.get('peak_coordinator_rss_mb', '-')} |")
     out.append("")
+    spread = os.path.join(RESULTS_DIR, "fleet-scale-spread.tsv")
+    if os.path.exists(spread):
+        with open(spread) as f:
+            lines = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+        if len(lines) > 1:
+            out.append("Spread over the runs of each count (fleet-scale-spread.tsv):\n")
+            out.append("| devices | runs | valid | median p99 (ms) | worst p99 (ms) | worst p99 before the drain (ms) | worst Pss kB per device |")
+            out.append("|---|---|---|---|---|---|---|")
+            for r in (dict(zip(lines[0], l)) for l in lines[1:]):
+                out.append(f"| {r['devices']} | {r['runs']} | {r['valid']} | {r['median_p99_ms']} | {r['worst_p99_ms']} | {r['worst_run_p99_ms']} | {r['worst_pss_kb_per_device']} |")
+            out.append("")
     return out
 
 

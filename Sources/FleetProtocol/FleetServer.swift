@@ -302,7 +302,7 @@ public actor FleetServer {
             guard let peer = received.first else { return nil }
             guard let name = String(validating: peer, as: UTF8.self) else {
                 // Lossy decoding would make different ids one device.
-                refusalLog.note("routing id is not UTF-8", logger: logger)
+                refusalLog.note("routing id is not UTF-8", logger: logger, now: clock.now)
                 reply(
                     .failure(FleetError(.invalidRequest, "the routing id is not UTF-8; set the DEALER's routing id to the device id")),
                     to: peer, replyTo: nil, on: socket)
@@ -315,13 +315,13 @@ public actor FleetServer {
             let peer = received[1]
             guard let key = Self.key(fromUserID: received[0]) else {
                 // Only a handshake that skipped ZAP gets here; fail closed.
-                refusalLog.note("message without a ZAP-authenticated key", logger: logger)
+                refusalLog.note("message without a ZAP-authenticated key", logger: logger, now: clock.now)
                 return nil
             }
             if peer.first != 0 {
                 // Peers must let the ROUTER name their connection (a chosen name could be claimed by
                 // another peer first).
-                refusalLog.note("peer-chosen routing id under CURVE", logger: logger)
+                refusalLog.note("peer-chosen routing id under CURVE", logger: logger, now: clock.now)
                 reply(
                     .failure(FleetError(.invalidRequest, "under CURVE a device sets no routing id; its key identifies it")),
                     to: peer, replyTo: nil, on: socket)
@@ -366,7 +366,7 @@ public actor FleetServer {
         do {
             request = try codec.decode(frames)
         } catch {
-            refusalLog.note("refused message: \(error.error.code)", logger: logger)
+            refusalLog.note("refused message: \(error.error.code)", logger: logger, now: clock.now)
             metrics.countRequest(type: error.header?.type, outcome: error.error.code.rawValue)
             reply(.failure(error.error), to: peer, replyTo: error.header?.id, on: socket)
             return nil
@@ -406,6 +406,7 @@ public actor FleetServer {
     private func shed(_ request: InboundMessage, reason: ShedReason, peer: [UInt8], on socket: AsyncSocket) {
         metrics.countRequest(type: request.header.type, outcome: FleetErrorCode.busy.rawValue)
         metrics.countShedRequest(reason: reason.rawValue)
+        refusalLog.note("request shed (busy): \(reason.rawValue)", logger: logger, now: clock.now)
         let busy = FleetError(
             .busy, "the server has as much work as it takes now; send again after retryAfterMs", retryable: true,
             retryAfterMs: UInt64(configuration.busyRetryAfter.milliseconds))
@@ -484,7 +485,7 @@ public actor FleetServer {
         do {
             headerFrame = try codec.encodeHeader(header)
         } catch {
-            refusalLog.note("reply not encoded: \(error.code)", logger: logger)
+            refusalLog.note("reply not encoded: \(error.code)", logger: logger, now: clock.now)
             return
         }
         // Never wait for one peer (a peer that does not read loses its own replies), nor for the

@@ -106,10 +106,13 @@ func gatedRouter(gate: Gate, log: CallLog, concurrency: PeerConcurrency = PeerCo
         context.shutdown()
     }
 
+    /// A server on a clock nobody advances: no request it queues ages past `maxQueueDelay`, and no
+    /// device is declared lost, however slowly the machine runs the test.
     func startServer(
         router: RequestRouter, maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100)
     ) async throws -> RunningServer {
-        try await RunningServer(loop: loop, router: router, maxConcurrentRequests: maxConcurrentRequests, heartbeatInterval: heartbeatInterval)
+        try await RunningServer(
+            loop: loop, router: router, maxConcurrentRequests: maxConcurrentRequests, heartbeatInterval: heartbeatInterval, clock: ManualClock())
     }
 
     /// A serial server would deadlock here: device A's request waits for device B's, which is
