@@ -280,6 +280,35 @@ def fleet_section(out_dir):
     return out
 
 
+def trigger_section():
+    """loadtests/results/trigger.tsv (`loadtests/run trigger`): the metastability trigger test."""
+    path = os.path.join(RESULTS_DIR, "trigger.tsv")
+    out = ["## Overload: the trigger test\n"]
+    if not os.path.exists(path):
+        out += ["Not measured in this report: run `loadtests/run trigger` (loadtests/trigger.sh; several minutes per count, so not in `all`).", ""]
+        return out
+    with open(path) as f:
+        lines = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+    at = "unknown time"
+    try:
+        with open(os.path.join(RESULTS_DIR, "trigger.at")) as f:
+            at = f.read().strip()
+    except OSError:
+        pass
+    out.append(
+        f"`loadtests/run trigger` (loadtests/trigger.sh) at {at}: an always-online fleet at steady load whose coordinator is "
+        "stopped (SIGSTOP) for 10 s at 60 s. Goodput is envelopes synced per second (20 s to 60 s); recovery is the time from the "
+        "trigger's end to the first 5-second window that syncs 90% of it again; it passes within 2x the trigger and a valid verdict. "
+        "Devices lost and requests shed are counted in the coordinator's log.\n")
+    out.append("| devices | verdict | goodput before (/s) | recovery (s) | passed | worst p99 after (ms) | devices lost | requests shed | seed |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for r in (dict(zip(lines[0], l)) for l in lines[1:]):
+        out.append(f"| {r['devices']} | {r['verdict']} | {r['goodput_before_per_s']} | {r['recovery_s']} | {r['recovered']} | "
+                   f"{r['worst_p99_after_ms']} | {r['devices_lost']} | {r['requests_shed']} | {r['seed']} |")
+    out.append("")
+    return out
+
+
 def load_section():
     """`signfleet load`'s last kept summary (loadtests/results/load-summary.json, copied there
     by `loadtests/run load` with load-summary.at holding the command and time)."""
@@ -383,6 +412,7 @@ def main():
         out.append("")
 
     out += fleet_section(OUT_DIR)
+    out += trigger_section()
     out += load_section()
 
     out.append("## Every figure\n")

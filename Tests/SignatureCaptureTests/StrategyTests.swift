@@ -127,22 +127,26 @@ import Testing
     }
 
     @Test func liveEventsArriveAtTheirMomentsNotBefore() async throws {
-        let clock = SteppingClock()
+        let clock = ManualClock()
+        let start = clock.now
         let capturer = SignatureCapturer(pen: .applePencil)
         let capture = capturer.captureWithEvents(signer: SignerProfile(seed: 2), signing: 1, fieldID: "f", clock: clock)
         // The reader notes the clock when each event reaches it; the driver moves the clock only
         // when the capture waits for it, so nothing can arrive before its moment.
         let reader = Task {
             var received: [(event: CaptureEvent, at: Double)] = []
-            for try await event in capture.events { received.append((event, clock.seconds)) }
+            for try await event in capture.events { received.append((event, clock.elapsed(since: start).seconds)) }
             return received
         }
         let driver = Task {
-            for await deadline in clock.sleeps { clock.advance(to: deadline) }
+            while !Task.isCancelled {
+                await clock.sleeping(atLeast: 1)
+                if let next = clock.pendingDeadlines.first { await clock.advance(by: next) }
+            }
         }
         let signature = try await capture.run()
-        let endedAt = clock.seconds
-        clock.finish()
+        let endedAt = clock.elapsed(since: start).seconds
+        driver.cancel()
         await driver.value
         let received = try await reader.value
 

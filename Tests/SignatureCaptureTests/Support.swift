@@ -23,60 +23,6 @@ final class ImmediateClock: Clock, Sendable {
     }
 }
 
-/// A clock that moves only when the test moves it: a sleeper waits until ``advance(to:)`` passes
-/// its deadline, and ``sleeps`` announces each deadline a sleeper waits for.
-final class SteppingClock: Clock, Sendable {
-    typealias Instant = ImmediateClock.Instant
-    private struct State {
-        var now = Instant(offset: .zero)
-        var sleepers: [(deadline: Instant, continuation: CheckedContinuation<Void, Never>)] = []
-    }
-    private let state = Mutex(State())
-    private let announced: AsyncStream<Instant>.Continuation
-    /// The deadline of every sleep that had to wait, in order.
-    let sleeps: AsyncStream<Instant>
-
-    init() {
-        (sleeps, announced) = AsyncStream.makeStream(of: Instant.self)
-    }
-
-    var now: Instant { state.withLock { $0.now } }
-    var minimumResolution: Duration { .nanoseconds(1) }
-    /// Seconds since the clock started.
-    var seconds: Double {
-        let offset = now.offset.components
-        return Double(offset.seconds) + Double(offset.attoseconds) * 1e-18
-    }
-
-    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
-        try Task.checkCancellation()
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let due = state.withLock { state in
-                if deadline <= state.now { return true }
-                state.sleepers.append((deadline, continuation))
-                return false
-            }
-            if due { continuation.resume() } else { announced.yield(deadline) }
-        }
-    }
-
-    /// Moves the clock to `instant` (never back) and wakes the sleepers whose deadline passed.
-    func advance(to instant: Instant) {
-        let woken = state.withLock { state in
-            if state.now < instant { state.now = instant }
-            let now = state.now
-            let due = state.sleepers.filter { $0.deadline <= now }
-            state.sleepers.removeAll { $0.deadline <= now }
-            return due
-        }
-        for sleeper in woken { sleeper.continuation.resume() }
-    }
-
-    /// Ends ``sleeps``.
-    func finish() {
-        announced.finish()
-    }
-}
 
 /// A record-capturing event sink.
 final class EventLog: Sendable {
