@@ -20,7 +20,9 @@
 # the launcher's making; DRAIN_RAMP=0 brings every device back at once (the burst). Likewise the
 # outages' ends: each `offline` fault has `return_ramp` RETURN_RAMP seconds (default 10, whatever
 # the count: how long phones take to notice a network that is back does not grow with the fleet);
-# RETURN_RAMP=0 brings every device of an outage back in the same instant.
+# RETURN_RAMP=0 brings every device of an outage back in the same instant. The fleet starts over
+# `start_ramp`: START_RAMP seconds, default one second per 500 devices (20 s for 10,000), each device
+# at its seeded moment; START_RAMP=0 starts each node process's devices within 2 ms apiece.
 # Each count runs RUNS times (default 5), run r with seed SEED + r - 1, so a verdict is k of N runs
 # and a latency is a spread, not one lucky run: results.tsv has a row per run, spread.tsv one per
 # count (valid runs k/N, median and worst p99, worst memory per device), and docs/performance.md
@@ -44,6 +46,10 @@ drain_ramp() {  # $1 = devices: DRAIN_RAMP, or one second per 200 devices (at le
 
 return_ramp() { echo "${RETURN_RAMP:-10}"; }
 
+start_ramp() {  # $1 = devices: START_RAMP, or one second per 500 devices (at least 1)
+    if [ -n "${START_RAMP:-}" ]; then echo "$START_RAMP"; else echo $(( ($1 + 499) / 500 )); fi
+}
+
 scenario() {  # $1 = devices
     local total=$1 rural=$(($1 * 4 / 5)) depot=$(($1 - $1 * 4 / 5)) per=${PER_PROCESS:-250}
     local rp=$(((rural + per - 1) / per)) dp=$(((depot + per - 1) / per))
@@ -52,6 +58,7 @@ name: offline-field-day-$total
 duration: $DURATION
 drain_timeout: 3m
 drain_ramp: $(drain_ramp "$total")s
+start_ramp: $(start_ramp "$total")s
 proxy: false
 coordinator: {heartbeat: 1s, restart_budget: 3}
 groups:

@@ -6,7 +6,8 @@
 # reports the goodput before the trigger (envelopes synced per second, 20 s to 60 s), how long after
 # the trigger's end a 5-second window first syncs at least 90% of that again, the verdict, the worst
 # sync-ack p99 the nodes reported in the 30 s after the trigger, and what the coordinator's log
-# says: devices declared lost, and requests answered `busy` (shed). It passes when the recovery
+# says: devices declared lost, and requests answered `busy` (shed). The fleet starts over one second
+# per 500 devices (`start_ramp`), done before the 20 s at which goodput is first measured up to 10,000. It passes when the recovery
 # takes at most 2 x TRIGGER and the run ends valid.
 #
 #   loadtests/trigger.sh [COUNTS...]        default: 5000 10000
@@ -33,6 +34,7 @@ name: trigger-$1
 duration: 150s
 drain_timeout: 3m
 drain_ramp: $(( ($1 + 199) / 200 ))s
+start_ramp: $(( ($1 + 499) / 500 ))s
 proxy: false
 coordinator: {heartbeat: 1s, restart_budget: 3}
 groups:

@@ -382,6 +382,7 @@ public final class Launcher: Sendable {
             plan.failoverEndpoints = failover[node.process]
             plan.niceness = configuration.nodeNiceness
             plan.drainRamp = scenario.drainRamp > 0 ? scenario.drainRamp : nil
+            plan.startRamp = scenario.startRamp > 0 ? scenario.startRamp : nil
             placeOnHost(&plan, node: node)
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)

@@ -33,6 +33,9 @@ public struct NodePlan: Codable, Sendable, Hashable {
     /// The scenario's `drain_ramp`: on SIGUSR1 each device starts draining after a delay drawn
     /// from its seed in [0, drainRamp) seconds (`DeviceStateMachine`). Absent: 0, all at once.
     public var drainRamp: Double?
+    /// The scenario's `start_ramp`: each device starts after a delay drawn from its seed in
+    /// [0, startRamp) seconds from `runStart`. Absent: up to 2 ms per device of the process.
+    public var startRamp: Double?
     public var email: String
     public var secret: String
     public var devices: [DevicePlan]

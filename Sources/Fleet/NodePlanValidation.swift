@@ -132,6 +132,9 @@ extension NodePlan {
         if let drainRamp, !(drainRamp.isFinite && drainRamp >= 0 && drainRamp <= 3_600) {
             throw fail("drainRamp", "must be 0 to 3600 s, not \(drainRamp)")
         }
+        if let startRamp, !(startRamp.isFinite && startRamp >= 0 && startRamp <= 3_600) {
+            throw fail("startRamp", "must be 0 to 3600 s, not \(startRamp)")
+        }
         guard requestTimeout.isFinite, requestTimeout >= 0.01, requestTimeout <= 3_600 else {
             throw fail("requestTimeout", "must be 0.01 to 3600 s, not \(requestTimeout)")
         }

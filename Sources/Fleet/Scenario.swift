@@ -21,6 +21,10 @@ public struct Scenario: Codable, Sendable, Hashable {
     /// Seconds over which the devices start their drain (`drain_ramp`): each at a moment drawn
     /// from its seed within this window, going on as before until then. 0: all at once.
     public var drainRamp: Double = 0
+    /// Seconds over which the devices start (`start_ramp`): each begins (connects, logs in,
+    /// composes) at a moment drawn from its seed within this window, so a large fleet does not
+    /// connect in one instant. 0: each node process spreads its own devices over 2 ms apiece.
+    public var startRamp: Double = 0
     public var coordinator: CoordinatorSettings
     /// Route device traffic through `signfleet proxy` (one proxy per node process).
     public var proxy: Bool

@@ -13,6 +13,7 @@ extension Scenario {
         out.line("duration: \(DurationText.render(duration))")
         out.line("drain_timeout: \(DurationText.render(drainTimeout))")
         out.line("drain_ramp: \(DurationText.render(drainRamp))")
+        if startRamp > 0 { out.line("start_ramp: \(DurationText.render(startRamp))") }
         out.line("proxy: \(proxy)")
         out.line("coordinator:")
         out.line("  heartbeat: \(DurationText.render(coordinator.heartbeat))")

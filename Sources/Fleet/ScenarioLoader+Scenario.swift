@@ -8,7 +8,7 @@ import Yams
 /// Reads each part of a scenario from its YAML value (keys are snake_case; the
 /// allowed keys of every mapping are listed here and in docs/scenarios.md).
 enum ScenarioReader {
-    static let topKeys = ["name", "seed", "duration", "drain_timeout", "drain_ramp", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
+    static let topKeys = ["name", "seed", "duration", "drain_timeout", "drain_ramp", "start_ramp", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
     static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
@@ -37,6 +37,11 @@ enum ScenarioReader {
             throw value.error(
                 "drain_ramp (\(DurationText.render(drainRamp))) must be shorter than drain_timeout (\(DurationText.render(drainTimeout))): the last device would start draining after the launcher stopped waiting")
         }
+        let startRamp = try map.optional("start_ramp")?.duration(0...3600, positive: false) ?? 0
+        if startRamp >= duration, let value = map.optional("start_ramp") {
+            throw value.error(
+                "start_ramp (\(DurationText.render(startRamp))) must be shorter than duration (\(DurationText.render(duration))): the last device would start after the run ended")
+        }
         let proxy = try map.optional("proxy")?.bool() ?? false
         var coordinator = try map.optional("coordinator").map(coordinatorSettings) ?? CoordinatorSettings()
         if let instances = map.optional("coordinators") {
@@ -56,6 +61,7 @@ enum ScenarioReader {
             name: name, seed: seed, duration: duration, drainTimeout: drainTimeout, coordinator: coordinator, proxy: proxy,
             groups: groups, checks: checks)
         scenario.drainRamp = drainRamp
+        scenario.startRamp = startRamp
         if let hosts = map.optional("hosts") {
             scenario.hosts = try self.hosts(hosts, groups: groups)
             if proxy, !scenario.hosts.isEmpty {

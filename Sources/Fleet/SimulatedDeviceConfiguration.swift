@@ -101,9 +101,10 @@ public struct SimulatedDeviceConfiguration: Sendable {
             endpoint = rotated[0]
             failoverEndpoints = Array(rotated.dropFirst())
         }
-        // 2 ms per device of the node, drawn from the device's seed: 1,000 devices start within 2 s.
+        // Within the scenario's start ramp, else 2 ms per device of the node (1,000 devices start
+        // within 2 s), drawn from the device's seed.
         var random = SeededRandom(mixing: device.seed, 0x57A7)
-        startDelay = random.nextDouble() * Double(plan.devices.count) * 0.002
+        startDelay = random.nextDouble() * (plan.startRamp ?? Double(plan.devices.count) * 0.002)
         drainRamp = plan.drainRamp ?? 0
     }
 

@@ -45,6 +45,37 @@ import Testing
         #expect(negative?.description.contains("drain_ramp") == true, "\(String(describing: negative))")
     }
 
+    @Test func aStartRampIsReadWrittenBackAndMustEndBeforeTheRun() throws {
+        let base = "name: d\nduration: 1m\ngroups: [{name: a, count: 1}]\n"
+        #expect(try ScenarioLoader.parse(yaml: base, source: "d.yaml").startRamp == 0)
+        let ramped = try ScenarioLoader.parse(yaml: base + "start_ramp: 20s", source: "d.yaml")
+        #expect(ramped.startRamp == 20)
+        #expect(try ScenarioLoader.parse(yaml: ramped.yaml(), source: "run.yaml") == ramped)
+        let late = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: base + "start_ramp: 1m", source: "d.yaml") }
+        #expect(late?.description.contains("must be shorter than duration") == true, "\(String(describing: late))")
+        #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: base + "start_ramp: -1s", source: "d.yaml") }
+    }
+
+    /// With a start ramp the fleet's devices start spread over all of it (each at its seeded
+    /// moment), whatever the number of devices per node process; without one, over 2 ms apiece.
+    @Test func devicesStartSpreadOverTheStartRamp() throws {
+        var plan = NodePlan(
+            process: "node-a-1", group: "a", endpoint: "tcp://127.0.0.1:1", dataDirectory: "/tmp/d", historyFile: "/tmp/h",
+            runStart: 1_000, duration: 120, devices: (1...250).map { DevicePlan(id: "a-\($0)", seed: UInt64($0) &* 7919) }, behaviour: Behaviour(),
+            connectivity: Connectivity(), pens: ["applePencil": 1])
+        let unramped = plan.devices.map { SimulatedDeviceConfiguration(plan: plan, device: $0).startDelay }
+        #expect(unramped.allSatisfy { $0 >= 0 && $0 < 0.5 } && unramped.max()! > 0.4)
+        plan.startRamp = 50
+        try plan.validate()
+        let delays = plan.devices.map { SimulatedDeviceConfiguration(plan: plan, device: $0).startDelay }
+        #expect(delays.allSatisfy { $0 >= 0 && $0 < 50 })
+        let tenths = Set(delays.map { Int($0 / 5) })
+        #expect(tenths.count == 10, "every tenth of the ramp has devices starting: \(tenths.sorted())")
+        #expect(delays == plan.devices.map { SimulatedDeviceConfiguration(plan: plan, device: $0).startDelay }, "seeded: the same again")
+        plan.startRamp = .infinity
+        #expect(throws: NodePlanError.self) { try plan.validate() }
+    }
+
     @Test(arguments: ["", "-1s", "10 s", "1e3s", "s", "1.s", ".5s", "10x", "nan", "inf", "0x10"])
     func badDurations(text: String) {
         #expect(DurationText.parse(text) == nil)
