@@ -514,10 +514,20 @@ public actor FleetServer {
 
     private func sweepLiveness() async {
         while !Task.isCancelled {
+            let due = clock.now.advanced(by: configuration.heartbeatInterval)
             do {
-                try await clock.sleep(for: configuration.heartbeatInterval)
+                try await clock.sleep(until: due, tolerance: nil)
             } catch {
                 return
+            }
+            // A sweep that wakes more than an interval late means the server itself did not run
+            // (SIGSTOP, a starved CPU): what its devices sent meanwhile is unread in its socket, so
+            // that time is not held against them, or a paused coordinator would declare its whole
+            // fleet lost on waking, and every device would reconnect at once.
+            let late = due.duration(to: clock.now)
+            if late > configuration.heartbeatInterval {
+                liveness.excuse(late)
+                logger.notice("the server did not run for a while (stopped or starved); that silence is not held against its devices", metadata: ["late": "\(late)"])
             }
             budgets.pruneIdle()
             for peer in liveness.sweep(at: clock.now) {

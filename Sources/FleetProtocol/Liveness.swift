@@ -28,6 +28,13 @@ public struct PeerLiveness: Sendable, Hashable {
         return transition(to: .alive)
     }
 
+    /// Does not count `absence` against the peer: its silence so far is shortened by it (the
+    /// listener itself was not running then, so it cannot tell the peer's silence from its own).
+    public mutating func excuse(_ absence: Duration) {
+        guard absence > .zero else { return }
+        lastHeard = lastHeard.map { $0.advanced(by: absence) }
+    }
+
     /// Checks for silence; returns `.lost` when the peer has just been lost.
     public mutating func check(at now: ContinuousClock.Instant) -> State? {
         guard state == .alive, let lastHeard, lastHeard.duration(to: now) > timeout else { return nil }
@@ -70,6 +77,13 @@ public struct LivenessTable<Peer: Hashable & Sendable>: Sendable {
         let changed = entry.heard(at: now)
         peers[peer] = entry
         return changed
+    }
+
+    /// ``PeerLiveness/excuse(_:)`` for every peer: the server was stopped or starved of CPU for
+    /// `absence`, and the messages its devices sent then are still unread in its socket.
+    public mutating func excuse(_ absence: Duration) {
+        guard absence > .zero else { return }
+        for peer in Array(peers.keys) { peers[peer]?.excuse(absence) }
     }
 
     /// Returns the peers lost since the last sweep. Lost peers are forgotten,

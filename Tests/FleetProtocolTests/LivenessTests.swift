@@ -28,6 +28,25 @@ import Testing
         #expect(table.alivePeers == ["b"])
         #expect(table.sweep(at: start + .milliseconds(400)) == ["b"])
     }
+
+    /// A server stopped for 10 s (SIGSTOP) excuses that time: its devices, silent only because it
+    /// was not reading, are not lost on its waking; one silent beyond the excused time still is.
+    @Test func timeTheServerDidNotRunIsNotHeldAgainstItsPeers() {
+        var table = LivenessTable<String>(interval: .seconds(1), liveness: 3)
+        #expect(table.heard("a", at: start) == .alive)
+        #expect(table.heard("b", at: start + .seconds(2)) == .alive)
+        let woke = start + .seconds(12)
+        var unexcused = table
+        #expect(Set(unexcused.sweep(at: woke)) == ["a", "b"], "without the excuse both are lost")
+        table.excuse(.seconds(10))
+        #expect(table.sweep(at: woke).isEmpty, "a: 2 s of silence counted, b: none")
+        #expect(table.sweep(at: woke + .milliseconds(1_001)) == ["a"], "a: 3 s and 1 ms")
+        #expect(table.alivePeers == ["b"])
+        table.excuse(.zero)
+        table.excuse(.seconds(-5))
+        #expect(table.sweep(at: woke + .milliseconds(2_999)).isEmpty, "no excuse of nothing or less: b still has its 3 s")
+        #expect(table.sweep(at: woke + .milliseconds(3_001)) == ["b"])
+    }
 }
 
 @Suite struct BackoffTests {
