@@ -264,15 +264,27 @@ public actor FleetClient: ClientTransport {
         _ = liveness.heard(at: clock.now)  // the liveness clock starts with the connection
         do {
             let hello = Hello(deviceID: configuration.deviceID, client: configuration.clientName)
+            let helloID = makeRequestID()
             let sent = clock.now
-            let reply: HelloReply
-            do {
-                reply = try decodeReply(Hello.self, try await exchange(hello, id: makeRequestID(), on: socket, timeout: retransmission.current))
-            } catch is ReplyTimeout {
-                retransmission.timedOut()
-                throw ReplyTimeout()
+            var helloAttempts = 0
+            var reply: HelloReply?
+            while reply == nil {
+                helloAttempts += 1
+                do {
+                    reply = try decodeReply(Hello.self, try await exchange(hello, id: helloID, on: socket, timeout: retransmission.current))
+                } catch is ReplyTimeout {
+                    retransmission.timedOut()
+                    // A coordinator slow to answer (a crowd connecting at once) is asked again on
+                    // this connection, with twice the wait: a new connection would cost it another
+                    // CURVE handshake. With other endpoints to go to, or after maxAttempts, the
+                    // connection ends and the next one is tried.
+                    if !configuration.failoverEndpoints.isEmpty || helloAttempts >= configuration.maxAttempts { throw ReplyTimeout() }
+                    logger.notice("hello unanswered; asking again on this connection", metadata: ["attempt": "\(helloAttempts)/\(configuration.maxAttempts)"])
+                }
             }
-            retransmission.record(roundTrip: clock.elapsed(since: sent))
+            guard let reply else { throw ReplyTimeout() }
+            // Karn's rule: only a hello sent once says how long a round trip takes.
+            if helloAttempts == 1 { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
             liveness.interval = Self.heartbeatInterval(announced: reply.heartbeatIntervalMs)
             liveness.liveness = min(max(1, Int(reply.heartbeatLiveness)), 100)
             backoff.reset()

@@ -345,6 +345,44 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
+    /// With more than one attempt, an unanswered `hello` is sent again on the same connection (the
+    /// same id: a new connection's hello would have a new one), with twice the wait, and the late
+    /// reply to either copy connects the client: no new handshake for a coordinator that is slow.
+    @Test func anUnansweredHelloIsAskedAgainOnTheSameConnection() async throws {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        let first = try await FleetProtocolTests.first(hellos, "the first hello") { _ in true }
+        try await withDeadline(.seconds(120), "the first hello's 1 s timeout") { await clock.sleeping(atLeast: .seconds(1)) }
+        await clock.advance(by: .seconds(1))
+        let second = try await FleetProtocolTests.first(hellos, "the hello sent again") { _ in true }
+        #expect(second.id == first.id, "the same hello, on the same connection")
+        try await withDeadline(.seconds(120), "the second wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(2)], "twice the wait")
+        let reply = HelloReply(server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow")
+        try await router.send([first.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: first.id)))
+        let connected = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        #expect(connected == .connected(serverInstance: "slow"))
+        connection.cancel()
+        await connection.value
+        helloArrived.finish()
+        #expect(await hellos.reduce(0) { count, _ in count + 1 } == 0, "no third hello, no new connection")
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
     /// A coordinator that is alive (it answers `hello` and every heartbeat) but slow with one
     /// request: the timed-out request is resent on the same connection, not on a new one (a new
     /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
