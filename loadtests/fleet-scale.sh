@@ -151,6 +151,7 @@ for n in "${COUNTS[@]}"; do
     for r in $(seq 1 "$RUNS"); do
     seed=$((SEED + r - 1))
     echo "==> $n devices, run $r of $RUNS, seed $seed ($file)"
+    before=$(readlink -f "$runs/latest" 2>/dev/null || true)
     set +e
     "$BIN" fleet run "$file" --seed "$seed" --runs "$runs" --node-nice "${NODE_NICE:-10}" >"$OUT/fleet-$n-$r.out" 2>"$OUT/fleet-$n-$r.err" &
     launcher=$!
@@ -159,7 +160,7 @@ for n in "${COUNTS[@]}"; do
     code=$?
     set -e
     summary="$runs/latest/summary.json"
-    if [ ! -f "$summary" ] || [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("seed"))' "$summary" 2>/dev/null)" != "$seed" ]; then
+    if [ ! -f "$summary" ] || [ "$(readlink -f "$runs/latest" 2>/dev/null || true)" = "$before" ]; then
         # The launcher failed before writing this run's summary: say so, go on.
         printf '%s\tno-summary\t-\t-\t0\t-\t-\t-\t%.1f\t%s\t%.1f\t%s\t%s\t-\t-\t-\t%s\t%s\t%s\t%s\n' "$n" "$(echo "$peak / 1024" | bc -l)" "$((peak / n))" \
             "$(echo "$peak_rss / 1024" | bc -l)" "$((peak_rss / n))" "${PER_PROCESS:-250}" "$(drain_ramp "$n")" "$(return_ramp)" "$seed" "$runs" | tee -a "$OUT/results.tsv"

@@ -6,7 +6,8 @@
 # reports the goodput before the trigger (envelopes synced per second, 20 s to 60 s), how long after
 # the trigger's end a 5-second window first syncs at least 90% of that again, the verdict, the worst
 # sync-ack p99 the nodes reported in the 30 s after the trigger, and what the coordinator's log
-# says: devices declared lost, and requests answered `busy` (shed). The fleet starts over one second
+# says: devices declared lost, and requests answered `busy` (shed; a lower bound: the coordinator's
+# rate-limited log leaves out the last summary period). The fleet starts over one second
 # per 500 devices (`start_ramp`), done before the 20 s at which goodput is first measured up to 10,000. It passes when the recovery
 # takes at most 2 x TRIGGER and the run ends valid.
 #
@@ -58,11 +59,14 @@ for n in "${COUNTS[@]}"; do
         seed=$((SEED + r - 1))
         runs="$OUT/runs-$n"
         echo "==> $n devices, run $r of $RUNS, seed $seed, coordinator stopped for ${TRIGGER}s at 60s"
+        before=$(readlink -f "$runs/latest" 2>/dev/null || true)
         set +e
         "$BIN" fleet run "$file" --seed "$seed" --runs "$runs" >"$OUT/fleet-$n-$r.out" 2>"$OUT/fleet-$n-$r.err"
         code=$?
         set -e
-        run=$(readlink -f "$runs/latest" || true)
+        run=$(readlink -f "$runs/latest" 2>/dev/null || true)
+        # No new run directory (the launcher failed before making one): report nothing as this run.
+        [ "$run" != "$before" ] || run="$OUT/no-run-$n-$r"
         python3 - "$run" "$n" "$TRIGGER" "$seed" <<'PY' | tee -a "$OUT/results.tsv"
 import glob, json, os, sys
 run, n, trigger, seed = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
@@ -104,7 +108,7 @@ for log in glob.glob(os.path.join(run, "logs", "coordinator*.log")):
             if "request shed (busy)" in line:
                 more = line.split("more since the last summary")[0].rsplit(":", 1)[-1].strip()
                 shed += int(more) if more.isdigit() else 1
-passed = verdict == "valid" and recovery is not None and recovery <= 2 * trigger
+passed = verdict == "valid" and before > 0 and recovery is not None and recovery <= 2 * trigger
 print("\t".join([n, verdict, "%.1f" % before, "-" if recovery is None else "%.0f" % recovery, "yes" if passed else "no",
                  "-" if not after else "%.0f" % (max(after) * 1000), str(lost), str(shed), seed, run]))
 PY

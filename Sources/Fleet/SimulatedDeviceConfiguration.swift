@@ -36,6 +36,9 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var startDelay: Double = 0
     /// The window in which the device starts its drain (``NodePlan/drainRamp``); 0: at once.
     public var drainRamp: Double = 0
+    /// The scenario's start ramp (``NodePlan/startRamp``); 0: none. With one, ``startDelay`` counts
+    /// from ``runStart``, so a node restarted mid-run does not ramp its devices again.
+    public var startRamp: Double = 0
     /// Measure each gap between envelopes from when the device is idle again (signed and
     /// synced), not from the previous arrival: the `--envelopes` mode's pacing, which stretches
     /// with a slow machine as the process tests expect.
@@ -106,6 +109,7 @@ public struct SimulatedDeviceConfiguration: Sendable {
         var random = SeededRandom(mixing: device.seed, 0x57A7)
         startDelay = random.nextDouble() * (plan.startRamp ?? Double(plan.devices.count) * 0.002)
         drainRamp = plan.drainRamp ?? 0
+        startRamp = plan.startRamp ?? 0
     }
 
     /// How long fleet devices keep synced payloads (`retainSynced`): longer

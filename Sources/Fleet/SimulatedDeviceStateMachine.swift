@@ -211,7 +211,9 @@ struct DeviceStateMachine: Sendable {
 
     /// The device's loop starts: arrivals are scheduled after the start delay.
     mutating func start(now: Double) {
-        startAt = now + configuration.startDelay
+        startAt = configuration.startRamp > 0
+            ? max(now, configuration.runStart + configuration.startDelay)
+            : now + configuration.startDelay
     }
 
     /// Stops arrivals; the device is treated as online and syncs until its outbox is empty. With

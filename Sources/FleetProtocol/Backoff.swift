@@ -33,9 +33,12 @@ public struct Backoff: Sendable, Hashable {
         let ceiling = current
         current = min(current * 2, maximum)
         guard jitterSeed != nil else { return ceiling }
-        let nanoseconds = ceiling.components.seconds * 1_000_000_000 + ceiling.components.attoseconds / 1_000_000_000
+        // At most a day is drawn from (a "no cap" maximum such as `.seconds(.max)` must not trap
+        // the conversion to nanoseconds).
+        let bounded = min(ceiling, .seconds(86_400))
+        let nanoseconds = bounded.components.seconds * 1_000_000_000 + bounded.components.attoseconds / 1_000_000_000
         guard nanoseconds > 0 else { return .zero }
-        // Uniform in 0...nanoseconds (the modulo bias is below 2^-30 for any ceiling under a year).
+        // Uniform in 0...nanoseconds; the modulo bias is below 2^-18 for a day's ceiling.
         return .nanoseconds(Int64(nextRandom() % UInt64(nanoseconds + 1)))
     }
 

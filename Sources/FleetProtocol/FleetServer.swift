@@ -147,7 +147,7 @@ public actor FleetServer {
     /// The display name of each live connection (its credential's), for liveness events.
     private var peerNames: [[UInt8]: String] = [:]
     /// Rate-limits the log lines about peers that lose replies or send unreadable messages.
-    private var refusalLog = RefusalLog()
+    private var refusalLog: RefusalLog
     /// ``refusalLog`` for replies that were not delivered, which the I/O thread reports.
     private nonisolated let deliveryLog = Mutex(RefusalLog())
     private var nextID: UInt64 = 1
@@ -168,6 +168,7 @@ public actor FleetServer {
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any FleetClock = ContinuousClock()
     ) {
         self.clock = clock
+        self.refusalLog = RefusalLog(now: clock.now)
         self.metrics = FleetServerMetrics(factory: metricsFactory)
         self.configuration = configuration
         self.responder = FleetResponder(router: router, configuration: configuration)
@@ -503,12 +504,12 @@ public actor FleetServer {
             return
         case .success(false):
             metrics.countDroppedReply(reason: "peer_not_reading")
-            deliveryLog.withLock { $0.note("reply dropped: the peer's queue is full (it does not read)", logger: logger) }
+            deliveryLog.withLock { $0.note("reply dropped: the peer's queue is full (it does not read)", logger: logger, now: clock.now) }
         case .failure(let error):
             // EHOSTUNREACH: the device disconnected before its reply was ready.
             // It will resend the request (same id) and get the same answer.
             metrics.countDroppedReply(reason: "peer_gone")
-            deliveryLog.withLock { $0.note("reply not delivered: \(error)", logger: logger) }
+            deliveryLog.withLock { $0.note("reply not delivered: \(error)", logger: logger, now: clock.now) }
         }
     }
 
@@ -526,7 +527,7 @@ public actor FleetServer {
             // fleet lost on waking, and every device would reconnect at once.
             let late = due.duration(to: clock.now)
             if late > configuration.heartbeatInterval {
-                liveness.excuse(late)
+                liveness.excuse(late, now: clock.now)
                 logger.notice("the server did not run for a while (stopped or starved); that silence is not held against its devices", metadata: ["late": "\(late)"])
             }
             budgets.pruneIdle()

@@ -30,14 +30,16 @@ public struct PeerLiveness: Sendable, Hashable {
 
     /// Does not count `absence` against the peer: its silence so far is shortened by it (the
     /// listener itself was not running then, so it cannot tell the peer's silence from its own).
-    public mutating func excuse(_ absence: Duration) {
-        guard absence > .zero else { return }
-        lastHeard = lastHeard.map { $0.advanced(by: absence) }
+    /// Never past `now`: a peer heard since the listener woke keeps that time.
+    public mutating func excuse(_ absence: Duration, now: ContinuousClock.Instant) {
+        guard absence > .zero, let heard = lastHeard else { return }
+        lastHeard = min(heard.advanced(by: absence), max(heard, now))
     }
 
-    /// Checks for silence; returns `.lost` when the peer has just been lost.
-    public mutating func check(at now: ContinuousClock.Instant) -> State? {
-        guard state == .alive, let lastHeard, lastHeard.duration(to: now) > timeout else { return nil }
+    /// Checks for silence (longer than ``timeout``, and than `minimum` when that is longer);
+    /// returns `.lost` when the peer has just been lost.
+    public mutating func check(at now: ContinuousClock.Instant, atLeast minimum: Duration = .zero) -> State? {
+        guard state == .alive, let lastHeard, lastHeard.duration(to: now) > max(timeout, minimum) else { return nil }
         return transition(to: .lost)
     }
 
@@ -81,9 +83,9 @@ public struct LivenessTable<Peer: Hashable & Sendable>: Sendable {
 
     /// ``PeerLiveness/excuse(_:)`` for every peer: the server was stopped or starved of CPU for
     /// `absence`, and the messages its devices sent then are still unread in its socket.
-    public mutating func excuse(_ absence: Duration) {
+    public mutating func excuse(_ absence: Duration, now: ContinuousClock.Instant) {
         guard absence > .zero else { return }
-        for peer in Array(peers.keys) { peers[peer]?.excuse(absence) }
+        for peer in Array(peers.keys) { peers[peer]?.excuse(absence, now: now) }
     }
 
     /// Returns the peers lost since the last sweep. Lost peers are forgotten,

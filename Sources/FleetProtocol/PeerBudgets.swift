@@ -1,4 +1,3 @@
-import FleetProtocol
 /// A message budget per connection (a token bucket each): the server's bound on what any one peer
 /// can make it do. A device sends a few messages a second; a peer that floods (and, not reading,
 /// would only fill its own reply queue) spends its budget, and its further messages are dropped

@@ -6,13 +6,14 @@
 /// The policy is gRPC's retry throttling: a bucket of `maxTokens` tokens, full at the start;
 /// each request that goes unanswered takes one, each answered request gives back `tokenRatio`;
 /// a resend is allowed only while more than half the bucket is left. With the defaults (10, 0.1)
-/// a client keeps retrying while fewer than about one request in eleven fails, and after six
+/// a client keeps retrying while fewer than about one request in eleven fails, and after five
 /// failures in a row it stops resending until answers have refilled the bucket. A withheld resend
 /// does not end the work: the request fails with a retryable `timeout` at once, and the caller
 /// (the sync engine, a device's state machine) waits out its own jittered back-off.
 ///
-/// Any answer counts as answered — the server's errors and `busy` too: the server is alive, and a
-/// `busy` says when to come back (its waits are bounded separately).
+/// Any answer counts as answered — a reply or the server's error — except `busy`, which counts as
+/// neither: its resends are bounded separately (at most 50, each after the server's retry-after),
+/// and a server that sheds must not buy its clients more resends.
 public struct RetryBudget: Sendable, Hashable {
     public let maxTokens: Double
     public let tokenRatio: Double

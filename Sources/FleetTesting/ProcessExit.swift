@@ -24,19 +24,23 @@ public enum ProcessExit {
     }()
 
     private static func blockUntilGone(_ pids: [Int32], within timeout: Duration) -> [Int32] {
-        precondition(pidfdOpen != nil, "this C library has no pidfd_open (glibc 2.36 or later is needed)")
+        guard let pidfdOpen else { return pollUntilGone(pids, within: timeout) }
         var watched: [(pid: Int32, fd: Int32)] = []
+        var unwatched: [Int32] = []
         defer { for entry in watched { close(entry.fd) } }
         for pid in Set(pids) {
-            guard let pidfdOpen else { break }
             let fd = pidfdOpen(pid, 0)
-            if fd >= 0 { watched.append((pid, fd)) }  // ESRCH: already gone
+            if fd >= 0 {
+                watched.append((pid, fd))
+            } else if errno != ESRCH {
+                unwatched.append(pid)  // could not watch it (out of descriptors, not permitted): ask
+            }  // ESRCH: already gone
         }
         let deadline = hangGuardClock.now.advanced(by: timeout)
         while !watched.isEmpty {
             let left = hangGuardClock.now.duration(to: deadline)
             guard left > .zero else { break }
-            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let milliseconds = Int32(clamping: min(left, .seconds(86_400)).components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
             var fds = watched.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             let ready = fds.withUnsafeMutableBufferPointer { poll($0.baseAddress, nfds_t($0.count), milliseconds) }
             if ready < 0 {
@@ -49,6 +53,17 @@ public enum ProcessExit {
                 watched.remove(at: index)
             }
         }
-        return watched.map(\.pid)
+        return watched.map(\.pid) + pollUntilGone(unwatched, within: hangGuardClock.now.duration(to: deadline))
+    }
+
+    /// Without pidfds (glibc before 2.36): asks `kill(pid, 0)` every 20 ms. A fallback only.
+    private static func pollUntilGone(_ pids: [Int32], within timeout: Duration) -> [Int32] {
+        let deadline = hangGuardClock.now.advanced(by: max(.zero, timeout))
+        var alive = pids.filter { kill($0, 0) == 0 }
+        while !alive.isEmpty, hangGuardClock.now < deadline {
+            usleep(20_000)
+            alive = alive.filter { kill($0, 0) == 0 }
+        }
+        return alive
     }
 }

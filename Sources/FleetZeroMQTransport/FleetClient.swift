@@ -275,9 +275,9 @@ public actor FleetClient: ClientTransport {
                 } catch is ReplyTimeout {
                     retransmission.timedOut()
                     // A coordinator slow to answer (a crowd connecting at once) is asked again on
-                    // this connection, with twice the wait: a new connection would cost it another
-                    // CURVE handshake. With other endpoints to go to, or after maxAttempts, the
-                    // connection ends and the next one is tried.
+                    // this connection: a new connection would cost it another CURVE handshake.
+                    // With other endpoints to go to, or after maxAttempts, the connection ends and
+                    // the next one is tried.
                     if !configuration.failoverEndpoints.isEmpty || helloAttempts >= configuration.maxAttempts { throw ReplyTimeout() }
                     logger.notice("hello unanswered; asking again on this connection", metadata: ["attempt": "\(helloAttempts)/\(configuration.maxAttempts)"])
                 }
@@ -463,10 +463,14 @@ public actor FleetClient: ClientTransport {
             let sentOn = connection
             do {
                 let reply = try await exchange(request, id: id, on: socket, timeout: timeout)
-                budget.recordSuccess()
+                let decoded = Result { try decodeReply(Request.self, reply) }
+                // Any answer gives back to the retry budget, but a `busy`: its resends are bounded
+                // apart (maxBusyAnswers, each after the server's retry-after), and a server that
+                // sheds must not buy its clients more resends.
+                if case .failure(let error as FleetError) = decoded, error.code == .busy {} else { budget.recordSuccess() }
                 // Karn's rule: only a request sent once says how long a round trip takes.
                 if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
-                return try decodeReply(Request.self, reply)
+                return try decoded.get()
             } catch let error as FleetError where error.code == .busy && busyAnswers < Self.maxBusyAnswers {
                 // The server is alive and says when to come back: that costs no attempt.
                 busyAnswers += 1
@@ -520,6 +524,7 @@ public actor FleetClient: ClientTransport {
         guard let heard = liveness.lastHeard else { return false }
         return heard.duration(to: now) <= liveness.timeout
     }
+
 
     /// `busy` answers one request waits out before the error reaches its caller.
     static let maxBusyAnswers = 50

@@ -29,6 +29,21 @@ import Testing
         #expect(table.sweep(at: start + .milliseconds(400)) == ["b"])
     }
 
+    /// A client whose replies are known to take seconds waits at least that long (twice its reply
+    /// timeout) before it declares the server lost, even when the heartbeats' timeout is shorter.
+    @Test func aLongerMinimumSilenceIsHonoured() {
+        var peer = PeerLiveness(interval: .seconds(1), liveness: 3)
+        _ = peer.heard(at: start)
+        var plain = peer
+        #expect(plain.check(at: start + .milliseconds(3_500)) == .lost, "3 s by the heartbeats alone")
+        #expect(peer.check(at: start + .milliseconds(3_500), atLeast: .seconds(4)) == nil)
+        #expect(peer.check(at: start + .milliseconds(4_001), atLeast: .seconds(4)) == .lost)
+        var short = PeerLiveness(interval: .seconds(1), liveness: 3)
+        _ = short.heard(at: start)
+        #expect(short.check(at: start + .milliseconds(2_999), atLeast: .seconds(1)) == nil, "a shorter minimum changes nothing")
+        #expect(short.check(at: start + .milliseconds(3_001), atLeast: .seconds(1)) == .lost)
+    }
+
     /// A server stopped for 10 s (SIGSTOP) excuses that time: its devices, silent only because it
     /// was not reading, are not lost on its waking; one silent beyond the excused time still is.
     @Test func timeTheServerDidNotRunIsNotHeldAgainstItsPeers() {
@@ -38,14 +53,19 @@ import Testing
         let woke = start + .seconds(12)
         var unexcused = table
         #expect(Set(unexcused.sweep(at: woke)) == ["a", "b"], "without the excuse both are lost")
-        table.excuse(.seconds(10))
+        table.excuse(.seconds(10), now: woke)
         #expect(table.sweep(at: woke).isEmpty, "a: 2 s of silence counted, b: none")
         #expect(table.sweep(at: woke + .milliseconds(1_001)) == ["a"], "a: 3 s and 1 ms")
         #expect(table.alivePeers == ["b"])
-        table.excuse(.zero)
-        table.excuse(.seconds(-5))
+        table.excuse(.zero, now: woke)
+        table.excuse(.seconds(-5), now: woke)
         #expect(table.sweep(at: woke + .milliseconds(2_999)).isEmpty, "no excuse of nothing or less: b still has its 3 s")
         #expect(table.sweep(at: woke + .milliseconds(3_001)) == ["b"])
+        // Never into the future: a peer heard after the server woke keeps that time.
+        var fresh = LivenessTable<String>(interval: .seconds(1), liveness: 3)
+        _ = fresh.heard("c", at: woke)
+        fresh.excuse(.seconds(10), now: woke)
+        #expect(fresh.sweep(at: woke + .milliseconds(3_001)) == ["c"])
     }
 }
 
