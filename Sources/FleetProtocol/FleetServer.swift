@@ -50,8 +50,11 @@ public struct FleetServerConfiguration: Sendable {
     /// The longest a request may wait behind its connection's earlier requests before its work
     /// starts. One that waited longer is answered `busy` instead of being worked on: its client
     /// has resent it or given up by then (a fleet device waits 1 s), and working on it would only
-    /// delay the requests behind it (a queue bounded in time, as CoDel bounds one).
-    public var maxQueueDelay: Duration
+    /// delay the requests behind it (a queue bounded in time, as CoDel bounds one). nil (the
+    /// library's default): no bound; `signfleet coordinator` sets 1 s. Set it only when the
+    /// clients' own waits are on the same clock: a client whose clock stands still never waits
+    /// out the `busy`.
+    public var maxQueueDelay: Duration?
     /// Messages one connection may send in a burst, and per second after it (`PeerBudgets`);
     /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
     public var peerMessageBurst: Double
@@ -69,7 +72,7 @@ public struct FleetServerConfiguration: Sendable {
         maxConcurrentRequests: Int = 256,
         maxQueuedPerPeer: Int = 64,
         busyRetryAfter: Duration = .milliseconds(200),
-        maxQueueDelay: Duration = .seconds(1),
+        maxQueueDelay: Duration? = nil,
         peerMessageBurst: Double = 200,
         peerMessageRate: Double = 200
     ) {
@@ -79,7 +82,7 @@ public struct FleetServerConfiguration: Sendable {
         self.security = security
         self.maxQueuedPerPeer = max(0, maxQueuedPerPeer)
         self.busyRetryAfter = busyRetryAfter
-        self.maxQueueDelay = max(.zero, maxQueueDelay)
+        self.maxQueueDelay = maxQueueDelay.map { max(.zero, $0) }
         self.serverName = serverName
         self.heartbeatInterval = heartbeatInterval
         self.heartbeatLiveness = heartbeatLiveness
@@ -384,7 +387,7 @@ public actor FleetServer {
     /// Handles `peer`'s queued requests in order until its queue is empty.
     private func handleRequests(of peer: [UInt8], on socket: AsyncSocket) async {
         while let received = queues.next(for: peer) {
-            if clock.elapsed(since: received.receivedAt) > configuration.maxQueueDelay {
+            if let bound = configuration.maxQueueDelay, clock.elapsed(since: received.receivedAt) > bound {
                 shed(received.request, reason: .queueAge, peer: peer, on: socket)
             } else {
                 await answer(received.request, peer: peer, credential: received.credential, receivedAt: received.receivedAt, on: socket)

@@ -157,7 +157,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
             heartbeatInterval: .milliseconds(settings.heartbeatMs),
             heartbeatLiveness: settings.liveness,
             heartbeatBudget: Double(settings.heartbeatBudget),
-            limits: WireLimits(maxMessageSize: settings.maxMessageSize)
+            limits: WireLimits(maxMessageSize: settings.maxMessageSize),
+            maxQueueDelay: .seconds(1)
         )
         let services = CoordinatorServices(
             storage: coordinatorStore, tokenLifetime: .seconds(settings.tokenLifetime),

@@ -185,7 +185,8 @@ func gatedRouter(gate: Gate, log: CallLog, concurrency: PeerConcurrency = PeerCo
         let gate = Gate()
         let log = CallLog()
         let clock = ManualClock()
-        let server = try await RunningServer(loop: loop, router: gatedRouter(gate: gate, log: log), heartbeatInterval: .seconds(10), clock: clock)
+        let server = try await RunningServer(loop: loop, router: gatedRouter(gate: gate, log: log), heartbeatInterval: .seconds(10), clock: clock,
+            maxQueueDelay: .seconds(1))
         let codec = WireCodec()
         var options = SocketOptions()
         options.routingID = Array("raw-queue".utf8)

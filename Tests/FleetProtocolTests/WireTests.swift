@@ -26,14 +26,15 @@ final class RunningServer: Sendable {
 
     init(
         loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter(),
-        maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100), clock: any FleetClock = ContinuousClock()
+        maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100), clock: any FleetClock = ContinuousClock(),
+        maxQueueDelay: Duration? = nil
     ) async throws {
         var logger = Logger(label: "test-server")
         logger.logLevel = .warning
         server = FleetServer(
             configuration: FleetServerConfiguration(
                 endpoint: endpoint, heartbeatInterval: heartbeatInterval, heartbeatLiveness: 3,
-                limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests),
+                limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests, maxQueueDelay: maxQueueDelay),
             router: router, loop: loop, logger: logger, clock: clock)
         self.endpoint = try await server.bind()
         let server = self.server
