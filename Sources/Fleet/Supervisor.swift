@@ -341,6 +341,7 @@ public actor Supervisor {
         children[name]?.announcedPid = pid
         // `<name>@remote <pid>`: the pid on the node host, apart from the launch command's local one.
         appendPid(name: "\(name)@remote", pid: pid)
+        changes.ring()  // a child with remote signals is running once its pid is announced
     }
 
     private func appendPid(name: String, pid: Int32) {
@@ -358,11 +359,14 @@ public actor Supervisor {
         return handle
     }
 
-    /// Waits until the child has a running process (after a start or restart); false after `timeout`
-    /// or when its supervision loop ends without one.
+    /// Waits until the child has a running process (after a start or restart), and, with
+    /// ``ChildSpec/remoteSignals``, has announced its pid on its host; false after `timeout` or when
+    /// its supervision loop ends without one.
     public func waitUntilRunning(_ name: String, within timeout: Duration) async -> Bool {
         await waitUntil(within: timeout) { supervisor in
-            if supervisor.children[name]?.pid != nil { return true }
+            // With remote signals, only the announced pid can be signalled: a fault right after
+            // the start (a pause after a kill's restart) needs it, not just the local launch command.
+            if let child = supervisor.children[name], child.pid != nil, !child.spec.remoteSignals || child.announcedPid != nil { return true }
             return supervisor.children[name]?.loop == nil ? false : nil
         }
     }

@@ -31,6 +31,15 @@ public struct RetransmissionTimeout: Sendable, Hashable {
         return Self.clamp(estimate, floor, ceiling)
     }
 
+    /// How late replies have been coming: `srtt + 4 × rttvar` from the replies seen so far, without
+    /// the floor (a configured request timeout says nothing about the server), at most the ceiling;
+    /// nil before the first sample. A client allows a server this much more silence before it
+    /// declares it lost: a server whose replies take 5 s is slow, not gone, after 3 s of silence.
+    public var observedDelay: Duration? {
+        guard let smoothed else { return nil }
+        return Self.clamp(smoothed + 4 * variation, .zero, ceiling)
+    }
+
     /// A reply to a request sent once arrived after `roundTrip`.
     public mutating func record(roundTrip: Duration) {
         let sample = Self.seconds(roundTrip)

@@ -270,16 +270,20 @@ public actor FleetClient: ClientTransport {
             var reply: HelloReply?
             while reply == nil {
                 helloAttempts += 1
+                let wait = retransmission.current
                 do {
-                    reply = try decodeReply(Hello.self, try await exchange(hello, id: helloID, on: socket, timeout: retransmission.current))
+                    reply = try decodeReply(Hello.self, try await exchange(hello, id: helloID, on: socket, timeout: wait))
                 } catch is ReplyTimeout {
                     retransmission.timedOut()
                     // A coordinator slow to answer (a crowd connecting at once) is asked again on
-                    // this connection: a new connection would cost it another CURVE handshake.
-                    // With other endpoints to go to, or after maxAttempts, the connection ends and
-                    // the next one is tried.
-                    if !configuration.failoverEndpoints.isEmpty || helloAttempts >= configuration.maxAttempts { throw ReplyTimeout() }
-                    logger.notice("hello unanswered; asking again on this connection", metadata: ["attempt": "\(helloAttempts)/\(configuration.maxAttempts)"])
+                    // this connection, each wait twice the last: a new connection would cost it
+                    // another CURVE handshake, and reaches the same server by the same path. The
+                    // connection ends (a fresh one cures a half-open connection) once a wait of
+                    // the longest reply timeout went unanswered too, after at least maxAttempts
+                    // sends; with other endpoints to go to, at the first timeout.
+                    let exhausted = helloAttempts >= configuration.maxAttempts && wait >= retransmission.ceiling
+                    if !configuration.failoverEndpoints.isEmpty || exhausted { throw ReplyTimeout() }
+                    logger.notice("hello unanswered; asking again on this connection", metadata: ["attempt": "\(helloAttempts)", "waited": "\(wait)"])
                 }
             }
             guard let reply else { throw ReplyTimeout() }
@@ -306,8 +310,8 @@ public actor FleetClient: ClientTransport {
                 return
             }
             let now = clock.now
-            if liveness.check(at: now) == .lost {
-                logger.warning("server lost", metadata: ["silentFor": "\(liveness.timeout)"])
+            if liveness.check(at: now, atLeast: extraSilenceAllowed) == .lost {
+                logger.warning("server lost", metadata: ["silentFor": "\(max(liveness.timeout, extraSilenceAllowed))"])
                 eventsContinuation.yield(.lost)
                 return
             }
@@ -522,7 +526,16 @@ public actor FleetClient: ClientTransport {
     /// heartbeats declare it lost: ``PeerLiveness/timeout``).
     private func heardWithinLiveness(at now: ContinuousClock.Instant) -> Bool {
         guard let heard = liveness.lastHeard else { return false }
-        return heard.duration(to: now) <= liveness.timeout
+        return heard.duration(to: now) <= max(liveness.timeout, extraSilenceAllowed)
+    }
+
+    /// The silence a server may keep beyond the heartbeats' timeout before it is declared lost:
+    /// twice the delay its replies have shown (``RetransmissionTimeout/observedDelay``). A server
+    /// whose replies take seconds (past capacity) is late with its heartbeat replies too; declaring
+    /// it lost would hand it a new connection, a CURVE handshake and a `hello` on top of its work.
+    /// Zero until a reply was timed, so a prompt server's loss is noticed as the heartbeats say.
+    private var extraSilenceAllowed: Duration {
+        (retransmission.observedDelay ?? .zero) * 2
     }
 
 

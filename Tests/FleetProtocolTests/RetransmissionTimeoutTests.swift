@@ -38,6 +38,22 @@ import Testing
         #expect(timer.current == before * 2)
     }
 
+    @Test func theObservedDelayIsTheEstimateWithoutTheFloor() throws {
+        var timer = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(30))
+        #expect(timer.observedDelay == nil, "no reply timed yet")
+        timer.timedOut()
+        #expect(timer.observedDelay == nil, "a timeout is no sample: a configured timeout says nothing about the server")
+        timer.record(roundTrip: .seconds(3))
+        #expect(timer.observedDelay == .seconds(9))
+        var prompt = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(8))
+        for _ in 0..<20 { prompt.record(roundTrip: .milliseconds(5)) }
+        let delay = try #require(prompt.observedDelay)
+        #expect(delay < .milliseconds(50), "a prompt server's delay is its own, not the 1 s floor: \(delay)")
+        var huge = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(8))
+        huge.record(roundTrip: .seconds(1_000))
+        #expect(huge.observedDelay == .seconds(8), "at most the ceiling")
+    }
+
     @Test func boundsAreOrderedAndHugeSamplesStayAtTheCeiling() {
         let inverted = RetransmissionTimeout(floor: .seconds(5), ceiling: .seconds(1))
         #expect(inverted.ceiling == .seconds(5), "a ceiling below the floor is raised to it")

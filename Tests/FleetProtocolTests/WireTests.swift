@@ -51,15 +51,15 @@ final class RunningServer: Sendable {
 /// them passes a `ManualClock` that nobody advances, so none fires however slow the machine.
 func makeClient(
     _ endpoint: String, loop: ZMQIOLoop, device: String = "dev-1", timeout: Duration = .milliseconds(500), attempts: Int = 3,
-    clock: any FleetClock = ContinuousClock()
+    clock: any FleetClock = ContinuousClock(), failover: [String] = [], longestTimeout: Duration? = nil
 ) -> FleetClient {
     var logger = Logger(label: "test-client")
     logger.logLevel = .warning
-    return FleetClient(
-        configuration: FleetClientConfiguration(
-            endpoint: endpoint, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
-            reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200))),
-        loop: loop, logger: logger, clock: clock)
+    var configuration = FleetClientConfiguration(
+        endpoint: endpoint, failoverEndpoints: failover, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
+        reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)))
+    configuration.maxRequestTimeout = longestTimeout
+    return FleetClient(configuration: configuration, loop: loop, logger: logger, clock: clock)
 }
 
 /// A raw ROUTER's options as the plaintext `FleetServer` sets them: with handover, so a client's
@@ -301,7 +301,9 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         // A slow coordinator, not a dead one: it answers each hello 1.5 s after it came (on the
         // client's clock, which the test moves). With a 1 s request timeout and a fixed hello
         // timeout the client would reconnect for ever, each reply arriving at a connection it had
-        // just closed; an adaptive one waits 2 s on the next connection and is answered.
+        // just closed; an adaptive one waits 2 s on the next connection and is answered. (A client
+        // with failover endpoints, here the same one again, moves to a new connection at the first
+        // unanswered hello; one with a single endpoint asks again on the same connection.)
         let router = try await loop.makeSocket(.router, options: plainServerOptions())
         let endpoint = try await router.bind("tcp://127.0.0.1:*")
         let codec = WireCodec()
@@ -317,7 +319,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
             try await router.send([hello.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
         }
         let clock = ManualClock()
-        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock)
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, failover: [endpoint])
         let events = client.events
         let connection = Task { await client.run() }
 
@@ -379,6 +381,87 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await connection.value
         helloArrived.finish()
         #expect(await hellos.reduce(0) { count, _ in count + 1 } == 0, "no third hello, no new connection")
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
+    /// A single endpoint's connection ends for an unanswered `hello` only once a wait of the
+    /// longest reply timeout went unanswered too: then a new connection (a new hello id) is tried.
+    @Test func aHelloEndsItsConnectionOnlyAfterTheLongestWaitWentUnanswered() async throws {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let (hellos, helloArrived) = AsyncStream<UInt64>.makeStream()
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                if message.header.type == Hello.messageType { helloArrived.yield(message.header.id) }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(2))
+        let connection = Task { await client.run() }
+        let first = try await FleetProtocolTests.first(hellos, "the first hello") { _ in true }
+        try await withDeadline(.seconds(120), "the first wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(1)])
+        await clock.advance(by: .seconds(1))
+        let second = try await FleetProtocolTests.first(hellos, "the hello asked again") { _ in true }
+        #expect(second == first, "one send is maxAttempts, but a 1 s wait is not the longest: the same hello on the same connection")
+        try await withDeadline(.seconds(120), "the second wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(2)], "the longest reply timeout")
+        await clock.advance(by: .seconds(2))
+        try await withDeadline(.seconds(120), "the reconnection's back-off") { await clock.sleeping(atLeast: 1) }
+        await clock.advance(by: try #require(clock.pendingDeadlines.first))
+        let third = try await FleetProtocolTests.first(hellos, "the hello of a new connection") { _ in true }
+        #expect(third != first, "a new connection says a new hello")
+        connection.cancel()
+        await connection.value
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
+    /// A server whose replies have taken seconds is allowed twice that delay of silence beyond the
+    /// heartbeats' timeout before it is declared lost: past capacity it is late with heartbeat
+    /// replies too, and a new connection would add a handshake and a `hello` to its work.
+    @Test func aServerKnownToBeSlowIsAllowedLongerSilence() async throws {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(4), attempts: 1, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        let hello = try await FleetProtocolTests.first(hellos, "the hello") { _ in true }
+        try await withDeadline(.seconds(120), "the hello's wait") { await clock.sleeping(atLeast: 1) }
+        await clock.advance(by: .seconds(3))  // answered after 3 s: srtt 3 s, rttvar 1.5 s, delay 9 s
+        let reply = HelloReply(server: "slow", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow")
+        try await router.send([hello.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        // Silent for 10 s: the heartbeats' timeout (3 s) is long past, 3 s + 2 × 9 s is not.
+        for _ in 0..<20 {
+            try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.sleeping(atLeast: 1) }
+            await clock.advance(by: .milliseconds(500))
+        }
+        try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.sleeping(atLeast: 1) }
+        #expect(await client.connectedEndpoint == endpoint, "still connected after 10 s of silence from a server known to take 9 s")
+        // Past 2 × 9 s of silence the server is lost.
+        for _ in 0..<20 {
+            try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.sleeping(atLeast: 1) }
+            await clock.advance(by: .milliseconds(500))
+        }
+        let lost = try await FleetProtocolTests.first(events, "lost") { $0 == .lost }
+        #expect(lost == .lost)
+        connection.cancel()
+        await connection.value
         serving.cancel()
         await router.close()
         await shutdown()

@@ -18,7 +18,7 @@ import Glibc
         return path
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCommandReadsAFileWritesAFileAndReportsItsStatus() async throws {
+    @Test(.timeLimit(.minutes(5))) func aCommandReadsAFileWritesAFileAndReportsItsStatus() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let input = directory + "/in", output = directory + "/out"
@@ -48,7 +48,7 @@ import Glibc
     /// The child's "node" is a grandchild whose pid it announces: a signal that reached it through the
     /// prefix ends the local shell with 128 + the signal (a signal to the local group would have
     /// killed the shell itself, `signaled`).
-    @Test(.timeLimit(.minutes(1))) func remoteSignalsReachTheAnnouncedPidThroughTheLaunchPrefix() async throws {
+    @Test(.timeLimit(.minutes(5))) func remoteSignalsReachTheAnnouncedPidThroughTheLaunchPrefix() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try RunDirectory.create(root: directory)
@@ -62,7 +62,7 @@ import Glibc
         await supervisor.start(spec)
         var announced: Int32?
         do {
-            let line = try await firstElement(of: events, within: .seconds(20), "the node's pid") { event in
+            let line = try await firstElement(of: events, within: .seconds(120), "the node's pid") { event in
                 if case .line(_, let text) = event { return text.hasPrefix("node started") }
                 return false
             }

@@ -8,7 +8,7 @@ import Testing
 /// `signfleet coordinator` (ZeroMQ, its HTTP signing pages, SQLite); the devices sign each
 /// embedded remote signer by captive signing once the envelope has synced.
 @Suite(.serialized) struct NodeCaptiveTests {
-    @Test(.timeLimit(.minutes(1))) func embeddedRemoteSignersSignByCaptiveSigningAfterSync() async throws {
+    @Test(.timeLimit(.minutes(5))) func embeddedRemoteSignersSignByCaptiveSigningAfterSync() async throws {
         let seed = NodeProcessTests.seed
         print("node-captive seed \(seed) (replay with SIGNFLEET_SEED=\(seed))")
         let directory = try NodeProcessTests.temporaryDirectory("node-captive")

@@ -130,7 +130,7 @@ import Testing
 
     /// Renders the report in headless Chromium: the DOM it built has the four plots
     /// with their lines and the shaded fault windows, and the screenshot is a real picture.
-    @Test(.timeLimit(.minutes(1))) func chromiumRendersThePlots() async throws {
+    @Test(.timeLimit(.minutes(5))) func chromiumRendersThePlots() async throws {
         let chromium = try #require(
             ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) },
             "chromium is not installed (scripts/install-deps.sh installs it)")

@@ -18,7 +18,7 @@ import Glibc
         return path
     }
 
-    @Test(.timeLimit(.minutes(1))) func aChildsStartAndExitEndTheWaitsWhileTheClockStandsStill() async throws {
+    @Test(.timeLimit(.minutes(5))) func aChildsStartAndExitEndTheWaitsWhileTheClockStandsStill() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try RunDirectory.create(root: directory)
@@ -28,12 +28,12 @@ import Glibc
         defer { Task { await supervisor.stopAll(grace: .seconds(1)) } }
 
         // The timeouts are on the stopped clock: a wait that polled (or slept to its timeout) would never end.
-        let running = try await withDeadline(.seconds(20), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) }
+        let running = try await withDeadline(.seconds(120), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) }
         #expect(running)
         let pid = try #require(await supervisor.pid(of: "child"))
         // An exit nobody asked for, beyond a restart budget of 0: the supervisor gives up on it.
         #expect(Glibc.kill(-pid, SIGKILL) == 0)
-        let down = try await withDeadline(.seconds(20), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) }
+        let down = try await withDeadline(.seconds(120), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) }
         #expect(down)
         #expect(await supervisor.lastExit(of: "child") == .signaled(SIGKILL))
         #expect(await supervisor.exhausted == ["child"])
@@ -41,15 +41,20 @@ import Glibc
         #expect(clock.sleeperCount == 0, "the waits that ended by their events left no sleep behind")
     }
 
-    @Test(.timeLimit(.minutes(1))) func aWaitForAnExitThatDoesNotComeTimesOut() async throws {
+    @Test(.timeLimit(.minutes(5))) func aWaitForAnExitThatDoesNotComeTimesOut() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try RunDirectory.create(root: directory)
-        let supervisor = Supervisor(executable: "/bin/sh", run: run) { _ in }
+        let clock = ManualClock()
+        let supervisor = Supervisor(executable: "/bin/sh", run: run, clock: clock) { _ in }
         await supervisor.start(ChildSpec(name: "child", arguments: ["-c", "exec sleep 60"], restartBudget: 0))
-        #expect(await supervisor.waitUntilRunning("child", within: .seconds(20)))
-        // The timeout is the only way out here (the child sleeps on): false, and the child is untouched.
-        #expect(await !supervisor.waitUntilDown("child", within: .milliseconds(200)))
+        #expect(try await withDeadline(.seconds(120), "the child's start") { await supervisor.waitUntilRunning("child", within: .seconds(1)) })
+        // The timeout is the only way out here (the child sleeps on): false once the clock passes
+        // it, and the child is untouched.
+        let waiting = Task { await supervisor.waitUntilDown("child", within: .milliseconds(200)) }
+        try await withDeadline(.seconds(120), "the wait's timer") { await clock.sleeping(atLeast: 1) }
+        await clock.advance(by: .milliseconds(200))
+        #expect(try await withDeadline(.seconds(120), "the wait's timeout") { await waiting.value } == false)
         #expect(await supervisor.isRunning("child"))
         await supervisor.stop("child", grace: .seconds(5))
         #expect(await supervisor.lastExit(of: "child") == .signaled(SIGTERM))
@@ -57,16 +62,17 @@ import Glibc
     }
 
     /// A child spec's environment reaches the child (the launcher passes the store that way).
-    @Test(.timeLimit(.minutes(1))) func aChildGetsItsSpecsEnvironment() async throws {
+    @Test(.timeLimit(.minutes(5))) func aChildGetsItsSpecsEnvironment() async throws {
         let directory = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let run = try RunDirectory.create(root: directory)
-        let supervisor = Supervisor(executable: "/bin/sh", run: run) { _ in }
+        let supervisor = Supervisor(executable: "/bin/sh", run: run, clock: ManualClock()) { _ in }
         let file = directory + "/seen"
         var spec = ChildSpec(name: "child", arguments: ["-c", "printf %s \"$SF_TEST_VALUE\" > '\(file)'"], restartBudget: 0)
         spec.environment = ["SF_TEST_VALUE": "given by the spec"]
         await supervisor.start(spec)
-        #expect(await supervisor.waitUntilDown("child", within: .seconds(20)))
+        // On a clock that never moves, only the child's exit ends the wait.
+        #expect(try await withDeadline(.seconds(120), "the child's exit") { await supervisor.waitUntilDown("child", within: .seconds(1)) })
         #expect(await supervisor.lastExit(of: "child") == .exited(0))
         #expect(try String(contentsOfFile: file, encoding: .utf8) == "given by the spec")
     }
@@ -80,7 +86,7 @@ import Glibc
         #expect(bell.generation == seen + 1)
     }
 
-    @Test(.timeLimit(.minutes(1))) func aRingWakesEveryWaiter() async throws {
+    @Test(.timeLimit(.minutes(5))) func aRingWakesEveryWaiter() async throws {
         let bell = Doorbell()
         let seen = bell.generation
         let (woken, continuation) = AsyncStream.makeStream(of: Int.self)
@@ -99,7 +105,7 @@ import Glibc
         for waiter in waiters { await waiter.value }
     }
 
-    @Test(.timeLimit(.minutes(1))) func aCancelledWaitReturns() async throws {
+    @Test(.timeLimit(.minutes(5))) func aCancelledWaitReturns() async throws {
         let bell = Doorbell()
         let waiter = Task { await bell.wait(after: bell.generation) }
         waiter.cancel()

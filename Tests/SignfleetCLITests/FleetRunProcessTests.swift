@@ -117,7 +117,7 @@ import Glibc
         #expect(report.contains("kill coordinator"))
     }
 
-    @Test(.timeLimit(.minutes(1))) func validateNamesTheLineAndFieldOfAnError() async throws {
+    @Test(.timeLimit(.minutes(5))) func validateNamesTheLineAndFieldOfAnError() async throws {
         let binary = try signfleetBinary()
         let directory = try Self.temporaryDirectory("fleet-validate")
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -208,7 +208,7 @@ import Glibc
                 "\(list.output)")
     }
 
-    @Test(.timeLimit(.minutes(1))) func validateRefusesAnUnknownThresholdMetric() async throws {
+    @Test(.timeLimit(.minutes(5))) func validateRefusesAnUnknownThresholdMetric() async throws {
         let binary = try signfleetBinary()
         let directory = try Self.temporaryDirectory("fleet-validate-metric")
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -27,8 +27,8 @@ func withLoop<T: Sendable>(
     // whole suite (or a pinned, starved run) may legitimately take tens of seconds.
     do { result = .success(try await withDeadline(.seconds(120), "test body") { try await body(context, loop) }) }
     catch { result = .failure(error) }
-    try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
-    try await withDeadline(.seconds(30), "context termination") { await onOwnThread { context.shutdown() } }
+    try await withDeadline(.seconds(120), "I/O loop shutdown") { await loop.shutdown() }
+    try await withDeadline(.seconds(120), "context termination") { await onOwnThread { context.shutdown() } }
     let statistics = loop.statistics
     #expect(statistics.socketsOpened == statistics.socketsClosed, "every socket closed exactly once")
     return try result.get()

@@ -282,7 +282,7 @@ struct ZeroMQTests {
         let context = try ZMQContext()
         let loop = try ZMQIOLoop(context: context, label: "zmq-late-jobs")
         await loop.shutdown()
-        let value = try await withDeadline(.seconds(30), "a task preferring a stopped loop") {
+        let value = try await withDeadline(.seconds(120), "a task preferring a stopped loop") {
             await Task(executorPreference: loop) { () -> Int in
                 await Task.yield()
                 return 42
@@ -316,7 +316,7 @@ struct ZeroMQTests {
         let peer = try await cPeer.value
         try await withLoop { _, loop in
             let first = try ChildProcess.launch(peer, ["router", "tcp://127.0.0.1:*"], name: "zmq_peer")
-            let endpoint = try await first.waitForLine(in: .standardOutput, timeout: .seconds(30)) { _ in true }
+            let endpoint = try await first.waitForLine(in: .standardOutput, timeout: .seconds(120)) { _ in true }
             #expect(endpoint.hasPrefix("tcp://127.0.0.1:"))
 
             var options = SocketOptions()
@@ -332,17 +332,17 @@ struct ZeroMQTests {
             #expect(try await dealer.receive() == [bytes("before")])
 
             first.signal(SIGKILL)
-            #expect(try await first.waitForExit(timeout: .seconds(30)) != 0)
+            #expect(try await first.waitForExit(timeout: .seconds(120)) != 0)
             let disconnected = try await waitForEvent(.disconnected, on: &events)
             #expect(disconnected.endpoint == endpoint)
 
             let second = try ChildProcess.launch(peer, ["router", endpoint], name: "zmq_peer")
-            #expect(try await second.waitForLine(in: .standardOutput, timeout: .seconds(30)) { _ in true } == endpoint)
+            #expect(try await second.waitForLine(in: .standardOutput, timeout: .seconds(120)) { _ in true } == endpoint)
             _ = try await waitForEvent(.connected, on: &events)
             try await dealer.send([bytes("after")])
             #expect(try await dealer.receive() == [bytes("after")])
             second.signal(SIGKILL)
-            _ = try await second.waitForExit(timeout: .seconds(30))
+            _ = try await second.waitForExit(timeout: .seconds(120))
         }
     }
 
@@ -532,19 +532,19 @@ struct ZeroMQTests {
             }
         }
         // The connected DEALER queues up to its HWM in libzmq, then its sends wait.
-        try await withDeadline(.seconds(30), "the first sends") {
+        try await withDeadline(.seconds(120), "the first sends") {
             for await sent in progress where sent >= 2 { return }
         }
 
-        try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
-        let sent = try await withDeadline(.seconds(30), "pending sends failing") {
+        try await withDeadline(.seconds(120), "I/O loop shutdown") { await loop.shutdown() }
+        let sent = try await withDeadline(.seconds(120), "pending sends failing") {
             var counts: [Int] = []
             for producer in producers { counts.append(await producer.value) }
             return counts
         }
         #expect(sent[0] >= 2 && sent[0] < 100)
         #expect(sent[1] == 3, "the send window bounds sends nobody waited for")
-        try await withDeadline(.seconds(30), "context termination") { await onOwnThread { context.shutdown() } }
+        try await withDeadline(.seconds(120), "context termination") { await onOwnThread { context.shutdown() } }
         await connected.close()  // after shutdown: a no-op, not a second zmq_close
         let statistics = loop.statistics
         // Two dealers and the idle router (the dead endpoint is a plain socket, not ZeroMQ's).
@@ -563,11 +563,11 @@ struct ZeroMQTests {
         let dealer = try await loop.makeSocket(.dealer)
         let waiting = Task { try await dealer.receive() }
         // zmq_ctx_term waits for the sockets; the loop sees ETERM and closes them.
-        try await withDeadline(.seconds(30), "context termination with open sockets") {
+        try await withDeadline(.seconds(120), "context termination with open sockets") {
             await onOwnThread { context.shutdown() }
         }
-        #expect(try await withDeadline(.seconds(30)) { try await waiting.value } == nil)
-        try await withDeadline(.seconds(30), "I/O loop shutdown") { await loop.shutdown() }
+        #expect(try await withDeadline(.seconds(120)) { try await waiting.value } == nil)
+        try await withDeadline(.seconds(120), "I/O loop shutdown") { await loop.shutdown() }
         #expect(loop.statistics.socketsClosed == 2)
     }
 }
