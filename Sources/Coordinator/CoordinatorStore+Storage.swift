@@ -436,7 +436,7 @@ private struct SQLiteIngestState: IngestState {
 
     func envelopeOwner(id: String) throws -> EnvelopeOwner? {
         // Only the columns the answer needs: the full row would read the payload blob back.
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT sequence, deviceID FROM envelope WHERE id = ?"), arguments: [id])
-            .map { EnvelopeOwner(sequence: $0["sequence"], deviceID: $0["deviceID"]) }
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT sequence, deviceID, localEnvelopeID FROM envelope WHERE id = ?"), arguments: [id])
+            .map { EnvelopeOwner(sequence: $0["sequence"], deviceID: $0["deviceID"], localEnvelopeID: $0["localEnvelopeID"]) }
     }
 }

@@ -33,10 +33,14 @@ package struct IngestDeviceRow: Sendable {
 package struct EnvelopeOwner: Sendable {
     package var sequence: Int64
     package var deviceID: String
+    /// The device's own id for the envelope (the payload's `envelopeId`): one envelope pushed again
+    /// under a new number keeps it; another envelope under the same transaction id does not.
+    package var localEnvelopeID: String
 
-    package init(sequence: Int64, deviceID: String) {
+    package init(sequence: Int64, deviceID: String, localEnvelopeID: String) {
         self.sequence = sequence
         self.deviceID = deviceID
+        self.localEnvelopeID = localEnvelopeID
     }
 }
 
@@ -107,8 +111,9 @@ package struct IngestPush: Sendable {
         var last = UInt64(max(0, row.lastApplied))
         var plan = IngestPlan(accountID: device.accountID, deviceID: device.id, ack: SyncAck(status: .ok, lastApplied: 0, results: []), results: [], envelopes: [], lastApplied: nil)
         var answers: [SyncItemResult] = []
-        /// Envelopes this push creates, by server id: a later item with the same transaction is their duplicate.
-        var created: [String: Int64] = [:]
+        /// Envelopes this push creates, by server id: a later item with the same transaction is their
+        /// duplicate, or a conflict.
+        var created: [String: EnvelopeOwner] = [:]
         var gapExpected: UInt64?
         var refused = false
         for (item, verdict) in zip(push.items, verdicts) {
@@ -164,14 +169,20 @@ package struct IngestPush: Sendable {
                 sequence: sequence, outcome: .conflict,
                 reason: "item \(sequence) was already handled with a different payload (SHA-256 \(digest.hexPrefix)…); this payload is not that item")
         }
-        // An applied item is answered as a duplicate with its envelope id; a rejected one
-        // is answered with the same rejection, so the device learns the same thing twice.
-        let outcome: SyncItemResult.Outcome = stored.outcome == SyncItemResult.Outcome.rejected.rawValue ? .rejected : .duplicate
+        // An applied item is answered as a duplicate with its envelope id; a rejected one (or one
+        // whose transaction id named another envelope) with the same refusal, so the device
+        // learns the same thing twice.
+        let outcome: SyncItemResult.Outcome
+        switch stored.outcome {
+        case SyncItemResult.Outcome.rejected.rawValue: outcome = .rejected
+        case SyncItemResult.Outcome.transactionConflict.rawValue: outcome = .transactionConflict
+        default: outcome = .duplicate
+        }
         return SyncItemResult(sequence: sequence, outcome: outcome, envelopeID: stored.envelopeID, reason: stored.reason)
     }
 
     private func applyNext(
-        _ state: some IngestState, item: SyncItem, verdict: SyncIngest.Verdict, created: inout [String: Int64], plan: inout IngestPlan
+        _ state: some IngestState, item: SyncItem, verdict: SyncIngest.Verdict, created: inout [String: EnvelopeOwner], plan: inout IngestPlan
     ) throws -> SyncItemResult {
         let payload: SyncPayload
         switch verdict {
@@ -181,9 +192,19 @@ package struct IngestPush: Sendable {
             payload = verified
         }
         let envelopeID = SyncIngest.serverEnvelopeID(accountID: device.accountID, transactionID: payload.transactionId)
-        let existing = try created[envelopeID].map { EnvelopeOwner(sequence: $0, deviceID: device.id) } ?? state.envelopeOwner(id: envelopeID)
-        if let existing {
-            // The transaction id already made an envelope: never create a second one.
+        if let existing = try created[envelopeID] ?? state.envelopeOwner(id: envelopeID) {
+            // The transaction id already made an envelope: never create a second one. The same
+            // envelope (this device's, its local id) pushed again under a new number is its
+            // duplicate; another envelope under a used transaction id (a store that went back in
+            // time and counted its ids again, or two devices' ids that collide) is a
+            // `transaction_conflict`: settled for good (the number is used, later items go on),
+            // no envelope stored, and never a duplicate that would give the device a receipt for
+            // another envelope.
+            guard existing.deviceID == device.id, existing.localEnvelopeID == payload.envelopeId else {
+                return SyncItemResult(
+                    sequence: item.sequence, outcome: .transactionConflict,
+                    reason: "transaction \(payload.transactionId) already names another envelope (item \(existing.sequence) of device \(existing.deviceID), its envelope \(existing.localEnvelopeID)); this item is envelope \(payload.envelopeId): use a new transaction id")
+            }
             return SyncItemResult(
                 sequence: item.sequence, outcome: .duplicate, envelopeID: envelopeID,
                 reason: "transaction \(payload.transactionId) was already applied as item \(existing.sequence) of device \(existing.deviceID)")
@@ -203,7 +224,7 @@ package struct IngestPush: Sendable {
             EnvelopeAggregate(
                 envelope: envelope,
                 recipients: EnvelopeService.syncedRecipients(envelopeID: envelopeID, payload: payload, lifecycle: lifecycle, routed: routed, at: recordedAt)))
-        created[envelopeID] = Int64(item.sequence)
+        created[envelopeID] = EnvelopeOwner(sequence: Int64(item.sequence), deviceID: device.id, localEnvelopeID: payload.envelopeId)
         return SyncItemResult(sequence: item.sequence, outcome: .applied, envelopeID: envelopeID)
     }
 }

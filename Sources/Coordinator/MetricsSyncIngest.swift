@@ -6,7 +6,7 @@ import Metrics
 ///
 /// | name | kind | dimensions |
 /// |---|---|---|
-/// | `signfleet_sync_items_total` | counter | `outcome`: `applied`, `duplicate`, `rejected`, `conflict`, `bad_signature`, or `gap` (items not reached because an earlier sequence is missing) |
+/// | `signfleet_sync_items_total` | counter | `outcome`: `applied`, `duplicate`, `rejected`, `transaction_conflict`, `conflict`, `bad_signature`, or `gap` (items not reached because an earlier sequence is missing) |
 /// | `signfleet_sync_ingest_duration_seconds` | timer (a Prometheus histogram) | — (one observation per push, verification and transaction included) |
 public struct SyncIngestMetrics: Sendable {
     /// Label of the per-outcome item counter.
@@ -18,6 +18,7 @@ public struct SyncIngestMetrics: Sendable {
     let duplicate: Counter
     let rejected: Counter
     let conflict: Counter
+    let transactionConflict: Counter
     let badSignature: Counter
     let gap: Counter
     let duration: Metrics.Timer
@@ -31,6 +32,7 @@ public struct SyncIngestMetrics: Sendable {
         duplicate = items(SyncItemResult.Outcome.duplicate.rawValue)
         rejected = items(SyncItemResult.Outcome.rejected.rawValue)
         conflict = items(SyncItemResult.Outcome.conflict.rawValue)
+        transactionConflict = items(SyncItemResult.Outcome.transactionConflict.rawValue)
         badSignature = items(SyncItemResult.Outcome.badSignature.rawValue)
         gap = items("gap")
         duration = Metrics.Timer(label: Self.durationLabel, factory: factory)
@@ -44,6 +46,7 @@ public struct SyncIngestMetrics: Sendable {
             case .duplicate: duplicate.increment()
             case .rejected: rejected.increment()
             case .conflict: conflict.increment()
+            case .transactionConflict: transactionConflict.increment()
             case .badSignature: badSignature.increment()
             }
         }

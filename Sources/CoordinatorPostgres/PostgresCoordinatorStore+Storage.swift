@@ -688,10 +688,10 @@ struct PostgresIngestState: IngestState {
         let candidates = push.verified(above: storedLast).candidateEnvelopeIDs
         var owners: [String: EnvelopeOwner] = [:]
         if !candidates.isEmpty {
-            for try await (id, sequence, owner) in try await c.query(
-                "SELECT id, sequence, deviceID FROM envelope WHERE id = ANY(\(candidates))", logger: logger
-            ).decode((String, Int64, String).self) {
-                owners[id] = EnvelopeOwner(sequence: sequence, deviceID: owner)
+            for try await (id, sequence, owner, local) in try await c.query(
+                "SELECT id, sequence, deviceID, localEnvelopeID FROM envelope WHERE id = ANY(\(candidates))", logger: logger
+            ).decode((String, Int64, String, String).self) {
+                owners[id] = EnvelopeOwner(sequence: sequence, deviceID: owner, localEnvelopeID: local)
             }
         }
         return PostgresIngestState(storedLast: storedLast, row: row, results: results, owners: owners)

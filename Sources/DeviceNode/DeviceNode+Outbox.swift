@@ -49,7 +49,7 @@ extension DeviceNode {
         try ensureOpen()
         let (ids, changed) = try await storeCall { try await self.store.recordReceipt(sequence: sequence, receipt: receipt) }
         guard changed else { return }
-        if receipt.outcome == .rejected {
+        if receipt.outcome.isRefusal {
             publish(.syncFailed(SyncProgress(envelope: ids, sequence: sequence, error: receipt.reason ?? "rejected by the server", willRetry: false)))
             publish(.envelopeUncached(EnvelopeUncached(envelope: ids, reason: .rejected)))
         } else {

@@ -721,7 +721,7 @@ final class DeviceStore: Sendable {
             var item = (envelope: EnvelopeIDs(localId: row["envelopeId"], transactionId: row["transactionId"], serverId: row["serverEnvelopeId"]),
                         status: OutboxStatus(rawValue: row["status"]) ?? .pending)
             guard item.status == .pending else { return (item.envelope, false) }
-            let status: OutboxStatus = receipt.outcome == .rejected ? .rejected : .synced
+            let status: OutboxStatus = receipt.outcome.isRefusal ? .rejected : .synced
             try db.cachedStatement(sql: """
                 UPDATE outbox SET status = ?, outcome = ?, serverEnvelopeId = ?, reason = ?, recordedAt = ?,
                     payload = CASE WHEN ? THEN NULL ELSE payload END

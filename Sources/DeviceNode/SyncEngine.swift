@@ -199,7 +199,7 @@ public actor SyncEngine {
             }
             let settled = try await node.recordAcknowledgement(ack)
             for result in ack.results {
-                if result.outcome == .rejected || !result.outcome.isSettled { summary.failed += 1 } else { summary.succeeded += 1 }
+                if result.outcome == .rejected || result.outcome == .transactionConflict || !result.outcome.isSettled { summary.failed += 1 } else { summary.succeeded += 1 }
             }
             if ack.status == .refused, let refusal = ack.results.last, refusal.outcome == .conflict,
                renumberings < Self.maxRenumberingsPerPass {

@@ -10,7 +10,8 @@ extension OutboxItem {
 }
 
 extension DeviceNode {
-    /// Records every per-item result of a `sync.ack` (applied, duplicate, rejected) as receipts, in order.
+    /// Records every per-item result of a `sync.ack` (applied, duplicate, rejected, transaction
+    /// conflict) as receipts, in order.
     ///
     /// Items the acknowledgement does not mention (after a `gap`, or beyond the pushed batch) stay
     /// queued, and so do items the server did not settle (`conflict`, `bad_signature`): nothing
@@ -29,6 +30,7 @@ extension DeviceNode {
             case .applied: outcome = .applied
             case .duplicate: outcome = .duplicate
             case .rejected: outcome = .rejected
+            case .transactionConflict: outcome = .transactionConflict
             case .conflict, .badSignature: continue
             }
             try await recordReceipt(sequence: result.sequence, SyncReceipt(

@@ -39,7 +39,8 @@ public enum OutboxStatus: String, Hashable, Sendable, Codable {
     case pending
     /// The server applied it (or had applied it before: a duplicate); a receipt is kept.
     case synced
-    /// The server rejected it for good; the payload is kept for inspection.
+    /// The server refused it for good (rejected, or its transaction id names another envelope);
+    /// the payload is kept for inspection.
     case rejected
 }
 
@@ -56,6 +57,13 @@ public struct SyncReceipt: Hashable, Sendable {
         case duplicate
         /// Refused for good (``reason`` says why); the device moves on.
         case rejected
+        /// Refused for good: the transaction id already names another envelope on the server
+        /// (``reason`` says which). The signed payload stays in the outbox (status `rejected`);
+        /// composing the envelope again under a new transaction id is the way to send it.
+        case transactionConflict = "transaction_conflict"
+
+        /// Whether the server refused the item for good (nothing of it is on the server).
+        public var isRefusal: Bool { self == .rejected || self == .transactionConflict }
     }
     /// The outcome.
     public var outcome: Outcome

@@ -29,10 +29,13 @@ extension CheckerAnalysis {
             let deviceHistory = history.byDevice[d] ?? CheckedDeviceHistory()
             for item in device.outbox {
                 let key = DeviceTransaction(device: d, transaction: item.transactionId)
-                // Only this device's row counts: the same transaction from another device is another
-                // envelope, and the server answering "duplicate" for it would hide this one.
-                let rows = byDeviceTransaction[key] ?? []
-                let elsewhere = rows.isEmpty ? (byTransaction[item.transactionId] ?? []).first : nil
+                // Only this device's row of this envelope counts: the same transaction from another
+                // device, or from this device under another local envelope id (a store that went
+                // back in time and counted its ids again), is another envelope, and a receipt
+                // naming it would hide that this one is not on the server.
+                let sameTransaction = byDeviceTransaction[key] ?? []
+                let rows = sameTransaction.filter { $0.localEnvelopeID == item.envelopeId }
+                let elsewhere = rows.isEmpty ? (sameTransaction.first ?? (byTransaction[item.transactionId] ?? []).first) : nil
                 let signEvent = deviceHistory.signEvent(transaction: item.transactionId, sequence: item.sequence)
                 let syncEvent = deviceHistory.syncEvent(transaction: item.transactionId, sequence: item.sequence)
                 let result = results[DeviceSequence(device: d, sequence: item.sequence)]
@@ -55,7 +58,11 @@ extension CheckerAnalysis {
                     rows: [witnessRow(item, device)] + (result.map { [witnessRow($0, server)] } ?? [])
                         + [absentRow(store: server.store, table: "envelope", ["deviceID": d, "transactionID": item.transactionId])]
                         + (elsewhere.map { [witnessRow($0, server)] } ?? []))
-                let other = elsewhere.map { " (only device \($0.deviceID)'s envelope \($0.id) has that transaction)" } ?? ""
+                let other = elsewhere.map { row in
+                    row.deviceID == d
+                        ? " (only this device's other envelope \(row.localEnvelopeID), server envelope \(row.id), item \(row.sequence), has that transaction)"
+                        : " (only device \(row.deviceID)'s envelope \(row.id) has that transaction)"
+                } ?? ""
                 let serverApplied = result.map { $0.outcome != "rejected" } ?? false
                 switch item.status {
                 case "synced":

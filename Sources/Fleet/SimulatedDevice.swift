@@ -26,8 +26,8 @@ import ZeroMQ
 /// online (deferred while offline), each with a deadline (`CaptiveWork`).
 ///
 /// After a restart it finds its store and carries on. What is replayed: the number of envelopes
-/// it composed (`n`, the highest `<device>-<n>` transaction id among its cached envelopes and
-/// outbox items), so envelope `n + 1` gets the same decisions as without the restart; the last
+/// it composed (`n`, the highest envelope number of its transaction ids, `<device>-<n>` or
+/// `<device>-<n>.<life>`, among its cached envelopes and outbox items), so envelope `n + 1` gets the same decisions as without the restart; the last
 /// envelope, when it was composed but neither queued nor (by its decision) cancelled, is signed
 /// again; the outbox is synced as before. The connectivity timeline is a function of the seed and
 /// the time since the run's start, so it carries on too. Arrival times restart from the restart
@@ -46,6 +46,9 @@ public actor SimulatedDevice {
     private let services: LinkedServices
     private let wakeup = DeviceWakeup()
     private var machine: DeviceStateMachine
+    /// Nil in the device's first life (its store was created by this process); otherwise this
+    /// life's suffix of new transaction ids (``transactionID(for:)``).
+    private var lifeSuffix: String?
 
     private var node: DeviceNode?
     private var link: FleetClientConnection?
@@ -101,6 +104,9 @@ public actor SimulatedDevice {
         storeConfiguration.retainSynced = SimulatedDeviceConfiguration.retainSynced
         // Thousands of devices share a node process: one connection each, a small page cache.
         storeConfiguration.storeFootprint = .compact
+        // A store that was there before this process is a later life of the device: its new
+        // envelopes' transaction ids carry a suffix of this life (``transactionID(for:)``).
+        if FileManager.default.fileExists(atPath: configuration.storePath) { lifeSuffix = Self.drawLifeSuffix() }
         let node = try await DeviceNode.open(
             configuration: storeConfiguration, accountService: services, templateService: services, logger: logger)
         self.node = node
@@ -193,10 +199,8 @@ public actor SimulatedDevice {
 
     /// Finds what an earlier run left in the store (see the type's documentation).
     private func restore(_ node: DeviceNode) async throws -> DeviceStateMachine.Restored {
-        let prefix = configuration.deviceID + "-"
-        func number(_ transaction: String) -> Int? {
-            transaction.hasPrefix(prefix) ? Int(transaction.dropFirst(prefix.count)) : nil
-        }
+        let deviceID = configuration.deviceID
+        func number(_ transaction: String) -> Int? { Self.envelopeNumber(inTransaction: transaction, device: deviceID) }
         let cached = try await node.cachedEnvelopes()
         let outbox = try await node.outboxItems()
         let numbers = cached.compactMap { number($0.envelope.transactionId) } + outbox.compactMap { number($0.envelope.transactionId) }
@@ -236,6 +240,42 @@ public actor SimulatedDevice {
             logger.info("restored", metadata: ["composed": "\(restored.composed)", "pending": "\(pending)"])
         }
         return restored
+    }
+
+    // MARK: Transaction ids
+
+    /// The transaction id of envelope `number`: `<device>-<n>` in the device's first life, and
+    /// `<device>-<n>.<life>` after a restart, `<life>` being 8 hex digits drawn when the process
+    /// opened the store. A store that lost its last commits (its `-wal` gone while the node was
+    /// down) counts envelopes from an older `n`, and would otherwise give a new envelope the id of
+    /// one the coordinator already holds; the suffix makes every life's ids its own, whatever the
+    /// store lost (docs/fleet-devices.md).
+    static func transactionID(device: String, number: Int, lifeSuffix: String?) -> String {
+        lifeSuffix.map { "\(device)-\(number).\($0)" } ?? "\(device)-\(number)"
+    }
+
+    /// The envelope number `n` of one of this device's transaction ids (either form), or nil.
+    static func envelopeNumber(inTransaction transaction: String, device: String) -> Int? {
+        let prefix = device + "-"
+        guard transaction.hasPrefix(prefix) else { return nil }
+        let rest = transaction.dropFirst(prefix.count)
+        let digits = rest.prefix { $0 != "." }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let number = Int(digits), number > 0 else { return nil }
+        if digits.count < rest.count {
+            let suffix = rest.dropFirst(digits.count + 1)
+            guard suffix.count == 8, suffix.allSatisfy(\.isHexDigit) else { return nil }
+        }
+        return number
+    }
+
+    /// A life's suffix: from the system's generator, not the run's seed. It changes no decision
+    /// (those come from the seed and `n`), and it must differ between two lives of a device that
+    /// start from the same store contents, which a draw from the seed would repeat.
+    static func drawLifeSuffix() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let value = UInt32.random(in: .min ... .max, using: &generator)
+        let hex = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
     }
 
     // MARK: Connectivity
@@ -361,7 +401,7 @@ public actor SimulatedDevice {
 
     /// Composes the envelope of an arrival (the machine then asks for its signing).
     private func compose(_ node: DeviceNode, _ decision: EnvelopeDecision) async throws {
-        let transaction = "\(configuration.deviceID)-\(decision.number)"
+        let transaction = Self.transactionID(device: configuration.deviceID, number: decision.number, lifeSuffix: lifeSuffix)
         var details: [String: String] = [:]
         var template: CachedTemplate?
         if decision.fromTemplate {

@@ -95,17 +95,18 @@ public enum SyncAudit {
                     continue
                 }
                 switch result.outcome {
-                case .rejected, .conflict, .badSignature:
+                case .rejected, .conflict, .transactionConflict, .badSignature:
                     report(.mismatched, sequence, device: mine, coordinator: describe(result))
                 case .duplicate:
                     break  // reported above as duplicated
                 case .applied:
                     compareApplied(item, result, sequence: sequence, appliedTransactions: appliedTransactions, report: report)
                 }
-            } else if item.status == .rejected || item.outcome == .rejected {
+            } else if item.status == .rejected || item.outcome == .rejected || item.outcome == .transactionConflict {
                 rejected += 1
                 if let result {
-                    if result.outcome != .rejected { report(.mismatched, sequence, device: mine, coordinator: describe(result)) }
+                    let expected: SyncItemResult.Outcome = item.outcome == .transactionConflict ? .transactionConflict : .rejected
+                    if result.outcome != expected { report(.mismatched, sequence, device: mine, coordinator: describe(result)) }
                 } else {
                     report(.lost, sequence, device: mine, coordinator: "no result (last applied #\(input.coordinatorLastApplied))")
                     lostReported.insert(sequence)

@@ -164,19 +164,34 @@ struct StorageServices {
         let duplicateTransaction = try await push([replay])
         #expect(duplicateTransaction.results.map(\.outcome) == [.duplicate] && duplicateTransaction.lastApplied == 4)
         #expect(duplicateTransaction.results[0].envelopeID == applied.results[0].envelopeID)
+        // Another envelope (another local envelope id: a store that went back in time and counted
+        // its transaction ids again) under an applied transaction id is a transaction conflict:
+        // settled, nothing stored, and the item after it goes on.
+        let reused = try forger.item(from: items[3], sequence: 5, transaction: "tx-1") { $0.envelopeId = "signed-after-the-store-went-back" }
+        let next = try forger.item(from: items[3], sequence: 6, transaction: "tx-5")
+        let conflicted = try await push([reused, next])
+        #expect(conflicted.status == .ok && conflicted.lastApplied == 6)
+        #expect(conflicted.results.map(\.outcome) == [.transactionConflict, .applied])
+        #expect(conflicted.results[0].envelopeID == nil)
+        #expect(conflicted.results[0].reason?.contains("already names another envelope") == true, "\(conflicted.results[0])")
+        let resent = try await push([reused])
+        #expect(resent.results.map(\.outcome) == [.transactionConflict], "a resend hears the same answer, never duplicate")
+        #expect(resent.status == .ok && resent.lastApplied == 6)
 
         let counts = try await store.storage.counts()
-        #expect(counts.envelopes == 3 && counts.devicesEnrolled == 1)
-        #expect(counts.syncOutcomes == ["applied": 3, "duplicate": 1], "an item repeating an applied transaction is stored as its duplicate")
+        #expect(counts.envelopes == 4 && counts.devicesEnrolled == 1)
+        #expect(
+            counts.syncOutcomes == ["applied": 4, "duplicate": 1, "transaction_conflict": 1],
+            "an item repeating an applied transaction is stored as its duplicate; another envelope under it as a conflict")
         let summaries = try await store.storage.envelopeSummaries()
-        #expect(summaries.map(\.sequences) == [[1, 2, 3]] && summaries.first?.lastAppliedSequence == 4)
+        #expect(summaries.map(\.sequences) == [[1, 2, 3, 6]] && summaries.first?.lastAppliedSequence == 6)
 
         // sync.results pages through what was stored.
         let page = try await services.ingest.results(SyncResultsQuery(deviceID: forger.id, after: 0, limit: 3), routingID: forger.id)
-        #expect(page.results.map(\.sequence) == [1, 2, 3] && page.nextAfter == 3 && page.lastApplied == 4)
+        #expect(page.results.map(\.sequence) == [1, 2, 3] && page.nextAfter == 3 && page.lastApplied == 6)
         #expect(page.results[0].transactionID == "tx-0" && page.results[0].envelopeSequence == 1)
         let rest = try await services.ingest.results(SyncResultsQuery(deviceID: forger.id, after: 3, limit: 3), routingID: forger.id)
-        #expect(rest.results.map(\.sequence) == [4] && rest.nextAfter == nil)
+        #expect(rest.results.map(\.sequence) == [4, 5, 6] && rest.nextAfter == nil)
         #expect(rest.results[0].envelopeSequence == 1, "item 4 names the envelope item 1 made")
     }
 

@@ -1,5 +1,6 @@
 @testable import DeviceNode
 import Envelopes
+import FleetProtocol
 import Foundation
 import Testing
 
@@ -86,6 +87,27 @@ struct OutboxAndStoreTests {
         // The next envelope continues the numbering.
         _ = try await node.compose(try remoteOnlyEnvelope(transactionId: "tx-after"))
         #expect(try await node.pendingOutboxItems().map(\.sequence) == [2])
+    }
+
+    @Test("a transaction conflict in an acknowledgement settles as a refusal and keeps the signed payload")
+    func transactionConflict() async throws {
+        let fixture = try await Fixture.make()
+        let node = fixture.node
+        let events = node.events()
+        let id = try await node.compose(try remoteOnlyEnvelope(transactionId: "tx-reused"))
+        try await node.beginSync(sequences: [1])
+        let reason = "transaction tx-reused already names another envelope (item 1 of device d, its envelope e); this item is envelope \(id): use a new transaction id"
+        let settled = try await node.recordAcknowledgement(
+            SyncAck(status: .ok, lastApplied: 1, results: [SyncItemResult(sequence: 1, outcome: .transactionConflict, reason: reason)]))
+        #expect(settled == [1], "settled for good: never pushed again")
+        let item = try #require(try await node.outboxItems().first)
+        #expect(item.status == .rejected && item.receipt?.outcome == .transactionConflict && item.receipt?.serverEnvelopeId == nil)
+        #expect(item.syncItem != nil && item.hasValidSignature(publicKey: node.publicKey), "the signed payload is kept: nothing is lost")
+        #expect(try await node.pendingOutboxItems().isEmpty)
+        let seen = try await collect(events) { if case .syncFailed = $0 { return true } else { return false } }
+        #expect(seen.last == .syncFailed(SyncProgress(
+            envelope: EnvelopeIDs(localId: id, transactionId: "tx-reused"), sequence: 1, error: reason, willRetry: false)))
+        #expect(try await node.auditStore().isConsistent)
     }
 
     @Test("reopening a store after a normal close finds everything")

@@ -104,6 +104,46 @@ import Testing
         #expect(duplicate.witness.rows.map { $0.fields["id"] } == [Self.serverID(transaction), "env-duplicate"])
     }
 
+    /// What a coordinator that answered `duplicate` by transaction id alone left behind (issue #31):
+    /// a device whose store went back in time (item 1 gone from it) signed a new envelope under an
+    /// id it had used (item 3 as `a-1-tx-1`); the server stored nothing for it and gave it a receipt
+    /// naming item 1's envelope. The new envelope is not on the server: `lost`, not an order
+    /// violation (item 1, on the server and no longer on the device, is device-data-loss).
+    @Test func anEnvelopeUnderAReusedTransactionIdThatTheServerDoesNotHoldIsLost() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        let first = try #require(fixture.transactions["a-1"]?[0])
+        let third = try #require(fixture.transactions["a-1"]?[2])
+        var firstEnvelope = ""
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            firstEnvelope = try #require(try String.fetchOne(db, sql: "SELECT id FROM envelope WHERE transactionID = ?", arguments: [first]))
+            let thirdEnvelope = try #require(try String.fetchOne(db, sql: "SELECT id FROM envelope WHERE transactionID = ?", arguments: [third]))
+            try db.execute(sql: "DELETE FROM envelopeRecipient WHERE envelopeID = ?", arguments: [thirdEnvelope])
+            try db.execute(sql: "DELETE FROM envelope WHERE id = ?", arguments: [thirdEnvelope])
+            try db.execute(
+                sql: "UPDATE syncResult SET outcome = 'duplicate', envelopeID = ? WHERE deviceID = 'a-1' AND sequence = 3", arguments: [firstEnvelope])
+        }
+        try CheckerRun.edit(broken.deviceStore(device: "a-1")) { db in
+            // The store went back: item 1 is gone from it, and its id was made again for item 3.
+            try db.execute(sql: "DELETE FROM outbox WHERE sequence = 1")
+            try db.execute(sql: "DELETE FROM journal WHERE transactionId = ?", arguments: [first])
+            try db.execute(
+                sql: "UPDATE outbox SET transactionId = ?, serverEnvelopeId = ?, outcome = 'duplicate' WHERE sequence = 3", arguments: [first, firstEnvelope])
+            try db.execute(sql: "UPDATE journal SET transactionId = ? WHERE transactionId = ?", arguments: [first, third])
+        }
+        let historyFile = broken.historyFile(process: "node-a-1")
+        let history = try String(contentsOfFile: historyFile, encoding: .utf8)
+        try history.replacingOccurrences(of: "\"\(third)\"", with: "\"\(first)\"").write(toFile: historyFile, atomically: true, encoding: .utf8)
+
+        let report = try await Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies(.orderViolation).isEmpty, "\(report.summary())")
+        let lost = try #require(report.anomalies(.lost).first, "\(report.summary())")
+        #expect(lost.device == "a-1" && lost.transaction == first && lost.sequence == 3, "\(report.summary())")
+        #expect(lost.message.contains("other envelope"), "the witness names the envelope that holds the id: \(lost.message)")
+    }
+
     @Test func swappedIngestOrderIsAnOrderViolation() async throws {
         let fixture = try await CheckerRun.make()
         defer { fixture.remove() }

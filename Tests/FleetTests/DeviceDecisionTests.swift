@@ -107,3 +107,29 @@ import Testing
         #expect(throws: NodePlanError(path: path, "requestTimeout: must be 0.01 to 3600 s, not 1e+300")) { try NodePlan.load(path: path) }
     }
 }
+
+/// A simulated device's transaction ids: `<device>-<n>` in its first life, `<device>-<n>.<life>`
+/// after a restart, so a store that went back in time never makes an id twice.
+@Suite struct SimulatedTransactionIDTests {
+    @Test func theFirstLifesIdsArePlainAndLaterOnesCarryTheirLife() {
+        #expect(SimulatedDevice.transactionID(device: "office-5", number: 12, lifeSuffix: nil) == "office-5-12")
+        #expect(SimulatedDevice.transactionID(device: "office-5", number: 12, lifeSuffix: "3fa2c90d") == "office-5-12.3fa2c90d")
+    }
+
+    @Test func theEnvelopeNumberIsReadFromEitherFormAndNothingElse() {
+        #expect(SimulatedDevice.envelopeNumber(inTransaction: "office-5-12", device: "office-5") == 12)
+        #expect(SimulatedDevice.envelopeNumber(inTransaction: "office-5-12.3fa2c90d", device: "office-5") == 12)
+        for other in [
+            "office-5", "office-5-", "office-5-0", "office-5--1", "office-5-12.", "office-5-12.3fa2c90", "office-5-12.3fa2c90dd",
+            "office-5-12.zzzzzzzz", "office-50-12", "office-5-١٢", "office-5-12-r1", "E6448E9E-9922-46A0-9AE2-DA87DBE8EC4A",
+        ] {
+            #expect(SimulatedDevice.envelopeNumber(inTransaction: other, device: "office-5") == nil, "\(other)")
+        }
+    }
+
+    @Test func livesDrawDifferentSuffixesOfEightHexDigits() {
+        let drawn = (0..<64).map { _ in SimulatedDevice.drawLifeSuffix() }
+        #expect(drawn.allSatisfy { $0.count == 8 && $0.allSatisfy { $0.isHexDigit && !$0.isUppercase } }, "\(drawn)")
+        #expect(Set(drawn).count > 60, "64 draws of 32 bits: a repeat is a broken generator, not luck")
+    }
+}

@@ -199,9 +199,14 @@ import FoundationNetworking
                 .compactMap(\.sequence).min()
             if let secondMin { #expect(secondMin > firstMax, "\(device): \(secondMin) after \(firstMax)") }
             let firstComposed = before.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }.count
-            let secondNumbers = after.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }
-                .compactMap { $0.transaction.flatMap { Int($0.split(separator: "-").last ?? "") } }
+            let secondTransactions = after.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }.compactMap(\.transaction)
+            let secondNumbers = secondTransactions.compactMap { SimulatedDevice.envelopeNumber(inTransaction: $0, device: device) }
+            #expect(secondNumbers.count == secondTransactions.count, "\(device)'s ids name its envelopes: \(secondTransactions)")
             if let next = secondNumbers.first { #expect(next >= firstComposed, "\(device) restarted at \(next) after \(firstComposed)") }
+            // The second life's ids are its own (`<device>-<n>.<life>`), the first life's plain.
+            #expect(secondTransactions.allSatisfy { $0.count == "\(device)-\(SimulatedDevice.envelopeNumber(inTransaction: $0, device: device) ?? 0)".count + 9 })
+            let firstTransactions = before.filter { $0.device == device && $0.op == .compose && $0.type == .invoke }.compactMap(\.transaction)
+            #expect(firstTransactions.allSatisfy { !$0.contains(".") }, "\(firstTransactions)")
         }
         let held = try await Self.coordinatorEnvelopes(store: store)
         #expect(held.valid, "\(held.output)")

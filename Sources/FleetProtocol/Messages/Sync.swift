@@ -54,15 +54,24 @@ public struct SyncItemResult: Sendable, Hashable, Codable {
         /// result's payload digest differs). Nothing changed on the server; the item stays the
         /// device's to resolve. Ends the walk (``SyncAck/Status/refused``).
         case conflict
+        /// Settled, refused for good: the item's transaction id already names another envelope
+        /// of the account (another device's, or this device's under another local envelope id: a
+        /// store that went back in time and counted its ids again). Nothing is stored but the
+        /// result (`reason` names the envelope holding the id); the sequence advanced, as for
+        /// `rejected`, so later items go on. The device keeps the envelope; a new transaction id
+        /// is the way to send it. Never answered `duplicate`: that would hand the device a
+        /// receipt for an envelope that is not its.
+        case transactionConflict = "transaction_conflict"
         /// Not settled: the signature does not verify with the device's enrolled key, so the item
         /// is not proven to be the device's. Stored nowhere; `lastApplied` did not move. Ends the
         /// walk (``SyncAck/Status/refused``).
         case badSignature = "bad_signature"
 
-        /// Whether the server settled the item for good (applied, duplicate or rejected).
+        /// Whether the server settled the item for good (applied, duplicate, rejected or a
+        /// transaction conflict).
         public var isSettled: Bool {
             switch self {
-            case .applied, .duplicate, .rejected: true
+            case .applied, .duplicate, .rejected, .transactionConflict: true
             case .conflict, .badSignature: false
             }
         }
@@ -90,7 +99,7 @@ public struct SyncAck: FleetMessageBody, Hashable {
     public static let messageType: MessageType = "sync.ack"
 
     public enum Status: String, Sendable, Hashable, Codable {
-        /// Every item was applied, duplicate or rejected.
+        /// Every item was settled: applied, duplicate, rejected or a transaction conflict.
         case ok
         /// The first unknown item was not `lastApplied + 1`; resend from `expectedSequence`.
         case gap
