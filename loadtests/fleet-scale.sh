@@ -6,11 +6,11 @@
 # them) and VmRSS (which counts each shared page in every process) of every node-* process in
 # the run's pids file, summed, sampled every 2 s.
 # It also reports the node processes' CPU time per device and minute of the run (run and drain), and
-# the coordinator's CPU seconds and peak VmRSS. NODE_NICE is `fleet run --node-nice` (default 10).
+# the coordinator's CPU seconds and peak VmRSS. NODE_NICE is `fleet run --node-nice` (default 19).
 # The answer is the largest count with a valid verdict and p99 < 1 s.
 #
 #   loadtests/fleet-scale.sh [COUNTS...]        default: 100 250 500 1000
-#   SIGNFLEET_BIN=... SEED=... DURATION=2m NODE_NICE=10 loadtests/fleet-scale.sh 200
+#   SIGNFLEET_BIN=... SEED=... DURATION=2m NODE_NICE=19 loadtests/fleet-scale.sh 200
 #
 # The scenario is scenarios/offline-field-day.yaml scaled: 80% rural, 20% depot,
 # PER_PROCESS devices per node process (default 250), its faults moved into the 2 minutes (the rural
@@ -153,7 +153,7 @@ for n in "${COUNTS[@]}"; do
     echo "==> $n devices, run $r of $RUNS, seed $seed ($file)"
     before=$(readlink -f "$runs/latest" 2>/dev/null || true)
     set +e
-    "$BIN" fleet run "$file" --seed "$seed" --runs "$runs" --node-nice "${NODE_NICE:-10}" >"$OUT/fleet-$n-$r.out" 2>"$OUT/fleet-$n-$r.err" &
+    "$BIN" fleet run "$file" --seed "$seed" --runs "$runs" --node-nice "${NODE_NICE:-19}" >"$OUT/fleet-$n-$r.out" 2>"$OUT/fleet-$n-$r.err" &
     launcher=$!
     read -r peak peak_rss node_ticks coordinator_ticks coordinator_rss < <(sample_run "$launcher" "$runs")
     wait "$launcher"

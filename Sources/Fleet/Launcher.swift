@@ -63,7 +63,10 @@ public struct LauncherConfiguration: Sendable {
     public var stopGrace: Double = 5
     /// The nice value of every node process (``NodePlan/niceness``): the coordinator keeps the
     /// CPU it needs on a machine the devices share with it. 0 runs them at the launcher's priority.
-    public var nodeNiceness = 10
+    /// 19, the lowest: the scheduler weighs threads, and forty node processes' threads at nice 10
+    /// still outweighed the coordinator's at 10,000 devices (docs/performance.md, "Overload
+    /// without a storm": median p99 6.3 s at nice 10, 2.3 s at nice 19, same seeds).
+    public var nodeNiceness = 19
     /// The run's wall-clock time: the schedule is in seconds since `runStart`, an epoch time the
     /// node processes share through their plans, and the report's times are read from it.
     public var wall: WallClock = .system

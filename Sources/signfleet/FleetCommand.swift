@@ -76,7 +76,7 @@ struct FleetCommand: AsyncParsableCommand {
                 The nice value (0-19) of the node processes, so the simulated devices never take the \
                 coordinator's CPU on this machine; 0 runs them at the launcher's priority.
                 """)
-        var nodeNice = 10
+        var nodeNice = 19
 
         func validate() throws {
             guard ProcessPriority.range.contains(nodeNice) else {
@@ -99,7 +99,7 @@ struct FleetCommand: AsyncParsableCommand {
             let plan = LaunchPlan.make(scenario: loaded, seed: chosenSeed)
             var replay = "signfleet fleet run \(scenario) --seed \(chosenSeed)"
             if let duration { replay += " --duration \(duration)" }
-            if nodeNice != 10 { replay += " --node-nice \(nodeNice)" }
+            if nodeNice != 19 { replay += " --node-nice \(nodeNice)" }
             var configuration = LauncherConfiguration(
                 executable: FleetCommand.executablePath(), scenario: loaded, seed: chosenSeed,
                 scenarioText: loaded.yaml(seed: chosenSeed), plan: plan, runsRoot: runs, replay: replay,
