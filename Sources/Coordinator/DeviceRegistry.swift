@@ -77,7 +77,7 @@ public struct DeviceRegistry: Sendable {
         guard (1...255).contains(request.deviceID.utf8.count) else {
             throw FleetError(.invalidRequest, "a device id is 1 to 255 bytes")
         }
-        if case .failure(let problem) = StrictEd25519.publicKey(request.publicKey) {
+        if case .failure(let problem) = StrictEd25519.enrollableKey(request.publicKey) {
             throw FleetError(.invalidRequest, "publicKey is refused: \(problem) (docs/protocol.md, \"Strict Ed25519\")")
         }
         let now = now()

@@ -45,6 +45,20 @@ public enum StrictEd25519 {
         return .success(key)
     }
 
+    /// The key, once it passes the rule and encodes a point of the curve: what a key must be to be
+    /// enrolled. swift-crypto takes any 32 bytes as a key; one that is no curve point can sign
+    /// nothing (no signature ever verifies with it), so ``publicKey(_:)`` needs no such check on
+    /// the paths that verify, but a device enrolled with one would have every push refused. The
+    /// check costs some 500 field multiplications, paid once per enrollment.
+    public static func enrollableKey(_ bytes: [UInt8]) -> Result<Curve25519.Signing.PublicKey, KeyProblem> {
+        let key = publicKey(bytes)
+        guard case .success = key, Ed25519Field.isCurvePoint(bytes) else {
+            if case .failure = key { return key }
+            return .failure(.notOnCurve)
+        }
+        return key
+    }
+
     /// Whether `signature` is a strictly valid signature of `message` by `publicKey` (raw 32 bytes).
     public static func isValid(_ signature: [UInt8], for message: some DataProtocol, publicKey: [UInt8]) -> Bool {
         guard case .success(let key) = self.publicKey(publicKey) else { return false }

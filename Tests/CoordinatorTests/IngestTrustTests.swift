@@ -100,11 +100,12 @@ import Testing
         try await node.close()
     }
 
-    @Test func enrollmentRefusesKeysOfSmallOrderAndNonCanonicalKeys() async throws {
+    @Test func enrollmentRefusesKeysOfSmallOrderNonCanonicalKeysAndNonPoints() async throws {
         let fixture = try await IngestFixture()
         defer { fixture.temporary.remove() }
         var refused: [[UInt8]] = Array(StrictEd25519.smallOrderPoints)
         refused.append([0xed] + [UInt8](repeating: 0xff, count: 30) + [0x7f])  // y = p
+        refused.append([0x02] + [UInt8](repeating: 0, count: 31))  // no curve point: every push would be bad_signature
         for (index, key) in refused.enumerated() {
             let error = await fleetError { try await fixture.enroll("weak-\(index)", key: key) }
             #expect(error?.code == .invalidRequest, "key \(index)")

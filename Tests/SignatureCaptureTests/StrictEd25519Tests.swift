@@ -30,6 +30,50 @@ import Testing
         print("swift-crypto plain verification accepted the universal forgery for \(acceptedPlainly.count) of \(messages.count) messages")
     }
 
+    /// Whether each y (32 bytes, little-endian, sign bit clear) has a curve point, as Python's big
+    /// integers answer it independently: x² = (y² − 1) / (d·y² + 1) mod p is a square (Euler's
+    /// criterion), computed with `pow` on the same numbers.
+    static let curveMembership: [(hex: String, onCurve: Bool)] = [
+        ("0200000000000000000000000000000000000000000000000000000000000000", false),  // the issue's key
+        ("0300000000000000000000000000000000000000000000000000000000000000", true),
+        ("0700000000000000000000000000000000000000000000000000000000000000", false),
+        ("0900000000000000000000000000000000000000000000000000000000000000", true),
+        ("79f1fd0518bec66ca50405acb71aa74b9f8f3928095de8da5f6d46f67448c705", true),
+        ("cb111065ee80694e3bb622b8678ee0c4789a7ad4b48ab528afa6bf3197ff1550", false),
+        ("3e796dc9fbf031d05430c4953f45a60ae9b7acbbd82fe658f11963798759d771", true),
+        ("aebb126fbdca5f38878f4099369b3599974e9809c7dfe2fd83e0e2f26dda0703", false),
+        ("9fd620eab2cb3bcfbc974281fc6295ce154aa6284ecd94c10460736eb02ee62a", true),
+        ("0c71fe91c1d0b8a8adf0abc48a1af117f5e5a8bc2a142b65ea8f28bbc98cb423", false),
+        ("ebffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", false),  // p − 2
+        ("eaffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", true),  // p − 3
+        ("0000000000000000000000000000000000000000000000000000000000000040", false),  // 2^254
+        ("0000000000000000ffffffffffffffffffffffffffffffffffffffffffffff7f", true),  // 2^255 − 2^64
+        ("ffffffffffffffff000000000000000000000000000000000000000000000000", false),  // 2^64 − 1
+    ]
+
+    @Test func bytesThatAreNoCurvePointAreRefusedAsAKey() {
+        for (hex, onCurve) in Self.curveMembership {
+            let bytes = stride(from: 0, to: hex.count, by: 2).map { offset -> UInt8 in
+                let start = hex.index(hex.startIndex, offsetBy: offset)
+                return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)!
+            }
+            #expect(Ed25519Field.isCurvePoint(bytes) == onCurve, "\(hex)")
+            var refusal: StrictEd25519.KeyProblem?
+            if case .failure(let problem) = StrictEd25519.enrollableKey(bytes) { refusal = problem }
+            #expect((refusal == .notOnCurve) == !onCurve, "\(hex): \(String(describing: refusal))")
+        }
+    }
+
+    @Test func everyHonestKeyIsACurvePoint() {
+        for _ in 0..<500 {
+            let key = Array(Curve25519.Signing.PrivateKey().publicKey.rawRepresentation)
+            guard case .success = StrictEd25519.enrollableKey(key) else {
+                Issue.record("an honest key refused: \(key)")
+                continue
+            }
+        }
+    }
+
     @Test func everyPointOfSmallOrderIsRefusedAsAKey() {
         #expect(StrictEd25519.smallOrderPoints.count == 8)
         for point in StrictEd25519.smallOrderPoints {
