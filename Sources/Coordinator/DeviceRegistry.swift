@@ -163,15 +163,22 @@ public struct DeviceRegistry: Sendable {
     /// The device row a request from `credential` naming `deviceID` refers to. Device ids are
     /// unique per account only: under CURVE the key finds the row (its account included); under
     /// plain TCP the id must name a single device.
-    /// - Throws: ``FleetError`` `forbidden` when plain TCP cannot tell two accounts' devices apart.
+    /// - Throws: ``FleetError`` `forbidden` when plain TCP cannot tell two accounts' devices apart,
+    ///   or the CURVE key is another device's; `unauthenticated` when the CURVE key is no device's.
     func lookUp(deviceID: String, credential: PeerCredential) async throws -> DeviceRecord? {
         switch credential {
         case .curveKey(let key):
-            if let bound = try await store.device(curveKey: Data(key)), bound.id == deviceID {
-                return bound
+            // Only the key's own row is ever looked at: whether another key's device of that id
+            // exists must not show in the answer, or any peer could list the ids of every account.
+            // A key bound to no device is `unauthenticated`, one bound to another device `forbidden`,
+            // both whatever `deviceID` names.
+            guard let bound = try await store.device(curveKey: Data(key)) else {
+                throw FleetError(.unauthenticated, "no device is enrolled with this connection's CURVE key; send device.enroll first")
             }
-            // Not this key's device: any row of that id makes it `forbidden` rather than unknown.
-            return try await store.devices(id: deviceID, limit: 1).first
+            guard bound.id == deviceID else {
+                throw FleetError(.forbidden, "this connection's CURVE key is enrolled for device \"\(bound.id)\"; it acts for no other")
+            }
+            return bound
         case .claimedName:
             let rows = try await store.devices(id: deviceID, limit: 2)
             guard rows.count <= 1 else {

@@ -114,10 +114,17 @@ struct StorageServices {
         }
         #expect(keyTaken?.code == .forbidden, "one CURVE key, one device")
         #expect(try await services.devices.authenticate(deviceID: "d1", credential: .curveKey(curve)).id == "d1")
+        // An unknown key hears the same whether the id it names exists or not: no list of ids.
         let impostor = await #expect(throws: FleetError.self) {
             try await services.devices.authenticate(deviceID: "d1", credential: .curveKey([UInt8](repeating: 8, count: 32)))
         }
-        #expect(impostor?.code == .forbidden)
+        let nobody = await #expect(throws: FleetError.self) {
+            try await services.devices.authenticate(deviceID: "no-such-device", credential: .curveKey([UInt8](repeating: 8, count: 32)))
+        }
+        #expect(impostor?.code == .unauthenticated && impostor == nobody, "\(String(describing: impostor)) / \(String(describing: nobody))")
+        // An enrolled key naming another device is forbidden, whether that device exists or not.
+        let other = await #expect(throws: FleetError.self) { try await services.devices.authenticate(deviceID: "d9", credential: .curveKey(curve)) }
+        #expect(other?.code == .forbidden)
 
         #expect(try await services.devices.revoke(deviceID: "d1"))
         #expect(try await services.devices.revoke(deviceID: "missing") == false)

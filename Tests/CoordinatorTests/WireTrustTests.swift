@@ -123,9 +123,9 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
             let forger = Forger(id: "victim")
             let junk = try forger.item(from: items[1], sequence: 2, transaction: "junk")
             let push = await fleetError { _ = try await attacker.request(SyncPush(deviceID: "victim", items: [junk])) }
-            #expect(push?.code == .forbidden, "\(String(describing: push))")
+            #expect(push?.code == .unauthenticated, "\(String(describing: push))")
             let results = await fleetError { _ = try await attacker.request(SyncResultsQuery(deviceID: "victim")) }
-            #expect(results?.code == .forbidden)
+            #expect(results?.code == .unauthenticated, "the same as for an id that does not exist: no list of ids")
             let enroll = await fleetError {
                 _ = try await attacker.request(EnrollDevice(accessToken: coordinator.token, deviceID: "victim", publicKey: forger.publicKey))
             }
