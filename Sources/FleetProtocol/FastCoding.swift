@@ -273,9 +273,12 @@ extension Heartbeat: MessagePackWritable, MessagePackReadable {
         writer.writeMapHeader(0)
     }
 
-    // The synthesized Codable init reads nothing, so any one value is accepted.
+    // The body is a map (docs/protocol.md: `{}`); its entries, if any, are ignored.
     public init(from reader: inout MessagePackReader) throws {
-        try reader.skipValue()
+        for _ in 0..<(try reader.readMapHeader()) {
+            try reader.skipValue()
+            try reader.skipValue()
+        }
         self.init()
     }
 }

@@ -43,7 +43,10 @@ public struct FleetResponder: Sendable {
         switch request.header.type {
         case Hello.messageType: hello(request, context: context, heartbeatInterval: heartbeatInterval ?? configuration.heartbeatInterval)
         case Heartbeat.messageType:
-            encoded(HeartbeatReply(serverInstance: instance, heartbeatIntervalMs: heartbeatInterval.map { UInt32(clamping: $0.milliseconds) }))
+            // Its body is `{}`: read like any request's, so `[]` is `invalid_body`, not a heartbeat.
+            Result { () throws(FleetError) in _ = try codec.decodeBody(Heartbeat.self, from: request) }.flatMap {
+                encoded(HeartbeatReply(serverInstance: instance, heartbeatIntervalMs: heartbeatInterval.map { UInt32(clamping: $0.milliseconds) }))
+            }
         default: await router.route(request, context: context)
         }
     }

@@ -141,6 +141,12 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(header.replyTo == 13)
         #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .invalidBody)
 
+        // A heartbeat whose body is `[]`, not `{}`: refused like any request's wrong body.
+        (header, body) = try await rawExchange(
+            socket, [try codec.encodeHeader(MessageHeader(type: Heartbeat.messageType, id: 16)), try MessagePackEncoder().encode([Int]())])
+        #expect(header.replyTo == 16 && header.type == FleetError.messageType)
+        #expect(try MessagePackDecoder().decode(FleetError.self, from: body).code == .invalidBody)
+
         // Hello that lies about its device id.
         (header, body) = try await rawExchange(
             socket, try codec.encode(Hello(deviceID: "someone-else", client: "t"), header: MessageHeader(type: Hello.messageType, id: 14)))

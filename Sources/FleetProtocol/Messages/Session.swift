@@ -55,6 +55,20 @@ public struct Heartbeat: FleetRequest, Hashable {
     public static let messageType: MessageType = "heartbeat"
 
     public init() {}
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// The body must be a map (`{}`), as every body is; what it holds is ignored. The synthesized
+    /// init read nothing, so `[]`, `nil` or a number were answered as heartbeats.
+    public init(from decoder: any Decoder) throws {
+        _ = try decoder.container(keyedBy: AnyKey.self)
+        self.init()
+    }
 }
 
 public struct HeartbeatReply: FleetMessageBody, Hashable {
