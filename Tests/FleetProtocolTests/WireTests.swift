@@ -310,20 +310,8 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         // just closed; an adaptive one waits 2 s on the next connection and is answered. (A client
         // with failover endpoints, here the same one again, moves to a new connection at the first
         // unanswered hello; one with a single endpoint asks again on the same connection.)
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
-            }
-        }
-        func answer(_ hello: (peer: [UInt8], id: UInt64), instance: String) async throws {
-            let reply = HelloReply(server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: instance)
-            try await router.send([hello.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
-        }
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, failover: [endpoint])
         let events = client.events
@@ -338,19 +326,15 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         try await withDeadline(.seconds(120), "the second hello's timeout") { await clock.sleeping(atLeast: 1) }
         #expect(clock.pendingDeadlines == [.seconds(2)], "the timeout doubled after the first hello timed out")
         await clock.advance(by: .milliseconds(1_500))  // the coordinator's slowness: within the 2 s
-        try await answer(first, instance: "slow-1")  // to a connection closed since: dropped
-        try await answer(second, instance: "slow-2")
+        try await server.answer(first, instance: "slow-1")  // to a connection closed since: dropped
+        try await server.answer(second, instance: "slow-2")
         let connected = try await FleetProtocolTests.first(events, "connected") {
             if case .connected = $0 { return true } else { return false }
         }
         #expect(connected == .connected(serverInstance: "slow-2"))
         connection.cancel()
         await connection.value
-        helloArrived.finish()
-        let later = await hellos.reduce(0) { count, _ in count + 1 }
-        #expect(later == 0, "no third hello: the second was answered in time")
-        serving.cancel()
-        await router.close()
+        #expect(await server.close() == 0, "no third hello: the second was answered in time")
         await shutdown()
     }
 
@@ -358,16 +342,8 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// same id: a new connection's hello would have a new one), with twice the wait, and the late
     /// reply to either copy connects the client: no new handshake for a coordinator that is slow.
     @Test func anUnansweredHelloIsAskedAgainOnTheSameConnection() async throws {
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
-            }
-        }
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
         let events = client.events
@@ -379,32 +355,20 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(second.id == first.id, "the same hello, on the same connection")
         try await withDeadline(.seconds(120), "the second wait") { await clock.sleeping(atLeast: 1) }
         #expect(clock.pendingDeadlines == [.seconds(2)], "twice the wait")
-        let reply = HelloReply(server: "slow", heartbeatIntervalMs: 10_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow")
-        try await router.send([first.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: first.id)))
+        try await server.answer(first, instance: "slow")
         let connected = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
         #expect(connected == .connected(serverInstance: "slow"))
         connection.cancel()
         await connection.value
-        helloArrived.finish()
-        #expect(await hellos.reduce(0) { count, _ in count + 1 } == 0, "no third hello, no new connection")
-        serving.cancel()
-        await router.close()
+        #expect(await server.close() == 0, "no third hello, no new connection")
         await shutdown()
     }
 
     /// A single endpoint's connection ends for an unanswered `hello` only once a wait of the
     /// longest reply timeout went unanswered too: then a new connection (a new hello id) is tried.
     @Test func aHelloEndsItsConnectionOnlyAfterTheLongestWaitWentUnanswered() async throws {
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (hellos, helloArrived) = AsyncStream<UInt64>.makeStream()
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                if message.header.type == Hello.messageType { helloArrived.yield(message.header.id) }
-            }
-        }
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(2))
         let connection = Task { await client.run() }
@@ -413,18 +377,17 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(clock.pendingDeadlines == [.seconds(1)])
         await clock.advance(by: .seconds(1))
         let second = try await FleetProtocolTests.first(hellos, "the hello asked again") { _ in true }
-        #expect(second == first, "one send is maxAttempts, but a 1 s wait is not the longest: the same hello on the same connection")
+        #expect(second.id == first.id, "one send is maxAttempts, but a 1 s wait is not the longest: the same hello on the same connection")
         try await withDeadline(.seconds(120), "the second wait") { await clock.sleeping(atLeast: 1) }
         #expect(clock.pendingDeadlines == [.seconds(2)], "the longest reply timeout")
         await clock.advance(by: .seconds(2))
         try await withDeadline(.seconds(120), "the reconnection's back-off") { await clock.sleeping(atLeast: 1) }
         await clock.advance(by: try #require(clock.pendingDeadlines.first))
         let third = try await FleetProtocolTests.first(hellos, "the hello of a new connection") { _ in true }
-        #expect(third != first, "a new connection says a new hello")
+        #expect(third.id != first.id, "a new connection says a new hello")
         connection.cancel()
         await connection.value
-        serving.cancel()
-        await router.close()
+        _ = await server.close()
         await shutdown()
     }
 
@@ -432,16 +395,8 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// heartbeats' timeout before it is declared lost: past capacity it is late with heartbeat
     /// replies too, and a new connection would add a handshake and a `hello` to its work.
     @Test func aServerKnownToBeSlowIsAllowedLongerSilence() async throws {
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (hellos, helloArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                if message.header.type == Hello.messageType { helloArrived.yield((frames[0], message.header.id)) }
-            }
-        }
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(4), attempts: 1, clock: clock)
         let events = client.events
@@ -449,8 +404,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         let hello = try await FleetProtocolTests.first(hellos, "the hello") { _ in true }
         try await withDeadline(.seconds(120), "the hello's wait") { await clock.sleeping(atLeast: 1) }
         await clock.advance(by: .seconds(3))  // answered after 3 s: srtt 3 s, rttvar 1.5 s, delay 9 s
-        let reply = HelloReply(server: "slow", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow")
-        try await router.send([hello.peer] + codec.encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
+        try await server.answer(hello, instance: "slow", heartbeatIntervalMs: 1_000)
         _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
         // Silent for 10 s: the heartbeats' timeout (3 s) is long past, 3 s + 2 × 9 s is not.
         for _ in 0..<20 {
@@ -468,8 +422,7 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(lost == .lost)
         connection.cancel()
         await connection.value
-        serving.cancel()
-        await router.close()
+        _ = await server.close()
         await shutdown()
     }
 
@@ -636,5 +589,47 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         _ = try await first(server.server.peerEvents, "lost") { $0 == .lost("quiet") }
         await server.stop()
         await shutdown()
+    }
+}
+
+/// A raw ROUTER that only listens for `hello`s (none is answered unless the test says so): the
+/// slow or silent coordinator of the tests of a client's hello and liveness rules.
+struct HelloCatcher {
+    typealias Hello = (peer: [UInt8], id: UInt64)
+    let endpoint: String
+    /// Each `hello` as it arrives: the connection's routing id and the message id.
+    let hellos: AsyncStream<Hello>
+    private let router: AsyncSocket
+    private let arrived: AsyncStream<Hello>.Continuation
+    private let serving: Task<Void, any Error>
+
+    static func start(loop: ZMQIOLoop) async throws -> HelloCatcher {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let (hellos, arrived) = AsyncStream<Hello>.makeStream()
+        let serving = Task {
+            let codec = WireCodec()
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                if message.header.type == FleetProtocol.Hello.messageType { arrived.yield((frames[0], message.header.id)) }
+            }
+        }
+        return HelloCatcher(endpoint: endpoint, hellos: hellos, router: router, arrived: arrived, serving: serving)
+    }
+
+    /// Answers `hello` on the connection it came from (dropped if that connection has closed).
+    func answer(_ hello: Hello, instance: String, heartbeatIntervalMs: UInt32 = 10_000) async throws {
+        let reply = HelloReply(
+            server: "slow", heartbeatIntervalMs: heartbeatIntervalMs, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: instance)
+        try await router.send([hello.peer] + WireCodec().encode(reply, header: MessageHeader(type: HelloReply.messageType, id: 1, replyTo: hello.id)))
+    }
+
+    /// Stops listening and closes the socket; returns how many hellos arrived that nobody took.
+    func close() async -> Int {
+        arrived.finish()
+        let left = await hellos.reduce(0) { count, _ in count + 1 }
+        serving.cancel()
+        await router.close()
+        return left
     }
 }
