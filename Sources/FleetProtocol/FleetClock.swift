@@ -26,3 +26,19 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 }
+
+extension FleetClock {
+    /// Sleeps `duration` of time in which this process ran. A wake-up later than `tolerance`
+    /// past its deadline means the process was stopped or starved of CPU (a node process at nice 19
+    /// on a full machine), and what its peers sent meanwhile may still be unread in its sockets:
+    /// it sleeps once more, for that lateness but at most `duration`, so the receive path gets its
+    /// turn before a timeout blames the peer. The coordinator's liveness sweep excuses its own
+    /// absence the same way (docs/protocol.md, "Heartbeats and liveness").
+    public func sleep(ownTimeFor duration: Duration, tolerance: Duration) async throws {
+        let deadline = now.advanced(by: duration)
+        try await sleep(until: deadline, tolerance: nil)
+        let late = deadline.duration(to: now)
+        guard late > tolerance else { return }
+        try await sleep(for: min(late, duration))
+    }
+}

@@ -13,6 +13,10 @@ public struct PeerLiveness: Sendable, Hashable {
     public var liveness: Int
     public private(set) var state: State = .unknown
     public private(set) var lastHeard: ContinuousClock.Instant?
+    /// Probes (heartbeats or requests, counted at most one per ``interval``) sent since the peer
+    /// was last heard: the evidence, beyond silence, that it does not answer.
+    public private(set) var unansweredProbes = 0
+    private var lastProbe: ContinuousClock.Instant?
 
     public init(interval: Duration, liveness: Int) {
         self.interval = interval
@@ -25,6 +29,8 @@ public struct PeerLiveness: Sendable, Hashable {
     /// Records a message from the peer; returns the new state when it changed.
     public mutating func heard(at now: ContinuousClock.Instant) -> State? {
         lastHeard = now
+        unansweredProbes = 0
+        lastProbe = nil
         return transition(to: .alive)
     }
 
@@ -36,10 +42,28 @@ public struct PeerLiveness: Sendable, Hashable {
         lastHeard = min(heard.advanced(by: absence), max(heard, now))
     }
 
-    /// Checks for silence (longer than ``timeout``, and than `minimum` when that is longer);
-    /// returns `.lost` when the peer has just been lost.
-    public mutating func check(at now: ContinuousClock.Instant, atLeast minimum: Duration = .zero) -> State? {
-        guard state == .alive, let lastHeard, lastHeard.duration(to: now) > max(timeout, minimum) else { return nil }
+    /// Records something sent to the peer that it would answer (a heartbeat, a request). Sends
+    /// closer together than ``interval`` count once: a burst of requests is one probe.
+    public mutating func probed(at now: ContinuousClock.Instant) {
+        if let lastProbe, lastProbe.duration(to: now) < interval { return }
+        lastProbe = now
+        unansweredProbes += 1
+    }
+
+    /// Whether the peer has been silent for longer than ``timeout`` (and than `minimum` when that
+    /// is longer) while at least `probes` probes went unanswered (``probed(at:)``).
+    public func isSilent(at now: ContinuousClock.Instant, atLeast minimum: Duration = .zero, probes: Int = 0) -> Bool {
+        guard let lastHeard else { return false }
+        return lastHeard.duration(to: now) > max(timeout, minimum) && unansweredProbes >= probes
+    }
+
+    /// Checks for silence (``isSilent(at:atLeast:probes:)``); returns `.lost` when the peer has
+    /// just been lost. A listener that also sends (a client's heartbeats) asks for `probes`: a
+    /// process starved of CPU wakes to find its peer's replies unread, and long silence alone
+    /// would blame the peer for its own absence; unanswered probes, each an interval apart, are
+    /// evidence the peer got the chance to answer.
+    public mutating func check(at now: ContinuousClock.Instant, atLeast minimum: Duration = .zero, probes: Int = 0) -> State? {
+        guard state == .alive, isSilent(at: now, atLeast: minimum, probes: probes) else { return nil }
         return transition(to: .lost)
     }
 

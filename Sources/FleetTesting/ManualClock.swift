@@ -156,6 +156,24 @@ public final class ManualClock: FleetClock, Sendable {
         }
     }
 
+    /// Moves time forward by `duration` at once, as a process that was stopped (SIGSTOP) or
+    /// starved of CPU sees it: every sleep whose deadline it passes wakes at the new time, late,
+    /// and the sleeps they start then begin there (``advance(by:)`` instead lets time pass while
+    /// the process runs: woken tasks sleep again, and wake again, within the advance).
+    public func jump(by duration: Duration) async {
+        let due = state.withLock { state -> [Sleeper] in
+            state.now = state.now.advanced(by: duration)
+            let now = state.now
+            let due = state.sleepers.filter { $0.deadline <= now }.sorted { ($0.deadline, $0.id) < ($1.deadline, $1.id) }
+            state.sleepers.removeAll { $0.deadline <= now }
+            return due
+        }
+        for sleeper in due {
+            sleeper.continuation.resume()
+            for _ in 0..<8 { await Task.yield() }
+        }
+    }
+
     /// Suspends until at least `count` sleeps are waiting on this clock: the event a test waits for
     /// before it advances time (a component has reached its timeout, its back-off, its next tick).
     public func sleeping(atLeast count: Int) async {

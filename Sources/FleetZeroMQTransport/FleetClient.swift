@@ -310,8 +310,10 @@ public actor FleetClient: ClientTransport {
                 return
             }
             let now = clock.now
-            if liveness.check(at: now, atLeast: extraSilenceAllowed) == .lost {
-                logger.warning("server lost", metadata: ["silentFor": "\(max(liveness.timeout, extraSilenceAllowed))"])
+            if liveness.check(at: now, atLeast: extraSilenceAllowed, probes: liveness.liveness) == .lost {
+                logger.warning(
+                    "server lost",
+                    metadata: ["silentFor": "\(max(liveness.timeout, extraSilenceAllowed))", "unansweredProbes": "\(liveness.unansweredProbes)"])
                 eventsContinuation.yield(.lost)
                 return
             }
@@ -344,6 +346,7 @@ public actor FleetClient: ClientTransport {
         do {
             let frames = try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: makeRequestID()))
             lastSent = clock.now
+            liveness.probed(at: lastSent)
             try await socket.send(frames)
         } catch {
             logger.notice("heartbeat not sent", metadata: ["error": "\(error)"])
@@ -523,10 +526,11 @@ public actor FleetClient: ClientTransport {
     }
 
     /// Whether the server said anything within the liveness timeout (the silence after which the
-    /// heartbeats declare it lost: ``PeerLiveness/timeout``).
+    /// heartbeats declare it lost: ``PeerLiveness/timeout``), or has not yet had `liveness` probes
+    /// to answer: a client starved of CPU finds replies unread, and that is its silence, not the server's.
     private func heardWithinLiveness(at now: ContinuousClock.Instant) -> Bool {
-        guard let heard = liveness.lastHeard else { return false }
-        return heard.duration(to: now) <= max(liveness.timeout, extraSilenceAllowed)
+        guard liveness.lastHeard != nil else { return false }
+        return !liveness.isSilent(at: now, atLeast: extraSilenceAllowed, probes: liveness.liveness)
     }
 
     /// The silence a server may keep beyond the heartbeats' timeout before it is declared lost:
@@ -538,6 +542,12 @@ public actor FleetClient: ClientTransport {
         (retransmission.observedDelay ?? .zero) * 2
     }
 
+
+    /// How late a reply timer may wake before the lateness is taken for the client's own absence
+    /// (``FleetClock/sleep(ownTimeFor:tolerance:)``): a quarter of the wait, at least 100 ms.
+    static func starvationTolerance(of timeout: Duration) -> Duration {
+        max(.milliseconds(100), timeout / 4)
+    }
 
     /// `busy` answers one request waits out before the error reaches its caller.
     static let maxBusyAnswers = 50
@@ -566,11 +576,12 @@ public actor FleetClient: ClientTransport {
             unanswered[id] = nil
         }
         lastSent = clock.now
+        liveness.probed(at: lastSent)
         try await socket.send(frames)
         return try await withThrowingTaskGroup(of: InboundMessage.self) { group in
             group.addTask { try await self.awaitReply(id) }
             group.addTask { [clock] in
-                try await clock.sleep(for: timeout)
+                try await clock.sleep(ownTimeFor: timeout, tolerance: Self.starvationTolerance(of: timeout))
                 throw ReplyTimeout()
             }
             defer { group.cancelAll() }

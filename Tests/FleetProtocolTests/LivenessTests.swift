@@ -44,6 +44,32 @@ import Testing
         #expect(short.check(at: start + .milliseconds(3_001), atLeast: .seconds(1)) == .lost)
     }
 
+    /// A client starved of CPU for 12 s (its node process at nice 19 on a full machine) wakes to
+    /// find its server's replies unread: silence alone would declare the server lost and hand it a
+    /// reconnection. With probes asked for, the server is lost only once `liveness` probes, an
+    /// interval apart, went unanswered; a burst of sends counts once.
+    @Test func silenceWithoutUnansweredProbesIsNotLoss() {
+        var starved = PeerLiveness(interval: .seconds(1), liveness: 3)
+        _ = starved.heard(at: start)
+        starved.probed(at: start + .seconds(1))
+        starved.probed(at: start + .milliseconds(1_200))
+        #expect(starved.unansweredProbes == 1, "sends within an interval are one probe")
+        #expect(starved.check(at: start + .seconds(12), probes: 3) == nil, "12 s silent, but only one probe sent")
+        starved.probed(at: start + .seconds(12))
+        #expect(starved.check(at: start + .milliseconds(12_500), probes: 3) == nil)
+        #expect(starved.heard(at: start + .milliseconds(12_600)) == nil, "still alive: its reply was read")
+        #expect(starved.unansweredProbes == 0)
+
+        var dead = PeerLiveness(interval: .seconds(1), liveness: 3)
+        _ = dead.heard(at: start)
+        for second in 1...3 { dead.probed(at: start + .seconds(second)) }
+        #expect(dead.check(at: start + .milliseconds(2_999), probes: 3) == nil, "three probes, but not yet the timeout")
+        #expect(dead.check(at: start + .milliseconds(3_500), probes: 3) == .lost)
+        var withoutProbes = PeerLiveness(interval: .seconds(1), liveness: 3)
+        _ = withoutProbes.heard(at: start)
+        #expect(withoutProbes.check(at: start + .milliseconds(3_500)) == .lost, "a listener that asks no probes: silence alone")
+    }
+
     /// A server stopped for 10 s (SIGSTOP) excuses that time: its devices, silent only because it
     /// was not reading, are not lost on its waking; one silent beyond the excused time still is.
     @Test func timeTheServerDidNotRunIsNotHeldAgainstItsPeers() {

@@ -88,4 +88,29 @@ import Testing
         try await withDeadline(.seconds(120), "the cancelled wait to return") { await unmet.value }
         #expect(clock.sleeperCount == 0, "nobody sleeps: it returned because it was cancelled")
     }
+
+    /// A jump is a stopped process's view of time: a ticking task wakes once, late, and its next
+    /// tick counts from the new time; an advance lets it tick through the whole stretch.
+    @Test func aJumpWakesATickerOnceAndAnAdvanceLetsItTick() async throws {
+        let clock = ManualClock()
+        let ticks = Mutex(0)
+        let ticker = Task {
+            while !Task.isCancelled {
+                try await clock.sleep(for: .seconds(1))
+                ticks.withLock { $0 += 1 }
+            }
+        }
+        let oneSecond: @Sendable ([Duration]) -> Bool = { $0 == [.seconds(1)] }
+        try await withDeadline(.seconds(120), "the first tick's sleep") { await clock.waitForSleepers(where: oneSecond) }
+        await clock.jump(by: .seconds(10))
+        try await withDeadline(.seconds(120), "the sleep after the jump") { await clock.waitForSleepers(where: oneSecond) }
+        #expect(ticks.withLock { $0 } == 1, "stopped for 10 s: one late wake-up")
+        for _ in 0..<3 {
+            await clock.advance(by: .seconds(1))
+            try await withDeadline(.seconds(120), "the next tick's sleep") { await clock.waitForSleepers(where: oneSecond) }
+        }
+        #expect(ticks.withLock { $0 } == 4, "three seconds of running time: three more ticks")
+        ticker.cancel()
+        _ = try? await ticker.value
+    }
 }

@@ -426,6 +426,96 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
+    /// A client starved of CPU (its node process at nice 19 on a full machine) wakes 12 s later
+    /// to find its keep-alive long overdue: it has sent no heartbeat meanwhile, so the server had
+    /// nothing to answer and is not declared lost (a reconnection would cost the server a
+    /// handshake and a `hello`); only `liveness` heartbeats an interval apart, unanswered, lose it.
+    @Test func aClientStarvedOfCPUDoesNotBlameTheServer() async throws {
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(4), attempts: 1, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        let hello = try await FleetProtocolTests.first(hellos, "the hello") { _ in true }
+        try await server.answer(hello, instance: "quiet", heartbeatIntervalMs: 1_000)
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        // The keep-alive's half-interval wait (not the hello's timer, which may not be gone yet).
+        let keepAliveWait: @Sendable ([Duration]) -> Bool = { $0.contains(.milliseconds(500)) }
+        try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.waitForSleepers(where: keepAliveWait) }
+        await clock.jump(by: .seconds(12))  // the starved stretch: one wake-up, 12 s late
+        try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.waitForSleepers(where: keepAliveWait) }
+        #expect(await client.connectedEndpoint == endpoint, "12 s of its own absence is not the server's silence")
+        // The server answers nothing: three heartbeats, one a second, go unanswered and it is lost.
+        var steps = 0
+        while await client.connectedEndpoint == endpoint, steps < 20 {
+            await clock.advance(by: .milliseconds(500))
+            steps += 1
+            try await withDeadline(.seconds(120), "the keep-alive's wait") { await clock.sleeping(atLeast: 1) }
+        }
+        let lost = try await FleetProtocolTests.first(events, "lost") { $0 == .lost }
+        #expect(lost == .lost)
+        #expect(steps >= 4, "lost only after three probes an interval apart (took \(steps) half-second steps)")
+        connection.cancel()
+        await connection.value
+        _ = await server.close()
+        await shutdown()
+    }
+
+    /// A client whose process is stopped for 5 s while a reply is on its way (the 2 s timer wakes
+    /// 3 s late) does not take that for the server's silence: the reply may be unread in its socket,
+    /// so the timer runs once more, for the lateness (at most the wait), before a timeout resends.
+    @Test func aReplyTimerThatWakesLateWaitsOnceMoreBeforeBlamingTheServer() async throws {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let codec = WireCodec()
+        let (tokenRequests, tokenRequestArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
+        let requestsSeen = Mutex(0)
+        let serving = Task {
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
+                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
+                }
+                switch message.header.type {
+                case Hello.messageType:
+                    try await reply(HelloReply(server: "s", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "s"))
+                case Heartbeat.messageType:
+                    try await reply(HeartbeatReply(serverInstance: "s", heartbeatIntervalMs: 1_000))
+                case AccessTokenRequest.messageType:
+                    requestsSeen.withLock { $0 += 1 }
+                    tokenRequestArrived.yield((frames[0], message.header.id))
+                default:
+                    break
+                }
+            }
+        }
+        let clock = ManualClock()
+        let client = makeClient(endpoint, loop: loop, timeout: .seconds(2), attempts: 2, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
+        let first = try await FleetProtocolTests.first(tokenRequests, "the request") { _ in true }
+        try await withDeadline(.seconds(120), "the request's 2 s timeout") { await clock.sleeping(atLeast: .seconds(2)) }
+        await clock.jump(by: .seconds(5))  // stopped: the timer wakes 3 s late
+        try await withDeadline(.seconds(120), "the timer's second wait") { await clock.sleeping(atLeast: .seconds(1)) }
+        let deadlines = clock.pendingDeadlines
+        #expect(deadlines.contains(.seconds(2)), "the timer waits the lateness again, at most the 2 s wait: \(deadlines)")
+        #expect(!deadlines.contains(.seconds(4)), "no resend with a doubled wait: \(deadlines)")
+        try await router.send(
+            [first.peer] + codec.encode(
+                AccessTokenReply(accessToken: "read late", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
+                header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: first.id)))
+        #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "read late")
+        #expect(requestsSeen.withLock { $0 } == 1, "sent once: the late timer did not resend")
+        connection.cancel()
+        await connection.value
+        serving.cancel()
+        await router.close()
+        await shutdown()
+    }
+
     /// A coordinator that is alive (it answers `hello` and every heartbeat) but slow with one
     /// request: the timed-out request is resent on the same connection, not on a new one (a new
     /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
