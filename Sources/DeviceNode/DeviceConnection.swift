@@ -96,6 +96,50 @@ public struct DeviceConnectionConfiguration: Sendable {
         self.retryBackoff = retryBackoff
         self.loop = loop
     }
+
+    /// A configuration that pins the coordinator's key as the coordinator prints it: the 40
+    /// characters of Z85 text in its log and in a fleet run's `coordinator.pub` (surrounding
+    /// whitespace ignored), or 64 hexadecimal digits.
+    /// - Throws: ``DeviceNodeError/Code/invalidConfiguration`` naming what is wrong with the text.
+    public init(serverKey text: String, syncPolicy: SyncPolicy = .whenOnline) throws {
+        self.init(serverKey: try Self.coordinatorKey(text), syncPolicy: syncPolicy)
+    }
+
+    /// The 32 bytes of a coordinator key written as Z85 (40 characters) or hexadecimal (64).
+    /// - Throws: ``DeviceNodeError/Code/invalidConfiguration`` naming what is wrong with the text.
+    public static func coordinatorKey(_ text: String) throws -> [UInt8] {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch trimmed.utf8.count {
+        case 40:
+            guard let key = Z85.decode(trimmed), key.count == 32 else {
+                throw DeviceNodeError(.invalidConfiguration, "the coordinator key '\(trimmed)' is 40 characters but not Z85 text (ZeroMQ's base 85)")
+            }
+            return key
+        case 64:
+            var key: [UInt8] = []
+            var digits = trimmed.utf8.makeIterator()
+            while let high = digits.next(), let low = digits.next() {
+                guard let h = hexValue(high), let l = hexValue(low) else {
+                    throw DeviceNodeError(.invalidConfiguration, "the coordinator key is 64 characters but not hexadecimal")
+                }
+                key.append(h << 4 | l)
+            }
+            return key
+        default:
+            throw DeviceNodeError(
+                .invalidConfiguration,
+                "a coordinator key is 40 characters of Z85 (as the coordinator prints it) or 64 hexadecimal digits; got \(trimmed.utf8.count) characters")
+        }
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
 }
 
 /// A change of a ``DeviceConnection``, from ``DeviceConnection/states()``.
@@ -113,6 +157,10 @@ public struct DeviceConnectionState: Sendable, Hashable, CustomStringConvertible
         public static let offline = Status("offline")
         /// Shut down (``DeviceConnection/shutdown()``); ``DeviceConnection/connect()`` starts it again.
         public static let shutDown = Status("shutDown")
+        /// The CURVE handshake failed (``DeviceConnectionState/reason`` says how): the pinned
+        /// `serverKey` is not the coordinator's, or it refused this device's key. The connection
+        /// keeps trying (a coordinator may be replaced by one with the pinned key).
+        public static let handshakeFailed = Status("handshakeFailed")
     }
 
     public var status: Status
@@ -120,9 +168,18 @@ public struct DeviceConnectionState: Sendable, Hashable, CustomStringConvertible
     public var endpoint: String?
     /// The coordinator run of the session, when connected (a new one after a restart or failover).
     public var serverInstance: String?
+    /// Why, for ``Status/handshakeFailed``.
+    public var reason: String?
+
+    public init(status: Status, endpoint: String? = nil, serverInstance: String? = nil, reason: String? = nil) {
+        self.status = status
+        self.endpoint = endpoint
+        self.serverInstance = serverInstance
+        self.reason = reason
+    }
 
     public var description: String {
-        [status.rawValue, endpoint, serverInstance].compactMap { $0 }.joined(separator: " ")
+        [status.rawValue, endpoint, serverInstance, reason].compactMap { $0 }.joined(separator: " ")
     }
 }
 
@@ -208,6 +265,20 @@ extension DeviceNode {
 ///
 /// A running connection keeps itself alive (its tasks hold it) until ``shutdown()``: dropping the
 /// last reference does not end it, so call ``shutdown()`` when you are done.
+///
+/// ```swift
+/// let connection = try await node.connect(to: ["tcp://coordinator:5555"],
+///                                         credentials: .password(email: email, secret: secret),
+///                                         configuration: try DeviceConnectionConfiguration(serverKey: printedKey))
+/// for await state in connection.states() {
+///     if state.status == .connected { break }
+///     if state.status == .handshakeFailed { print("wrong coordinator key: \(state.reason ?? "")") }
+/// }
+/// try await connection.login()
+/// try await connection.setReachability(.offline)   // what your reachability check says
+/// try await connection.setReachability(.online)    // a new session; the policy syncs
+/// await connection.shutdown()
+/// ```
 public actor DeviceConnection {
     typealias TransportFactory = @Sendable () throws -> (any ClientTransport, close: @Sendable () async -> Void)
 
@@ -232,6 +303,9 @@ public actor DeviceConnection {
     private var reachability: Reachability = .online
     private var isShutDown = true
     private var current = DeviceConnectionState(status: .shutDown)
+    /// The last CURVE handshake failure since the last `hello` answered: what a request that got no
+    /// answer is blamed on, rather than the credentials.
+    private var handshakeFailure: String?
 
     init(
         node: DeviceNode, makeTransport: @escaping TransportFactory, credentials: CoordinatorCredentials,
@@ -319,10 +393,13 @@ public actor DeviceConnection {
             do {
                 token = try await accessToken(over: transport)
             } catch {
+                if let handshakeFailure { throw DeviceNodeError(.handshakeFailed, handshakeFailure, underlying: error) }
                 throw DeviceNodeError(.loginFailed, "the coordinator did not issue an access token for these credentials", underlying: error)
             }
             do {
                 return try await node.login(accessToken: token, using: RemoteAccountService(client: transport))
+            } catch let error as DeviceNodeError where error.code == .loginFailed && handshakeFailure != nil {
+                throw DeviceNodeError(.handshakeFailed, handshakeFailure ?? "", underlying: error)
             } catch let error as DeviceNodeError where attempt < 3 && error.code == .loginFailed {
                 // The session may have moved to another coordinator between the token and its use
                 // (a failover), and that one does not know the token: again, with a fresh token.
@@ -370,12 +447,16 @@ public actor DeviceConnection {
             tasks.append(Task { [weak self] in await self?.runPasses(engine, triggers: triggers.stream) })
         }
         session = Session(id: id, transport: transport, close: close, engine: engine, tasks: tasks)
+        // Templates go over this session's transport while it lasts (a node opened before any
+        // connection existed has no template service of its own).
+        node.connectionTemplates.withLock { $0 = RemoteTemplateService(client: transport) }
         publish(DeviceConnectionState(status: .connecting))
     }
 
     private func closeSession() async {
         guard let session else { return }
         self.session = nil
+        node.connectionTemplates.withLock { $0 = nil }
         for task in session.tasks.dropFirst() { task.cancel() }
         await session.engine.cancel()
         await session.transport.stop()
@@ -392,12 +473,16 @@ public actor DeviceConnection {
             guard session?.id == id else { break }  // a closed session's late events
             switch event {
             case .connected(let instance):
+                handshakeFailure = nil
                 let endpoint = await transport.connectedEndpoint
                 logger.info("connected", metadata: ["instance": "\(instance)", "endpoint": "\(endpoint ?? "in-process")"])
                 publish(DeviceConnectionState(status: .connected, endpoint: endpoint, serverInstance: instance))
                 triggers.yield()
-            case .lost, .reconnecting, .handshakeFailed:
-                if current.status != .connecting { publish(DeviceConnectionState(status: .connecting)) }
+            case .handshakeFailed(let reason):
+                handshakeFailure = reason
+                publish(DeviceConnectionState(status: .handshakeFailed, reason: reason))
+            case .lost, .reconnecting:
+                if current.status != .connecting, current.status != .handshakeFailed { publish(DeviceConnectionState(status: .connecting)) }
             }
         }
         triggers.finish()

@@ -93,7 +93,9 @@ extension DeviceNode {
                 let error = DeviceNodeError(.transactionIdConflict,
                     "transaction id \(ids.transactionId) already belongs to envelope \(envelopeId) with different content; use a new transaction id for a new envelope",
                     envelope: EnvelopeIDs(localId: envelopeId, transactionId: ids.transactionId))
-                publish(.envelopeCacheFailed(EnvelopeFailure(envelope: ids, signingMode: mode, error: error)))
+                // The event names the envelope that holds the transaction id, as the error does: the
+                // definition's own local id was never stored.
+                publish(.envelopeCacheFailed(EnvelopeFailure(envelope: error.envelope ?? ids, signingMode: mode, error: error)))
                 throw error
             }
             if deletingDraft { _ = try await storeCall { try await self.store.deleteDraft() } }

@@ -124,10 +124,12 @@ extension DeviceNode {
         return decisions
     }
 
+    /// The service given at `open`, else the one of the connection online now.
     func requireTemplateService() throws -> any TemplateService {
-        guard let templateService else {
-            throw DeviceNodeError(.templateServiceFailed, "this device node was opened without a template service")
-        }
-        return templateService
+        if let templateService { return templateService }
+        if let online = connectionTemplates.withLock({ $0 }) { return online }
+        throw DeviceNodeError(
+            .templateServiceFailed,
+            "no template service: this node was opened without one and no connection is online; connect(to:credentials:) lists and downloads templates over its connection while it is online")
     }
 }

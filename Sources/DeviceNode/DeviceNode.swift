@@ -1,8 +1,10 @@
 import Crypto
 import Envelopes
 import Foundation
+import GRDB
 import Logging
 import SignatureCapture
+import Synchronization
 import ZeroMQ
 
 /// An offline signing device: what an integrator embeds (the SDK's `DSMManager`,
@@ -45,6 +47,9 @@ public actor DeviceNode {
     let store: DeviceStore
     let accountService: any AccountService
     let templateService: (any TemplateService)?
+    /// The template service of the connection online now (``connect(to:credentials:configuration:logger:)``):
+    /// used when the node was opened without one. Set and cleared by the connection's sessions.
+    nonisolated let connectionTemplates = Mutex<(any TemplateService)?>(nil)
     let logger: Logger
     let broadcaster: EventBroadcaster
     var account: AccountInfo?
@@ -178,10 +183,14 @@ public actor DeviceNode {
         return info
     }
 
-    /// What a logout dropped.
+    /// What a logout removed.
     public struct LogoutReport: Hashable, Sendable {
-        /// Cached envelopes removed (including signed ones when forced).
+        /// Envelopes removed with work the server had not received (signed, declined or queued):
+        /// lost. Only a forced logout drops any.
         public var droppedEnvelopes: [EnvelopeIDs]
+        /// Envelopes removed with nothing unsynced: composed and not yet signed, or already synced
+        /// (the server has what they hold).
+        public var clearedEnvelopes: [EnvelopeIDs]
         /// Outbox items removed (never pushed; the tail of the outbox).
         public var droppedSequences: [UInt64]
         /// Outbox items kept because a push already carried them (the server may have them); their
@@ -211,14 +220,14 @@ public actor DeviceNode {
         }
         let write = try await storeCall { try await self.store.logout() }
         account = nil
-        for ids in write.droppedEnvelopes {
+        for ids in write.droppedEnvelopes + write.clearedEnvelopes {
             publish(.envelopeUncached(EnvelopeUncached(envelope: ids, reason: .logout)))
         }
         if !write.droppedEnvelopes.isEmpty || !write.droppedSequences.isEmpty {
             logger.warning("forced logout dropped unsynced work", metadata: [
                 "envelopes": "\(write.droppedEnvelopes.map(\.localId))", "sequences": "\(write.droppedSequences)"])
         }
-        return LogoutReport(droppedEnvelopes: write.droppedEnvelopes, droppedSequences: write.droppedSequences,
+        return LogoutReport(droppedEnvelopes: write.droppedEnvelopes, clearedEnvelopes: write.clearedEnvelopes, droppedSequences: write.droppedSequences,
                             keptInFlight: write.keptInFlight)
     }
 
@@ -266,6 +275,12 @@ public actor DeviceNode {
             return try await operation()
         } catch let error as DeviceNodeError {
             throw error
+        } catch is CancellationError {
+            // The caller's task was cancelled (a sync pass stopped by going offline): not a store failure.
+            throw CancellationError()
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_INTERRUPT && Task.isCancelled {
+            // GRDB interrupts a statement whose task is cancelled.
+            throw CancellationError()
         } catch {
             throw DeviceNodeError(.storeFailure, "the device store failed; nothing was half-written, retry", underlying: error)
         }

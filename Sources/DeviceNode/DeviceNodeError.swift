@@ -60,6 +60,9 @@ public struct DeviceNodeError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let unknownSequence = Code("outbox.unknownSequence")
         /// The device's connection is offline or shut down (``DeviceConnection``); go online first.
         public static let notConnected = Code("connection.notConnected")
+        /// The CURVE handshake with the coordinator failed: the pinned `serverKey` is not the
+        /// coordinator's, or the coordinator refused this device's transport key. Not a credentials problem.
+        public static let handshakeFailed = Code("connection.handshakeFailed")
     }
 
     /// What went wrong.

@@ -17,6 +17,20 @@ public enum SigningMode: String, Hashable, Sendable, Codable {
 /// New kinds of event will be added: a `switch` over an event needs a `default` (with Swift 6.2.3
 /// or later the compiler asks for `@unknown default` outside this package; docs/embedding.md,
 /// "Source stability").
+///
+/// ```swift
+/// let events = node.events()          // subscribe before acting: each subscriber gets every event
+/// for await event in events {
+///     switch event {
+///     case .syncSucceeded(let progress):
+///         print("item \(progress.sequence) is on the server as \(progress.envelope.serverId ?? "?")")
+///     case .envelopeCacheFailed(let failure):
+///         print("not cached: \(failure.envelope?.localId ?? "?"): \(failure.error)")
+///     default:
+///         break
+///     }
+/// }
+/// ```
 #if hasAttribute(nonexhaustive)
 @nonexhaustive
 #endif

@@ -44,6 +44,22 @@ public enum TabInput: Sendable {
 ///
 /// The device node calls ``act(in:)`` once for each local signer, in routing order, and checks
 /// the answer against the tabs before saving it.
+///
+/// ```swift
+/// struct KioskSigner: SignerDriver {
+///     func act(in session: SigningSession) async throws -> SignerAction {
+///         // show session.snapshot's documents; collect one TabInput per tab of session.tabs, in order
+///         .sign(try session.tabs.map { tab in
+///             switch tab.type {
+///             case .signHere, .initialHere: .signature(try capture(tab))   // your signature UI
+///             case .fullName, .text: .text(session.recipient.name)
+///             default: .keep
+///             }
+///         })
+///     }
+/// }
+/// let outcome = try await node.resumeSigning(envelopeId: id, driver: KioskSigner())
+/// ```
 public protocol SignerDriver: Sendable {
     /// What the signer does on their turn.
     /// - Throws: any error to abort the session (reported as a signing error; progress so far is kept).

@@ -22,9 +22,12 @@ enum ComposeWrite: Sendable {
     case alreadySynced(envelopeId: String, sequence: UInt64)
 }
 
-/// What a forced logout dropped.
+/// What a logout removed.
 struct LogoutWrite: Sendable {
+    /// Envelopes with work the server had not received (signed, declined, or queued).
     var droppedEnvelopes: [EnvelopeIDs]
+    /// Envelopes with nothing unsynced (composed and unsigned, or already synced).
+    var clearedEnvelopes: [EnvelopeIDs]
     var droppedSequences: [UInt64]
     var keptInFlight: [UInt64]
 }
@@ -594,15 +597,19 @@ final class DeviceStore: Sendable {
     /// Lists what a logout would lose: cached envelopes with any local signature or decline, and
     /// queued outbox items.
     func unsynced() async throws -> [EnvelopeIDs] {
-        try await read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT envelopeId, transactionId FROM envelopes e
-                WHERE localState IN ('pendingSync', 'syncing', 'syncFailed')
-                   OR EXISTS (SELECT 1 FROM signatures s WHERE s.envelopeId = e.envelopeId)
-                   OR EXISTS (SELECT 1 FROM journal j WHERE j.envelopeId = e.envelopeId AND j.kind = 'signerDeclined')
-                ORDER BY createdAt, envelopeId
-                """).map { EnvelopeIDs(localId: $0["envelopeId"], transactionId: $0["transactionId"]) }
-        }
+        try await read { db in try Self.unsynced(db) }
+    }
+
+    /// Envelopes (`e`) holding work the server has not received: signed, declined or queued.
+    private static let unsyncedCondition = """
+        e.localState IN ('pendingSync', 'syncing', 'syncFailed')
+           OR EXISTS (SELECT 1 FROM signatures s WHERE s.envelopeId = e.envelopeId)
+           OR EXISTS (SELECT 1 FROM journal j WHERE j.envelopeId = e.envelopeId AND j.kind = 'signerDeclined')
+        """
+
+    private static func unsynced(_ db: Database) throws -> [EnvelopeIDs] {
+        try Row.fetchAll(db, sql: "SELECT envelopeId, transactionId FROM envelopes e WHERE \(unsyncedCondition) ORDER BY createdAt, envelopeId")
+            .map { EnvelopeIDs(localId: $0["envelopeId"], transactionId: $0["transactionId"]) }
     }
 
     /// Clears local data. Outbox items already pushed at least once stay (with their envelopes):
@@ -615,11 +622,13 @@ final class DeviceStore: Sendable {
             let keptEnvelopes = Set(inFlight.map { $0["envelopeId"] as String })
             let dropped = try Row.fetchAll(db, sql: "SELECT sequence FROM outbox WHERE status = 'pending' AND attempts = 0 ORDER BY sequence")
                 .map { UInt64($0["sequence"] as Int64) }
+            let unsynced = Set(try Self.unsynced(db).map(\.localId))
             var droppedEnvelopes: [EnvelopeIDs] = []
+            var clearedEnvelopes: [EnvelopeIDs] = []
             for row in try Row.fetchAll(db, sql: "SELECT envelopeId, transactionId FROM envelopes ORDER BY createdAt, envelopeId") {
                 let ids = EnvelopeIDs(localId: row["envelopeId"], transactionId: row["transactionId"])
                 if keptEnvelopes.contains(ids.localId) { continue }
-                droppedEnvelopes.append(ids)
+                if unsynced.contains(ids.localId) { droppedEnvelopes.append(ids) } else { clearedEnvelopes.append(ids) }
                 try db.execute(sql: "DELETE FROM envelopes WHERE envelopeId = ?", arguments: [ids.localId])
                 try Self.journal(db, at: now, envelopeId: ids.localId, transactionId: ids.transactionId, kind: .dropped,
                                  state: "removed", detail: "forced logout")
@@ -628,7 +637,7 @@ final class DeviceStore: Sendable {
             try db.execute(sql: "DELETE FROM drafts")
             try db.execute(sql: "DELETE FROM templates")
             try db.execute(sql: "DELETE FROM account")
-            return LogoutWrite(droppedEnvelopes: droppedEnvelopes, droppedSequences: dropped,
+            return LogoutWrite(droppedEnvelopes: droppedEnvelopes, clearedEnvelopes: clearedEnvelopes, droppedSequences: dropped,
                                keptInFlight: inFlight.map { UInt64($0["sequence"] as Int64) }.sorted())
         }
     }

@@ -80,7 +80,8 @@ struct AccountDraftTemplateTests {
         #expect(await node.currentAccount != nil)
 
         let report = try await node.logout(force: true)
-        #expect(Set(report.droppedEnvelopes.map(\.transactionId)) == ["tx-queued", "tx-partial", "tx-untouched"])
+        #expect(Set(report.droppedEnvelopes.map(\.transactionId)) == ["tx-queued", "tx-partial"], "signed work lost")
+        #expect(report.clearedEnvelopes.map(\.transactionId) == ["tx-untouched"], "composed, never signed: nothing lost")
         #expect(report.droppedSequences == [2])
         #expect(report.keptInFlight == [1])
         #expect(try await node.cacheState(envelopeId: untouched) == nil)

@@ -9,7 +9,7 @@ import ZeroMQ
 // The code between the markers is docs/embedding.md's connecting example, verbatim (a test compares them).
 // BEGIN EXAMPLE
 /// Connects a device to its coordinators, signs and syncs, goes offline and back, and shuts down.
-func connectingExample(storePath: String, endpoints: [String], serverKey: [UInt8]) async throws -> [OutboxItem] {
+func connectingExample(storePath: String, endpoints: [String], serverKey: String) async throws -> [OutboxItem] {
     // 1. Open the node, then connect it in one call: the connection owns the socket, its I/O
     //    thread and the sync engine. Endpoints are tried in order; the next takes over on failure.
     let node = try await DeviceNode.open(configuration: DeviceConfiguration(storePath: storePath),
@@ -18,7 +18,7 @@ func connectingExample(storePath: String, endpoints: [String], serverKey: [UInt8
     let connection = try await node.connect(
         to: endpoints,
         credentials: .password(email: "ann@acme.example", secret: "secret-123"),
-        configuration: DeviceConnectionConfiguration(serverKey: serverKey, syncPolicy: .whenOnline))
+        configuration: try DeviceConnectionConfiguration(serverKey: serverKey, syncPolicy: .whenOnline))
 
     // 2. Wait until a coordinator answers, then log in over the connection.
     for await state in connection.states() where state.status == .connected {
@@ -82,7 +82,7 @@ struct ConnectingExampleTests {
         // first), so the guard is generous: a busy machine stretches every one of its waits.
         let outbox = try await withDeadline(.seconds(600), "the connecting example") {
             try await connectingExample(
-                storePath: directory.storePath, endpoints: ["tcp://127.0.0.1:\(dead.port)", endpoint], serverKey: keys.publicKey)
+                storePath: directory.storePath, endpoints: ["tcp://127.0.0.1:\(dead.port)", endpoint], serverKey: try #require(Z85.encode(keys.publicKey)))
         }
         #expect(outbox.map(\.sequence) == [1, 2])
         // Settled on the server: applied, or duplicate when a reply was lost and the push resent.

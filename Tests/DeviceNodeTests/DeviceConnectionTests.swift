@@ -112,6 +112,30 @@ struct DeviceConnectionTests {
         await coordinator.tearDown()
     }
 
+    /// A node opened without a template service (as the one-call `connect` has it) lists and
+    /// caches templates over its connection while online, and says why not while offline.
+    @Test(arguments: ConnectionTransport.allCases)
+    func templatesGoOverTheConnection(transport: ConnectionTransport) async throws {
+        let coordinator = try await TestCoordinator(keys: try CurveKeyPair.generate())
+        let seeded = try await coordinator.services.templates.seedDemo(accountID: "acme")
+        let directory = try TempDirectory()
+        let node = try await openDevice(in: directory)
+        let connection = try await connect(node, to: coordinator, over: transport)
+        try await awaitState(connection.states(), "connected") { $0.status == .connected }
+        try await connection.login()
+        let listed = try await node.listTemplates()
+        #expect(Set(listed.map(\.templateId)) == Set(seeded))
+        let first = try #require(listed.first)
+        #expect(try await node.cacheTemplate(id: first.templateId).template.templateId == first.templateId)
+        try await connection.setReachability(.offline)
+        let offline = await expectDeviceError(.templateServiceFailed) { _ = try await node.listTemplates() }
+        #expect(offline?.message.contains("no connection is online") == true, "\(String(describing: offline))")
+        await connection.shutdown()
+        try await node.close()
+        withExtendedLifetime(directory) {}
+        await coordinator.tearDown()
+    }
+
     @Test func theManualPolicyPushesOnlyWhenAsked() async throws {
         let coordinator = try await TestCoordinator(keys: try CurveKeyPair.generate())
         let directory = try TempDirectory()
@@ -159,6 +183,51 @@ struct DeviceConnectionFailoverTests {
     }
 
     static let credentials = CoordinatorCredentials.password(email: TestCoordinator.email, secret: TestCoordinator.secret)
+
+    /// The key as the coordinator prints it (Z85, in its log and `coordinator.pub`) or as hex;
+    /// anything else is refused with what was wrong.
+    @Test func theCoordinatorKeyIsTakenAsItIsPrinted() throws {
+        let keys = try CurveKeyPair.generate()
+        let z85 = try #require(Z85.encode(keys.publicKey))
+        #expect(try DeviceConnectionConfiguration(serverKey: "\(z85)\n").serverKey == keys.publicKey, "a key file's line, newline and all")
+        let hex = keys.publicKey.map { String(format: "%02X", $0) }.joined()
+        #expect(try DeviceConnectionConfiguration.coordinatorKey(hex) == keys.publicKey)
+        #expect(try DeviceConnectionConfiguration.coordinatorKey(hex.lowercased()) == keys.publicKey)
+        for (text, says) in [("", "got 0 characters"), (String(z85.dropLast()), "got 39"), (String(repeating: "~", count: 40), "not Z85"),
+                             (String(repeating: "g", count: 64), "not hexadecimal")] {
+            do {
+                _ = try DeviceConnectionConfiguration(serverKey: text)
+                Issue.record("'\(text)' was taken for a key")
+            } catch let error as DeviceNodeError {
+                #expect(error.code == .invalidConfiguration && error.message.contains(says), "\(error)")
+            }
+        }
+    }
+
+    /// With a key that is not the coordinator's, the connection says the handshake failed, and a
+    /// login says so too, instead of blaming the credentials.
+    @Test func aWrongCoordinatorKeyIsReportedAsAFailedHandshakeNotBadCredentials() async throws {
+        let coordinator = try await TestCoordinator(keys: try CurveKeyPair.generate())
+        let endpoint = try await coordinator.serve()
+        let directory = try TempDirectory()
+        let node = try await openDevice(in: directory)
+        var configuration = try DeviceConnectionConfiguration(serverKey: try #require(Z85.encode(try CurveKeyPair.generate().publicKey)))
+        configuration.requestTimeout = .milliseconds(300)
+        configuration.maxAttempts = 1
+        let connection = try await node.connect(to: [endpoint], credentials: Self.credentials, configuration: configuration, logger: quietLogger())
+        let failed = try await awaitState(connection.states(), "the handshake's failure") { $0.status == .handshakeFailed }
+        #expect(failed.reason?.contains("not the pinned one") == true, "\(failed)")
+        do {
+            _ = try await connection.login()
+            Issue.record("logged in through a failed handshake")
+        } catch let error as DeviceNodeError {
+            #expect(error.code == .handshakeFailed, "\(error)")
+        }
+        await connection.shutdown()
+        try await node.close()
+        withExtendedLifetime(directory) {}
+        await coordinator.tearDown()
+    }
 
     @Test func aDeadFirstEndpointIsPassedOverForTheNextOne() async throws {
         let keys = try CurveKeyPair.generate()

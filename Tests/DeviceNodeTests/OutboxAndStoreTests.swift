@@ -69,6 +69,25 @@ struct OutboxAndStoreTests {
         #expect(try await node.auditStore().isConsistent)
     }
 
+    /// A store call in a cancelled task (a sync pass stopped by going offline) ends with the
+    /// cancellation, not with a `store.failure` that would be logged as a broken store.
+    @Test("a cancelled store call throws CancellationError, not store.failure")
+    func cancelledStoreCall() async throws {
+        let fixture = try await Fixture.make()
+        let node = fixture.node
+        let call = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await node.outboxItems()
+        }
+        do {
+            _ = try await call.value
+            Issue.record("a cancelled call returned")
+        } catch {
+            #expect(error is CancellationError, "\(error)")
+        }
+        #expect(try await node.outboxItems().isEmpty, "the store still works")
+    }
+
     @Test("a rejected item settles (the device moves on) and keeps its payload for inspection")
     func rejected() async throws {
         let fixture = try await Fixture.make()

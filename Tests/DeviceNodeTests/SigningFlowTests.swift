@@ -176,13 +176,19 @@ struct SigningFlowTests {
         rebuilt.envelopeId = UUID().uuidString
         #expect(try await node.compose(rebuilt) == id)
         #expect(try await node.outboxItems().count == 1)
+        // A different envelope (its own local id, other content) under the used transaction id:
+        // the error and its event both name the envelope that holds the id, never the new local
+        // id, which was not stored.
         var changed = envelope
+        changed.envelopeId = UUID().uuidString
         changed.emailSubject = "Something else"
         let conflict = await expectDeviceError(.transactionIdConflict) { _ = try await node.compose(changed) }
         #expect(conflict?.envelope?.localId == id)
 
-        let seen = try await collect(events) { if case .envelopeQueuedForSync = $0 { return true } else { return false } }
-        #expect(seen.last == .envelopeQueuedForSync(EnvelopeQueued(envelope: EnvelopeIDs(localId: id, transactionId: "tx-remote"), sequence: 1)))
+        let seen = try await collect(events) { if case .envelopeCacheFailed = $0 { return true } else { return false } }
+        let stored = EnvelopeIDs(localId: id, transactionId: "tx-remote")
+        #expect(seen.contains(.envelopeQueuedForSync(EnvelopeQueued(envelope: stored, sequence: 1))))
+        #expect(seen.last?.envelope == stored, "the failure's ids: \(String(describing: seen.last))")
     }
 
     @Test("typed errors carry the SDK's meanings")
