@@ -309,7 +309,7 @@ public actor FleetServer {
                 refusalLog.note("routing id is not UTF-8", logger: logger, now: clock.now)
                 reply(
                     .failure(FleetError(.invalidRequest, "the routing id is not UTF-8; set the DEALER's routing id to the device id")),
-                    to: peer, replyTo: nil, on: socket)
+                    to: peer, replyTo: readableID(received.dropFirst()), on: socket)
                 return nil
             }
             return (peer, .claimedName(name), received.dropFirst())
@@ -322,16 +322,32 @@ public actor FleetServer {
                 refusalLog.note("message without a ZAP-authenticated key", logger: logger, now: clock.now)
                 return nil
             }
-            if peer.first != 0 {
+            if !Self.isRouterAssigned(peer) {
                 // Peers must let the ROUTER name their connection (a chosen name could be claimed by
                 // another peer first).
                 refusalLog.note("peer-chosen routing id under CURVE", logger: logger, now: clock.now)
                 reply(
                     .failure(FleetError(.invalidRequest, "under CURVE a device sets no routing id; its key identifies it")),
-                    to: peer, replyTo: nil, on: socket)
+                    to: peer, replyTo: readableID(received.dropFirst(2)), on: socket)
                 return nil
             }
             return (peer, .curveKey(key), received.dropFirst(2))
+        }
+    }
+
+    /// Whether `routingID` has the shape of the names a ROUTER gives connections that set none:
+    /// 5 bytes, a 0x00 and a 32-bit counter. A peer may still choose 5 such bytes; what it cannot
+    /// choose is anything else, and under CURVE its key, not its routing id, says who it is.
+    static func isRouterAssigned(_ routingID: [UInt8]) -> Bool {
+        routingID.count == 5 && routingID.first == 0
+    }
+
+    /// The message id of `frames` when its header can be read, for a refusal's `re`.
+    private func readableID(_ frames: ArraySlice<[UInt8]>) -> UInt64? {
+        do {
+            return try codec.decode(frames).header.id
+        } catch {
+            return error.header?.id
         }
     }
 

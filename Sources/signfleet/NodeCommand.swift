@@ -81,6 +81,47 @@ struct NodeCommand: AsyncParsableCommand {
         }
     }
 
+    /// Connects once, watching the CURVE handshake: throws when it fails (the coordinator's key is
+    /// not `serverKey`, or it does not serve CURVE); returns when `hello` is answered, or after
+    /// `patience` without either (a coordinator not up yet: the devices keep trying).
+    static func checkServerKey(
+        _ serverKey: [UInt8], at endpoint: String, loop: ZMQIOLoop, logger: Logger, patience: Duration = .seconds(10)
+    ) async throws {
+        let client = FleetClient(
+            configuration: FleetClientConfiguration(
+                endpoint: endpoint, deviceID: "key-check", security: .curve(serverKey: serverKey, keys: try CurveKeyPair.generate())),
+            loop: loop, logger: logger)
+        let events = client.events
+        let connection = Task { await client.run() }
+        defer { connection.cancel() }
+        let outcome = await withTaskGroup(of: ConnectionEvent?.self) { group in
+            group.addTask {
+                for await event in events {
+                    switch event {
+                    case .connected, .handshakeFailed: return event
+                    case .lost, .reconnecting: continue
+                    }
+                }
+                return nil
+            }
+            group.addTask {
+                try? await ContinuousClock().sleep(for: patience)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        await client.stop()
+        switch outcome {
+        case .handshakeFailed(let reason):
+            throw ValidationError("cannot use the coordinator at \(endpoint): \(reason) (a plain TCP coordinator needs --plaintext)")
+        case .connected:
+            return
+        default:
+            logger.notice("the coordinator did not answer yet; starting the devices, which keep trying", metadata: ["endpoint": "\(endpoint)"])
+        }
+    }
+
     func run() async throws {
         if let plan {
             try await runPlan(path: plan)
@@ -96,6 +137,9 @@ struct NodeCommand: AsyncParsableCommand {
         let duration = self.duration
         let work: [@Sendable () async throws -> Void]
         if envelopes > 0 {
+            // Fleet devices do not watch their handshakes (a monitor per device costs memory): one
+            // connection checks the pinned key first, so a wrong one is an error, not silence.
+            if let serverKey { try await Self.checkServerKey(serverKey, at: connect, loop: loop, logger: logger) }
             try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
             try await refuseOrphanedStores()
             work = (1...devices).map { index in

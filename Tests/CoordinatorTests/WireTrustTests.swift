@@ -152,19 +152,25 @@ func connected<T: Sendable>(_ client: FleetClient, _ body: () async throws -> T)
         defer { honestConnection.cancel() }
         _ = try await honest.request(Heartbeat())
 
-        // A raw DEALER that completes CURVE but names its connection "tablet-1".
-        var options = SocketOptions()
-        options.curve = .client(serverKey: coordinator.serverKey, keys: try CurveKeyPair.generate())
-        options.routingID = Array("tablet-1".utf8)
-        let raw = try await coordinator.loop.makeSocket(.dealer, options: options)
-        try await raw.connect(coordinator.endpoint)
+        // Raw DEALERs that complete CURVE but name their connections: "tablet-1", and ids that
+        // start with the 0x00 of the ROUTER's own names (5 bytes, 0x00 then a counter) without
+        // being one. Each is refused, and the refusal answers the message it refuses (`re`).
         let codec = WireCodec()
-        try await raw.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: 7)))
-        let reply = try codec.decode(try await firstElement(of: raw.messages, "the refusal"))
-        #expect(reply.header.type == FleetError.messageType)
-        let error = try codec.decodeBody(FleetError.self, from: reply)
-        #expect(error.code == .invalidRequest && error.message.contains("routing id"), "\(error)")
-        await raw.close()
+        for (index, chosen) in [Array("tablet-1".utf8), [0x00, 0x41], [0x00, 0, 0, 0, 1, 2]].enumerated() {
+            var options = SocketOptions()
+            options.curve = .client(serverKey: coordinator.serverKey, keys: try CurveKeyPair.generate())
+            options.routingID = chosen
+            let raw = try await coordinator.loop.makeSocket(.dealer, options: options)
+            try await raw.connect(coordinator.endpoint)
+            let id = UInt64(7 + index)
+            try await raw.send(try codec.encode(Heartbeat(), header: MessageHeader(type: Heartbeat.messageType, id: id)))
+            let reply = try codec.decode(try await firstElement(of: raw.messages, "the refusal of \(chosen)"))
+            #expect(reply.header.type == FleetError.messageType, "\(chosen)")
+            #expect(reply.header.replyTo == id, "the refusal of \(chosen) answers its message")
+            let error = try codec.decodeBody(FleetError.self, from: reply)
+            #expect(error.code == .invalidRequest && error.message.contains("routing id"), "\(error)")
+            await raw.close()
+        }
         // The honest device still gets its own replies.
         _ = try await honest.request(Heartbeat())
     }

@@ -102,6 +102,28 @@ func curvePublicKey(of coordinator: ChildProcess) async throws -> String {
         #expect(try await coordinator.waitForExit(timeout: .seconds(30)) == 0, "\(coordinator.output)")
     }
 
+    /// A node whose devices sign (they do not watch their handshakes) checks the pinned key with
+    /// one connection first: a wrong key ends it at once with what is wrong, instead of devices
+    /// retrying in silence.
+    @Test func aNodeWithAWrongServerKeySaysSoAndStops() async throws {
+        let binary = try signfleetBinary()
+        let (coordinator, endpoint, key) = try await startCoordinator(binary)
+        defer { Task { await coordinator.terminate() } }
+        let (other, _, otherKey) = try await startCoordinator(binary)
+        await other.terminate()
+        #expect(otherKey != key)
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("node-\(UUID().uuidString)").path
+        let node = try ChildProcess.launch(
+            binary,
+            ["node", "--connect", endpoint, "--server-key=\(otherKey)", "--devices", "2", "--envelopes", "1", "--data-dir", data],
+            name: "node")
+        defer { Task { await node.terminate() } }
+        let status = try await node.waitForExit(timeout: .seconds(60))
+        #expect(status != 0)
+        #expect(node.output.contains("cannot use the coordinator at \(endpoint)") && node.output.contains("not the pinned one"), "\(node.output)")
+        #expect(!FileManager.default.fileExists(atPath: data), "no device store was made")
+    }
+
     @Test func devicesReconnectAfterTheCoordinatorIsKilledAndRestarted() async throws {
         let binary = try signfleetBinary()
         let store = FileManager.default.temporaryDirectory.appendingPathComponent("coordinator-\(UUID().uuidString).sqlite").path
