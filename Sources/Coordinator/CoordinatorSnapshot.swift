@@ -66,14 +66,22 @@ public struct CoordinatorSnapshot: Sendable, Equatable {
         public var outcome: String
         public var envelopeID: String?
         public var reason: String?
+        /// The SHA-256 of the payload the result was recorded for, as stored (it decides whether a
+        /// later push of the same sequence is a resend or a conflict); nil in rows from before it
+        /// was kept.
+        public var payloadSHA256: Data?
 
-        public init(accountID: String, deviceID: String, sequence: Int64, outcome: String, envelopeID: String?, reason: String?) {
+        public init(
+            accountID: String, deviceID: String, sequence: Int64, outcome: String, envelopeID: String?, reason: String?,
+            payloadSHA256: Data? = nil
+        ) {
             self.accountID = accountID
             self.deviceID = deviceID
             self.sequence = sequence
             self.outcome = outcome
             self.envelopeID = envelopeID
             self.reason = reason
+            self.payloadSHA256 = payloadSHA256
         }
     }
 

@@ -55,11 +55,11 @@ extension CoordinatorStore {
             envelopes.append(envelope)
         }
         let results = try Row.fetchAll(
-            db, sql: "SELECT accountID, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY rowid"
+            db, sql: "SELECT accountID, deviceID, sequence, outcome, envelopeID, reason, payloadSHA256 FROM syncResult ORDER BY rowid"
         ).map {
             CoordinatorSnapshot.SyncResult(
                 accountID: $0["accountID"], deviceID: $0["deviceID"], sequence: $0["sequence"], outcome: $0["outcome"],
-                envelopeID: $0["envelopeID"], reason: $0["reason"])
+                envelopeID: $0["envelopeID"], reason: $0["reason"], payloadSHA256: $0["payloadSHA256"])
         }
         let recipients = try Row.fetchAll(
             db,

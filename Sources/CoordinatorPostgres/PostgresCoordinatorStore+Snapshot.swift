@@ -36,12 +36,14 @@ extension PostgresCoordinatorStore {
                 envelopes.append(envelope)
             }
             var results: [CoordinatorSnapshot.SyncResult] = []
-            for try await (account, device, sequence, outcome, envelopeID, reason) in try await c.query(
-                "SELECT accountID, deviceID, sequence, outcome, envelopeID, reason FROM syncResult ORDER BY ingestOrder", logger: logger
-            ).decode((String, String, Int64, String, String?, String?).self) {
+            for try await (account, device, sequence, outcome, envelopeID, reason, digest) in try await c.query(
+                "SELECT accountID, deviceID, sequence, outcome, envelopeID, reason, payloadSHA256 FROM syncResult ORDER BY ingestOrder",
+                logger: logger
+            ).decode((String, String, Int64, String, String?, String?, Data?).self) {
                 results.append(
                     CoordinatorSnapshot.SyncResult(
-                        accountID: account, deviceID: device, sequence: sequence, outcome: outcome, envelopeID: envelopeID, reason: reason))
+                        accountID: account, deviceID: device, sequence: sequence, outcome: outcome, envelopeID: envelopeID, reason: reason,
+                        payloadSHA256: digest))
             }
             var recipients: [CoordinatorSnapshot.Recipient] = []
             for try await (envelopeID, recipientID, type, routingOrder, status, changedAt) in try await c.query(

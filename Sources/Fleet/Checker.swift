@@ -220,6 +220,7 @@ struct CheckerAnalysis {
         checkDuplicates(server)
         checkOrder(server)
         checkSignatures(server)
+        checkResultDigests(server)
         checkRouting(server)
         resolveInfo(server)
         noteUncompleted()

@@ -128,6 +128,44 @@ extension CheckerAnalysis {
         }
     }
 
+    /// The payload digest stored with each sync result is the digest of what the device signed as
+    /// that item (its outbox item, while the device keeps it) and, for a result that names a server
+    /// envelope, of that envelope's payload. The coordinator decides from that digest whether a
+    /// later push of the sequence is an honest resend (`duplicate`) or a conflict, so a digest
+    /// that is not the item's would turn a resend into a refusal, or a different payload into a
+    /// `duplicate` that stores nothing.
+    mutating func checkResultDigests(_ server: ServerSnapshot) {
+        let envelopes = Dictionary(server.envelopes.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        for result in server.syncResults {
+            guard let stored = result.payloadSHA256 else { continue }
+            // What the device signed is the truth while its store keeps the item (a server envelope
+            // whose payload differs from it is checkSignatures' finding); else the envelope named.
+            var expected: (digest: [UInt8], what: String, row: WitnessRow)?
+            if let device = devices[result.deviceID], let item = device.outboxBySequence[result.sequence] {
+                var row = witnessRow(item, device)
+                row.fields["payloadSHA256"] = Self.hex(item.payloadSHA256)
+                expected = (item.payloadSHA256, "the payload device \(result.deviceID) signed as item \(result.sequence)", row)
+            } else if let id = result.envelopeID, let envelope = envelopes[id], envelope.deviceID == result.deviceID,
+                envelope.sequence == result.sequence
+            {
+                var row = witnessRow(envelope, server)
+                row.fields["payloadSHA256"] = Self.hex(envelope.payloadSHA256)
+                expected = (envelope.payloadSHA256, "server envelope \(id)'s payload", row)
+            }
+            guard let expected, expected.digest != stored else { continue }
+            anomalies.append(CheckAnomaly(
+                kind: .invalidSignature, device: result.deviceID, sequence: result.sequence, serverEnvelope: result.envelopeID,
+                message: "the server's \(result.outcome) result for item \(result.sequence) of device \(result.deviceID) stores payload digest \(Self.hex(stored).prefix(16))…, not that of \(expected.what)",
+                witness: CheckWitness(rows: [resultRow(result, stored, server), expected.row])))
+        }
+    }
+
+    private func resultRow(_ result: ServerSnapshot.SyncResult, _ stored: [UInt8], _ server: ServerSnapshot) -> WitnessRow {
+        var row = witnessRow(result, server)
+        row.fields["payloadSHA256"] = Self.hex(stored)
+        return row
+    }
+
     static func hex(_ bytes: [UInt8]) -> String {
         bytes.map { String(format: "%02x", $0) }.joined()
     }

@@ -58,6 +58,8 @@ struct ServerSnapshot: Sendable {
         var outcome: String
         var envelopeID: String?
         var reason: String?
+        /// The digest stored with the result (nil in rows from before it was kept).
+        var payloadSHA256: [UInt8]? = nil
     }
 
     struct Recipient: Sendable {
@@ -132,7 +134,7 @@ struct ServerSnapshot: Sendable {
         let syncResults = snapshot.syncResults.enumerated().map { index, row in
             SyncResult(
                 position: index + 1, accountID: row.accountID, deviceID: row.deviceID, sequence: UInt64(clamping: row.sequence),
-                outcome: row.outcome, envelopeID: row.envelopeID, reason: row.reason)
+                outcome: row.outcome, envelopeID: row.envelopeID, reason: row.reason, payloadSHA256: row.payloadSHA256.map { Array($0) })
         }
         var recipients: [String: [Recipient]] = [:]
         for row in snapshot.recipients {

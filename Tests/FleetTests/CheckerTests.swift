@@ -184,6 +184,27 @@ import Testing
         #expect(invalid.message.contains("signature does not verify"), "\(invalid.message)")
     }
 
+    /// The digest stored with a sync result decides whether a later push of the item is a resend
+    /// or a conflict: one overwritten (while every envelope still verifies) is found, naming the
+    /// result and the item the device signed.
+    @Test func aSyncResultsStoredDigestMustBeThePayloadTheDeviceSigned() async throws {
+        let fixture = try await CheckerRun.make()
+        defer { fixture.remove() }
+        let broken = try fixture.copy()
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            try db.execute(sql: "UPDATE syncResult SET payloadSHA256 = ? WHERE deviceID = 'a-1' AND sequence = 2", arguments: [Data(repeating: 7, count: 32)])
+        }
+        let report = try await Checker.check(run: broken)
+        #expect(report.verdict == .invalid)
+        #expect(report.anomalies.map(\.kind) == [.invalidSignature], "\(report.summary())")
+        let anomaly = try #require(report.anomalies.first)
+        #expect(anomaly.device == "a-1" && anomaly.sequence == 2)
+        #expect(anomaly.message.contains("stores payload digest 0707070707070707…"), "\(anomaly.message)")
+        #expect(anomaly.witness.rows.compactMap { $0.fields["payloadSHA256"] }.count == 2)
+        // The untouched run is valid: every stored digest is its item's.
+        #expect(try await Checker.check(run: fixture.run).verdict == .valid)
+    }
+
     @Test func aPayloadChangedInPlaceFailsItsSignature() async throws {
         let fixture = try await CheckerRun.make()
         defer { fixture.remove() }
