@@ -59,9 +59,12 @@ public final class CoordinatorStore: Sendable {
         }
         self.path = path
         self.durability = durability
-        faults = StoreFaultMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
+        faults = StoreFaultMonitor(path: path, probesDisk: true, logger: logger, metricsFactory: metricsFactory)
         regressions = StoreRegressionMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
         try Self.migrator.migrate(database)
+        // Opening and migrating may write nothing: a restart on a still-full disk would say `ok`
+        // until its first write failed. A probe says now.
+        faults.probeDisk()
     }
 
     /// The page size of new stores.

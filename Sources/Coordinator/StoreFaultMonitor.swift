@@ -1,5 +1,8 @@
 import FleetProtocol
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GRDB
 import Logging
 import Metrics
@@ -98,6 +101,9 @@ public final class StoreFaultMonitor: Sendable {
 
     /// The store file, for the log lines.
     public let path: String
+    /// Whether ``path`` is a file whose disk ``probeDisk(bytes:)`` can test (a SQLite store; not a
+    /// PostgreSQL location).
+    public let probesDisk: Bool
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let counters: [StoreFaultKind: Counter]
@@ -106,10 +112,11 @@ public final class StoreFaultMonitor: Sendable {
     private let faulted = Atomic<Bool>(false)
 
     public init(
-        path: String, logger: Logger = Logger(label: "signfleet.coordinator.store"),
+        path: String, probesDisk: Bool = false, logger: Logger = Logger(label: "signfleet.coordinator.store"),
         metricsFactory: any MetricsFactory = MetricsSystem.factory, now: @escaping @Sendable () -> Date = WallClock.system.now
     ) {
         self.path = path
+        self.probesDisk = probesDisk
         self.logger = logger
         self.now = now
         var counters: [StoreFaultKind: Counter] = [:]
@@ -183,6 +190,37 @@ public final class StoreFaultMonitor: Sendable {
         }
         if changed(value) { recordSuccess() }
         return value
+    }
+
+    /// Whether the disk under a store file takes a new write now: writes `bytes` to a file beside
+    /// it (`<path>.probe`), syncs and removes it. A failure starts an episode (`ENOSPC`, `EDQUOT`:
+    /// disk full; other errors: I/O error) and a success ends one. The coordinator probes at start
+    /// (a restart on a still-full disk is degraded at once, not at its first failed write) and at
+    /// each `GET /health` while an episode lasts (an idle coordinator learns that space came back).
+    /// Returns the fault found, if any. With `recordingFailure` false (a probe during an episode)
+    /// a failure changes nothing: only the store's own writes count as failed writes then.
+    @discardableResult
+    public func probeDisk(bytes: Int = 262_144, recordingFailure: Bool = true) -> StoreFaultKind? {
+        let probe = path + ".probe"
+        let probeFailed = { (code: Int32, what: String) -> StoreFaultKind in
+            let kind: StoreFaultKind = code == ENOSPC || code == EDQUOT ? .diskFull : .ioError
+            if recordingFailure {
+                self.recordFailure(kind, error: StoreDiskFault(kind: kind, message: "\(what): \(String(cString: strerror(code))) (errno \(code))"))
+            }
+            return kind
+        }
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return probeFailed(errno, "creating \(probe)") }
+        defer {
+            close(descriptor)
+            unlink(probe)
+        }
+        let block = [UInt8](repeating: 0, count: max(1, bytes))
+        let written = block.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        guard written == block.count else { return probeFailed(written < 0 ? errno : ENOSPC, "writing \(probe)") }
+        guard fsync(descriptor) == 0 else { return probeFailed(errno, "syncing \(probe)") }
+        recordSuccess()
+        return nil
     }
 
     /// SQLite's message and result code, without the statement (which may carry data).

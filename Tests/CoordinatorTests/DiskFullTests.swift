@@ -241,6 +241,36 @@ final class DiskRig: Sendable {
         try await rig.stop()
     }
 
+    /// A coordinator restarted on a disk that is still full says so from the start (its store
+    /// probes the disk when it opens), not at its first failed write; once space returns, a probe
+    /// (what `GET /health` runs while an episode lasts) ends the episode without any write.
+    @Test(
+        .enabled(if: TmpfsMount.permitted, "needs to mount a tmpfs (root or CAP_SYS_ADMIN); the reason is printed above"))
+    func aStoreOpenedOnAFullDiskIsDegradedAtOnce() async throws {
+        let disk = try TmpfsMount(size: "4m")
+        defer { disk.unmount() }
+        let path = disk.directory.appendingPathComponent("store.sqlite").path
+        do {
+            let first = try CoordinatorStore(path: path)
+            #expect(first.faults.healthReasons.isEmpty, "a disk with room")
+        }
+        let filler = disk.directory.appendingPathComponent("filler").path
+        let filled = try disk.fill("filler")
+        // Leave room for SQLite's -wal and -shm files (what opening the store needs), not for the
+        // 256 KB probe.
+        #expect(truncate(filler, off_t(filled - 160 * 1024)) == 0)
+        let logs = CapturedLogs()
+        let reopened = try CoordinatorStore(path: path, logger: logs.logger(label: "store", level: .info))
+        #expect(reopened.faults.healthReasons == ["store_disk_full"], "degraded before any write")
+        #expect(reopened.faults.episode?.lastError.contains("No space left on device") == true, "\(String(describing: reopened.faults.episode))")
+        #expect(logs.matching("the store's disk is full").count == 1, "\(logs.all)")
+        #expect(!FileManager.default.fileExists(atPath: path + ".probe"), "the probe file is gone")
+        try FileManager.default.removeItem(atPath: filler)
+        #expect(reopened.faults.probeDisk() == nil)
+        #expect(reopened.faults.healthReasons.isEmpty)
+        #expect(logs.matching("the store writes again").count == 1, "\(logs.all)")
+    }
+
     /// Captive signing writes through the same store: a signing page opened on a full disk sends the
     /// browser back with `event=exception`, counts the failed write in the same episode, and logs no
     /// line per page; once space returns, the same URL opens (the failed open changed nothing).
