@@ -27,7 +27,9 @@ public enum ReturnURLPolicy {
         guard components.user == nil, components.password == nil else {
             throw FleetError(.invalidRequest, "returnURL must not carry user info (user@host): it hides the real host; got \"\(url)\"")
         }
-        guard let host = components.host?.lowercased(), !host.isEmpty else {
+        // IDNA's ASCII form (`xn--…`), as browsers send it in `Origin`: a punycode and a Unicode
+        // spelling of one host are one origin.
+        guard let host = components.encodedHost?.lowercased(), !host.isEmpty else {
             throw FleetError(.invalidRequest, "returnURL \"\(url)\" has no host")
         }
         let port = components.port.flatMap { ($0 == 80 && scheme == "http") || ($0 == 443 && scheme == "https") ? nil : $0 }

@@ -58,7 +58,9 @@ enum SigningPage {
         guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else { return nil }
         guard scheme.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "+.-".contains($0)) }) else { return nil }
         guard scheme == "http" || scheme == "https" else { return "\(scheme):" }
-        guard let host = components.host, !host.isEmpty,
+        // The host as browsers compare it: IDNA's ASCII form (`xn--…`). Foundation's `host` decodes
+        // punycode to Unicode, and a CSP naming the Unicode host blocks the redirect.
+        guard let host = components.encodedHost?.lowercased(), !host.isEmpty,
             host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-".contains($0)) })
         else { return nil }
         return "\(scheme)://\(host)\(components.port.map { ":\($0)" } ?? "")"

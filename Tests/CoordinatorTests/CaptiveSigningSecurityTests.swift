@@ -251,5 +251,9 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         #expect(SigningPage.formSource("https://app.example:8443/x?y") == "https://app.example:8443")
         #expect(SigningPage.formSource("myapp://done") == "myapp:")
         #expect(SigningPage.formSource("https://a.example;script-src/x") == nil)
+        // An internationalised host is named as browsers compare it, in IDNA's ASCII form, whether
+        // the return URL spells it in punycode or in Unicode.
+        #expect(SigningPage.formSource("https://xn--bcher-kva.example/done") == "https://xn--bcher-kva.example")
+        #expect(SigningPage.formSource("https://bücher.example/done") == "https://xn--bcher-kva.example")
     }
 }

@@ -34,6 +34,8 @@ import FoundationNetworking
     @Test func originsAreNormalisedAndTheAllowListIsExact() throws {
         #expect(try ReturnURLPolicy.origin(of: "HTTPS://App.Example:443/done?x=1") == "https://app.example")
         #expect(try ReturnURLPolicy.origin(of: "http://app.example:8080/") == "http://app.example:8080")
+        #expect(try ReturnURLPolicy.origin(of: "https://xn--bcher-kva.example/done") == "https://xn--bcher-kva.example")
+        #expect(try ReturnURLPolicy.origin(of: "https://Bücher.example/done") == "https://xn--bcher-kva.example", "one origin, either spelling")
         try ReturnURLPolicy.check("https://app.example/done", allowed: ["https://app.example"], account: "acme")
         for other in ["https://app.example.evil.example/", "http://app.example/", "https://app.example:8443/"] {
             let error = #expect(throws: FleetError.self) { try ReturnURLPolicy.check(other, allowed: ["https://app.example"], account: "acme") }
