@@ -81,7 +81,8 @@ extension CaptiveSigningService {
                     return Self.finish(&unit.session, .sessionTimeout, at: at)
                 }
                 unit.session.lastActivityAt = at
-                return .page(try Self.model(unit, token: token, sessionID: presented), session: nil, status: 200)
+                // The cookie slides with the session: each page it serves sets it again.
+                return .page(try Self.model(unit, token: token, sessionID: presented), session: presented, status: 200)
             }
             guard at < unit.session.expiresAt else { return Self.finish(&unit.session, .ttlExpired, at: at) }
             var envelope = try unit.requireEnvelope()
@@ -116,8 +117,19 @@ extension CaptiveSigningService {
         return try await store.updateCaptiveSession(tokenHash: tokenHash) { found in
             guard var unit = found else { return .notFound }
             defer { found = unit }
-            guard unit.session.openedAt != nil, let presented, Self.hash(presented) == unit.session.sessionHash,
-                let csrf = form.fields["csrf"], Self.constantTimeEqual(csrf, Self.csrf(sessionID: presented, tokenHash: tokenHash))
+            guard unit.session.openedAt != nil else { return .forbidden }
+            guard let presented, Self.hash(presented) == unit.session.sessionHash else {
+                // No session cookie (it expired with the browser's idea of the session) or another
+                // browser's: the ceremony's end still reaches the app as an event. A session idle past
+                // its timeout has ended by the rules anyway; otherwise nothing changes for the
+                // browser that holds it, and this one is sent back as a second browser is on open.
+                if unit.session.outcome != nil { return .redirect(Self.redirect(unit.session.returnURL, .viewingComplete), .viewingComplete) }
+                if let last = unit.session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
+                    return Self.finish(&unit.session, .sessionTimeout, at: at)
+                }
+                return .redirect(Self.redirect(unit.session.returnURL, .ttlExpired), .ttlExpired)
+            }
+            guard let csrf = form.fields["csrf"], Self.constantTimeEqual(csrf, Self.csrf(sessionID: presented, tokenHash: tokenHash))
             else { return .forbidden }
             if unit.session.outcome != nil { return .redirect(Self.redirect(unit.session.returnURL, .viewingComplete), .viewingComplete) }
             if let last = unit.session.lastActivityAt, at.timeIntervalSince(last) > inactivity {
@@ -193,7 +205,7 @@ extension CaptiveSigningService {
     static func refused(_ unit: CaptiveUnit, token: String, sessionID: String, _ message: String) throws -> CaptiveResponse {
         var model = try model(unit, token: token, sessionID: sessionID)
         model.error = message
-        return .page(model, session: nil, status: 422)
+        return .page(model, session: sessionID, status: 422)
     }
 
     static func model(_ unit: CaptiveUnit, token: String, sessionID: String) throws -> SigningPageModel {

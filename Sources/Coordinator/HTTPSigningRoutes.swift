@@ -165,7 +165,9 @@ public struct CaptiveSigningRoutes: Sendable {
                 SigningPage.render(model, nonce: nonce, pageImages: pages?.isAvailable ?? false), status: HTTPResponse.Status(code: status),
                 policy: SigningPage.contentSecurityPolicy(nonce: nonce, returnURL: model.returnURL))
             if let session {
-                let maxAge = Int64(clampingFinite: service.configuration.inactivityTimeout + service.configuration.urlLifetime)
+                // Sliding: set again on every page of the session, so it lives as long as the
+                // server's inactivity rule lets the session live (an active signer keeps it).
+                let maxAge = Int64(clampingFinite: service.configuration.inactivityTimeout)
                 response.headers[.setCookie] =
                     "\(CaptiveSigningService.sessionCookie)=\(session); Path=/signing/\(model.token); Max-Age=\(maxAge); HttpOnly; SameSite=Strict"
             }

@@ -69,11 +69,15 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         let token = try #require(csrf(page.body))
         let path = "/signing/\(self.token(url.url))"
 
-        #expect(try await rig.request("POST", path, body: "action=later&csrf=\(token)").status == 403, "no cookie")
+        // Without the session's cookie (expired, or another browser's) the browser is sent back
+        // with an event, as a second browser is on open, and the session goes on unchanged.
+        let noCookie = try await rig.request("POST", path, body: "action=later&csrf=\(token)")
+        #expect(noCookie.status == 303 && noCookie.headers["location"]?.hasSuffix("event=ttl_expired") == true, "\(noCookie.headers)")
         #expect(try await rig.request("POST", path, body: "action=later", cookie: session).status == 403, "no CSRF token")
         #expect(try await rig.request("POST", path, body: "action=later&csrf=x\(token)", cookie: session).status == 403, "wrong token")
         let otherSession = "\(CaptiveSigningService.sessionCookie)=\(CaptiveSigningService.randomToken())"
-        #expect(try await rig.request("POST", path, body: "action=later&csrf=\(token)", cookie: otherSession).status == 403)
+        let other = try await rig.request("POST", path, body: "action=later&csrf=\(token)", cookie: otherSession)
+        #expect(other.status == 303 && other.headers["location"]?.hasSuffix("event=ttl_expired") == true, "\(other.headers)")
         #expect(try await rig.envelope(id).recipients[0].status == "delivered", "refused posts changed nothing")
 
         // Finish without a signature: the page again (422) saying what is missing.
@@ -85,6 +89,33 @@ private let signer = EmbeddedSigner(id: "r1", name: "Bea Buyer", email: "bea@exa
         let later = try await rig.request("POST", path, body: "action=later&csrf=\(token)", cookie: session)
         #expect(later.status == 303)
         #expect(later.headers["location"] == "http://\(rig.http)/signing-return?event=cancel")
+        await rig.tearDown()
+    }
+
+    /// The session cookie slides: every page of the session sets it again for the inactivity
+    /// timeout, so an active signer keeps it past the URL's lifetime plus the timeout; a Finish
+    /// after the session idled out (its cookie gone with it) still sends the app an event.
+    @Test func theSessionSlidesWithActivityAndItsEndIsAnEvent() async throws {
+        let rig = try await CaptiveRig()
+        let id = try await rig.sync(try CaptiveRig.envelope([signer]))
+        let url = try await rig.url(id, .clientUserID("cu-bea"))
+        let page = try await rig.request("GET", url.url)
+        let session = try #require(cookie(page.headers))
+        let timeout = Int(rig.services.captive.configuration.inactivityTimeout)
+        #expect(page.headers["set-cookie"]?.contains("Max-Age=\(timeout);") == true, "\(page.headers)")
+        let path = "/signing/\(self.token(url.url))"
+        // Active for twice lifetime + timeout: a request every half timeout keeps the session.
+        for _ in 0..<6 {
+            rig.clock.advance(TimeInterval(timeout / 2))
+            let again = try await rig.request("GET", path, cookie: session)
+            #expect(again.status == 200, "still signing")
+            #expect(again.headers["set-cookie"]?.contains("Max-Age=\(timeout);") == true, "set again: \(again.headers)")
+        }
+        let token = try #require(csrf(try await rig.request("GET", path, cookie: session).body))
+        // Idle past the timeout: the browser dropped the cookie; its Finish still gets an event.
+        rig.clock.advance(TimeInterval(timeout + 1))
+        let late = try await rig.request("POST", path, body: "action=finish&csrf=\(token)")
+        #expect(late.status == 303 && late.headers["location"]?.hasSuffix("event=session_timeout") == true, "\(late.headers)")
         await rig.tearDown()
     }
 
