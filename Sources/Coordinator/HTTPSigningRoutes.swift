@@ -9,7 +9,7 @@ import Logging
 /// | route | answer |
 /// |---|---|
 /// | `GET /signing/{token}` | the signing page (first open sets the session cookie); `303` to the return URL with `event=` once the session has ended, the URL expired, or the recipient cannot sign any more; `404` for an unknown token; `303` with `event=ttl_expired` when another browser opened it (single use) |
-/// | `POST /signing/{token}` | the page's form (Finish, Finish Later, Decline): `303` to the return URL with `event=`, `422` with the page and what is missing, `403` without the session cookie and CSRF token |
+/// | `POST /signing/{token}` | the page's form (Finish, Finish Later, Decline): `303` to the return URL with `event=`, `422` with the page and what is missing, `403` with the session cookie but not its CSRF token (without the cookie: `303` with `session_timeout`, `viewing_complete` or `ttl_expired`) |
 /// | `GET /signing/{token}/documents/{documentID}` | the document's PDF, for the browser holding the session |
 /// | `GET /signing/{token}/documents/{documentID}/pages/{n}?scale=1\|2` | page `n` drawn as a PNG (``CaptivePageImages``), for the browser holding the session |
 /// | `GET /signing-return?event=…` | a plain landing page that shows the event (a return URL for tests and demos) |
