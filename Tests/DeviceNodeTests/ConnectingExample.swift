@@ -59,14 +59,8 @@ func connectingExample(storePath: String, endpoints: [String], serverKey: String
 struct ConnectingExampleTests {
     @Test("the connecting example in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        let doc = try String(contentsOf: EmbeddingExampleTests.packageRoot.appendingPathComponent("docs/embedding.md"), encoding: .utf8)
-        func between(_ text: String, _ start: String, _ end: String) -> String? {
-            guard let a = text.range(of: start), let b = text.range(of: end, range: a.upperBound..<text.endIndex) else { return nil }
-            return String(text[a.upperBound..<b.lowerBound]).trimmingCharacters(in: .newlines)
-        }
-        let code = try #require(between(source, "// BEGIN EXAMPLE\n", "// END EXAMPLE"))
-        let shown = try #require(between(doc, "<!-- example: connecting -->\n```swift\n", "```"))
+        let code = try #require(try DocExample.code(inFile: #filePath))
+        let shown = try #require(try DocExample.shown("connecting"))
         #expect(shown == "import DeviceNode\nimport Envelopes\n\n" + code)
     }
 

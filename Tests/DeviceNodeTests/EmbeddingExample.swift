@@ -64,14 +64,8 @@ struct EmbeddingExampleTests {
 
     @Test("the example in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        let doc = try String(contentsOf: Self.packageRoot.appendingPathComponent("docs/embedding.md"), encoding: .utf8)
-        func between(_ text: String, _ start: String, _ end: String) -> String? {
-            guard let a = text.range(of: start), let b = text.range(of: end, range: a.upperBound..<text.endIndex) else { return nil }
-            return String(text[a.upperBound..<b.lowerBound]).trimmingCharacters(in: .newlines)
-        }
-        let code = try #require(between(source, "// BEGIN EXAMPLE\n", "// END EXAMPLE"))
-        let shown = try #require(between(doc, "<!-- example: embedding -->\n```swift\n", "```"))
+        let code = try #require(try DocExample.code(inFile: #filePath))
+        let shown = try #require(try DocExample.shown("embedding"))
         let prelude = "import DeviceNode\nimport Envelopes\nimport Foundation\nimport Logging\n\n"
         #expect(shown == prelude + code)
     }

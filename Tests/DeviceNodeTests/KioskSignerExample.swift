@@ -31,17 +31,8 @@ private func capture(_ tab: Tab) throws -> CapturedSignature {
 struct KioskSignerExampleTests {
     @Test("the SignerDriver sketch in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        let doc = try String(contentsOf: EmbeddingExampleTests.packageRoot.appendingPathComponent("docs/embedding.md"), encoding: .utf8)
-        func between(_ text: String, _ start: String, _ end: String) -> String? {
-            guard let a = text.range(of: start), let b = text.range(of: end, range: a.upperBound..<text.endIndex) else { return nil }
-            return String(text[a.upperBound..<b.lowerBound]).trimmingCharacters(in: .newlines)
-        }
-        let code = try #require(between(source, "// BEGIN EXAMPLE\n", "// END EXAMPLE"))
-        let shown = try #require(between(doc, "<!-- example: kiosk-signer -->\n  ```swift\n", "  ```"))
-        let unindented = shown.split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix("  ") ? String($0.dropFirst(2)) : String($0) }.joined(separator: "\n")
-        #expect(unindented == code)
+        let code = try #require(try DocExample.code(inFile: #filePath))
+        #expect(try DocExample.shown("kiosk-signer", indent: 2) == code)
     }
 
     @Test("the sketch signs an envelope")
