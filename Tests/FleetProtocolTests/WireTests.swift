@@ -466,30 +466,8 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// 3 s late) does not take that for the server's silence: the reply may be unread in its socket,
     /// so the timer runs once more, for the lateness (at most the wait), before a timeout resends.
     @Test func aReplyTimerThatWakesLateWaitsOnceMoreBeforeBlamingTheServer() async throws {
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (tokenRequests, tokenRequestArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
-        let requestsSeen = Mutex(0)
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
-                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
-                }
-                switch message.header.type {
-                case Hello.messageType:
-                    try await reply(HelloReply(server: "s", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "s"))
-                case Heartbeat.messageType:
-                    try await reply(HeartbeatReply(serverInstance: "s", heartbeatIntervalMs: 1_000))
-                case AccessTokenRequest.messageType:
-                    requestsSeen.withLock { $0 += 1 }
-                    tokenRequestArrived.yield((frames[0], message.header.id))
-                default:
-                    break
-                }
-            }
-        }
+        let server = try await TokenKeeper.start(loop: loop)
+        let endpoint = server.endpoint, tokenRequests = server.tokenRequests
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(2), attempts: 2, clock: clock)
         let events = client.events
@@ -503,16 +481,12 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         let deadlines = clock.pendingDeadlines
         #expect(deadlines.contains(.seconds(2)), "the timer waits the lateness again, at most the 2 s wait: \(deadlines)")
         #expect(!deadlines.contains(.seconds(4)), "no resend with a doubled wait: \(deadlines)")
-        try await router.send(
-            [first.peer] + codec.encode(
-                AccessTokenReply(accessToken: "read late", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
-                header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: first.id)))
+        try await server.answer(first, token: "read late")
         #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "read late")
-        #expect(requestsSeen.withLock { $0 } == 1, "sent once: the late timer did not resend")
+        #expect(server.tokenRequestsSeen == 1, "sent once: the late timer did not resend")
         connection.cancel()
         await connection.value
-        serving.cancel()
-        await router.close()
+        await server.close()
         await shutdown()
     }
 
@@ -521,30 +495,8 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
     /// of a fleet past capacity).
     @Test func aTimedOutRequestToALiveServerIsResentOnTheSameConnection() async throws {
-        let router = try await loop.makeSocket(.router, options: plainServerOptions())
-        let endpoint = try await router.bind("tcp://127.0.0.1:*")
-        let codec = WireCodec()
-        let (tokenRequests, tokenRequestArrived) = AsyncStream<(peer: [UInt8], id: UInt64)>.makeStream()
-        let hellos = Mutex(0)
-        let serving = Task {
-            for try await frames in router.messages {
-                let message = try codec.decode(frames.dropFirst())
-                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
-                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
-                }
-                switch message.header.type {
-                case Hello.messageType:
-                    hellos.withLock { $0 += 1 }
-                    try await reply(HelloReply(server: "slow", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow"))
-                case Heartbeat.messageType:
-                    try await reply(HeartbeatReply(serverInstance: "slow", heartbeatIntervalMs: 1_000))
-                case AccessTokenRequest.messageType:
-                    tokenRequestArrived.yield((frames[0], message.header.id))
-                default:
-                    break
-                }
-            }
-        }
+        let server = try await TokenKeeper.start(loop: loop)
+        let endpoint = server.endpoint, tokenRequests = server.tokenRequests
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
         let events = client.events
@@ -559,16 +511,12 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         let second = try await FleetProtocolTests.first(tokenRequests, "the resend") { _ in true }
         #expect(second.id == first.id, "the same request id")
         #expect(second.peer == first.peer)
-        try await router.send(
-            [second.peer] + codec.encode(
-                AccessTokenReply(accessToken: "late", expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
-                header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: second.id)))
+        try await server.answer(second, token: "late")
         #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "late")
-        #expect(hellos.withLock { $0 } == 1, "one connection, one hello: the resend went on it")
+        #expect(server.hellosSeen == 1, "one connection, one hello: the resend went on it")
         connection.cancel()
         await connection.value
-        serving.cancel()
-        await router.close()
+        await server.close()
         await shutdown()
     }
 
@@ -679,6 +627,69 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         _ = try await first(server.server.peerEvents, "lost") { $0 == .lost("quiet") }
         await server.stop()
         await shutdown()
+    }
+}
+
+/// A raw ROUTER that answers `hello` and every `heartbeat` at once (a live coordinator) and keeps
+/// each `auth.token` for the test to answer, or not: the slow coordinator of the tests of a
+/// client's request timeouts.
+struct TokenKeeper {
+    typealias Request = (peer: [UInt8], id: UInt64)
+    let endpoint: String
+    /// Each `auth.token` as it arrives: the connection's routing id and the message id.
+    let tokenRequests: AsyncStream<Request>
+    private let router: AsyncSocket
+    private let serving: Task<Void, any Error>
+    private let counts: Counts
+
+    /// What arrived so far (shared with the serving task).
+    final class Counts: Sendable {
+        let value = Mutex((hellos: 0, tokens: 0))
+    }
+
+    static func start(loop: ZMQIOLoop) async throws -> TokenKeeper {
+        let router = try await loop.makeSocket(.router, options: plainServerOptions())
+        let endpoint = try await router.bind("tcp://127.0.0.1:*")
+        let (requests, arrived) = AsyncStream<Request>.makeStream()
+        let counts = Counts()
+        let serving = Task {
+            let codec = WireCodec()
+            for try await frames in router.messages {
+                let message = try codec.decode(frames.dropFirst())
+                func reply<Body: FleetMessageBody>(_ body: Body) async throws {
+                    try await router.send([frames[0]] + codec.encode(body, header: MessageHeader(type: Body.messageType, id: 1, replyTo: message.header.id)))
+                }
+                switch message.header.type {
+                case Hello.messageType:
+                    counts.value.withLock { $0.hellos += 1 }
+                    try await reply(HelloReply(server: "slow", heartbeatIntervalMs: 1_000, heartbeatLiveness: 3, maxMessageSize: 1 << 20, serverInstance: "slow"))
+                case Heartbeat.messageType:
+                    try await reply(HeartbeatReply(serverInstance: "slow", heartbeatIntervalMs: 1_000))
+                case AccessTokenRequest.messageType:
+                    counts.value.withLock { $0.tokens += 1 }
+                    arrived.yield((frames[0], message.header.id))
+                default:
+                    break
+                }
+            }
+        }
+        return TokenKeeper(endpoint: endpoint, tokenRequests: requests, router: router, serving: serving, counts: counts)
+    }
+
+    var hellosSeen: Int { counts.value.withLock { $0.hellos } }
+    var tokenRequestsSeen: Int { counts.value.withLock { $0.tokens } }
+
+    /// Answers `request` with an access token, on the connection it came from.
+    func answer(_ request: Request, token: String) async throws {
+        try await router.send(
+            [request.peer] + WireCodec().encode(
+                AccessTokenReply(accessToken: token, expiresAt: Date(timeIntervalSince1970: 2_000_000_000)),
+                header: MessageHeader(type: AccessTokenReply.messageType, id: 2, replyTo: request.id)))
+    }
+
+    func close() async {
+        serving.cancel()
+        await router.close()
     }
 }
 
