@@ -165,8 +165,7 @@ public struct CoordinatorHTTPServer: Service {
         let refusals = self.refusals
         router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
-            // While an episode lasts, look again: an idle coordinator has no write to end it.
-            if let storeFaults, storeFaults.episode != nil, storeFaults.probesDisk { storeFaults.probeDisk(recordingFailure: false) }
+            storeFaults?.probeDuringEpisode()
             let reasons = (storeFaults?.healthReasons ?? []) + (storeRegressions?.healthReasons ?? [])
             // Degraded stays 200: a restart frees no disk, and reads and signing pages still work
             // (docs/coordinator.md, "Health"); monitors read `status`, probes only the code.

@@ -110,6 +110,8 @@ public final class StoreFaultMonitor: Sendable {
     private let state = Mutex<StoreFaultEpisode?>(nil)
     /// Mirrors `state != nil`, so the success path of every write costs one atomic load.
     private let faulted = Atomic<Bool>(false)
+    /// When ``probeDuringEpisode()`` last wrote its probe: at most one a second, whatever asks.
+    private let lastEpisodeProbe = Mutex<Date?>(nil)
 
     public init(
         path: String, probesDisk: Bool = false, logger: Logger = Logger(label: "signfleet.coordinator.store"),
@@ -221,6 +223,20 @@ public final class StoreFaultMonitor: Sendable {
         guard fsync(descriptor) == 0 else { return probeFailed(errno, "syncing \(probe)") }
         recordSuccess()
         return nil
+    }
+
+    /// What `GET /health` runs while an episode lasts: an idle coordinator has no write to end it,
+    /// so a probe looks whether space came back. At most one probe a second (a flood of health
+    /// checks must not become a flood of 256 KB writes); a failure changes nothing.
+    public func probeDuringEpisode() {
+        guard probesDisk, episode != nil else { return }
+        let at = now()
+        let due = lastEpisodeProbe.withLock { last -> Bool in
+            if let last, at.timeIntervalSince(last) < 1 { return false }
+            last = at
+            return true
+        }
+        if due { probeDisk(recordingFailure: false) }
     }
 
     /// SQLite's message and result code, without the statement (which may carry data).

@@ -116,28 +116,14 @@ public struct DeviceConnectionConfiguration: Sendable {
             }
             return key
         case 64:
-            var key: [UInt8] = []
-            var digits = trimmed.utf8.makeIterator()
-            while let high = digits.next(), let low = digits.next() {
-                guard let h = hexValue(high), let l = hexValue(low) else {
-                    throw DeviceNodeError(.invalidConfiguration, "the coordinator key is 64 characters but not hexadecimal")
-                }
-                key.append(h << 4 | l)
+            guard let key = Hex.decode(trimmed.utf8) else {
+                throw DeviceNodeError(.invalidConfiguration, "the coordinator key is 64 characters but not hexadecimal")
             }
             return key
         default:
             throw DeviceNodeError(
                 .invalidConfiguration,
                 "a coordinator key is 40 characters of Z85 (as the coordinator prints it) or 64 hexadecimal digits; got \(trimmed.utf8.count) characters")
-        }
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
         }
     }
 }

@@ -362,21 +362,7 @@ public actor FleetServer {
     /// The 32-byte key of a `User-Id` set by ``admit(_:)`` (64 lower-case hex digits).
     static func key(fromUserID frame: [UInt8]) -> [UInt8]? {
         guard frame.count == 64 else { return nil }
-        var key: [UInt8] = []
-        key.reserveCapacity(32)
-        for index in stride(from: 0, to: 64, by: 2) {
-            guard let high = hexValue(frame[index]), let low = hexValue(frame[index + 1]) else { return nil }
-            key.append(high << 4 | low)
-        }
-        return key
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        default: nil
-        }
+        return Hex.decode(frame, lowercaseOnly: true)
     }
 
     /// Decodes a message; answers an unreadable one with its typed error and drops a stray

@@ -85,12 +85,13 @@ struct NodeCommand: AsyncParsableCommand {
     /// not `serverKey`, or it does not serve CURVE); returns when `hello` is answered, or after
     /// `patience` without either (a coordinator not up yet: the devices keep trying).
     static func checkServerKey(
-        _ serverKey: [UInt8], at endpoint: String, loop: ZMQIOLoop, logger: Logger, patience: Duration = .seconds(10)
+        _ serverKey: [UInt8], at endpoint: String, loop: ZMQIOLoop, logger: Logger, patience: Duration = .seconds(10),
+        clock: any FleetClock = ContinuousClock()
     ) async throws {
         let client = FleetClient(
             configuration: FleetClientConfiguration(
                 endpoint: endpoint, deviceID: "key-check", security: .curve(serverKey: serverKey, keys: try CurveKeyPair.generate())),
-            loop: loop, logger: logger)
+            loop: loop, logger: logger, clock: clock)
         let events = client.events
         let connection = Task { await client.run() }
         defer { connection.cancel() }
@@ -105,7 +106,7 @@ struct NodeCommand: AsyncParsableCommand {
                 return nil
             }
             group.addTask {
-                try? await ContinuousClock().sleep(for: patience)
+                try? await clock.sleep(for: patience)
                 return nil
             }
             defer { group.cancelAll() }

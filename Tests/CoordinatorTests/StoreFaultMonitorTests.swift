@@ -28,6 +28,33 @@ import Testing
     /// SQLITE_IOERR_WRITE, an extended code of SQLITE_IOERR.
     static let ioWrite = DatabaseError(resultCode: ResultCode(rawValue: 10 | (3 << 8)))
 
+    /// What `GET /health` runs during an episode: a probe of the store's disk that ends the episode
+    /// once the disk takes writes again, at most once a second on the monitor's clock, and never
+    /// outside an episode.
+    @Test func probesDuringAnEpisodeEndItAndAreRateLimited() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let monitor = StoreFaultMonitor(
+            path: directory.appendingPathComponent("c.sqlite").path, probesDisk: true, logger: logs.logger(),
+            metricsFactory: PrometheusMetricsFactory(registry: registry), now: { [clock] in clock.now() })
+        monitor.probeDuringEpisode()
+        #expect(logs.matching("the store writes again").isEmpty, "no episode, nothing to end")
+        monitor.recordFailure(.diskFull, error: Self.full)
+        monitor.probeDuringEpisode()
+        #expect(monitor.episode == nil, "the disk takes the probe: the episode ends")
+        monitor.recordFailure(.diskFull, error: Self.full)
+        clock.advance(0.5)
+        monitor.probeDuringEpisode()
+        #expect(monitor.episode != nil, "half a second after the last probe: not probed again")
+        clock.advance(0.6)
+        monitor.probeDuringEpisode()
+        #expect(monitor.episode == nil)
+        #expect(failures("disk_full") == 2, "probes count no failed write")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(leftovers.isEmpty, "the probe file is removed: \(leftovers)")
+    }
+
     @Test func diskFaultsAreClassifiedAndEverythingElseIsNot() {
         #expect(StoreFaultKind.of(Self.full) == .diskFull)
         #expect(StoreFaultKind.of(Self.ioWrite) == .ioError)

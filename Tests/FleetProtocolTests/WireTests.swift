@@ -466,27 +466,17 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// 3 s late) does not take that for the server's silence: the reply may be unread in its socket,
     /// so the timer runs once more, for the lateness (at most the wait), before a timeout resends.
     @Test func aReplyTimerThatWakesLateWaitsOnceMoreBeforeBlamingTheServer() async throws {
-        let server = try await TokenKeeper.start(loop: loop)
-        let endpoint = server.endpoint, tokenRequests = server.tokenRequests
-        let clock = ManualClock()
-        let client = makeClient(endpoint, loop: loop, timeout: .seconds(2), attempts: 2, clock: clock)
-        let events = client.events
-        let connection = Task { await client.run() }
-        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
-        let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
-        let first = try await FleetProtocolTests.first(tokenRequests, "the request") { _ in true }
-        try await withDeadline(.seconds(120), "the request's 2 s timeout") { await clock.sleeping(atLeast: .seconds(2)) }
+        let pending = try await PendingTokenRequest.start(loop: loop, timeout: .seconds(2))
+        let (server, clock, first) = (pending.server, pending.clock, pending.first)
         await clock.jump(by: .seconds(5))  // stopped: the timer wakes 3 s late
         try await withDeadline(.seconds(120), "the timer's second wait") { await clock.sleeping(atLeast: .seconds(1)) }
         let deadlines = clock.pendingDeadlines
         #expect(deadlines.contains(.seconds(2)), "the timer waits the lateness again, at most the 2 s wait: \(deadlines)")
         #expect(!deadlines.contains(.seconds(4)), "no resend with a doubled wait: \(deadlines)")
         try await server.answer(first, token: "read late")
-        #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "read late")
+        #expect(try await withDeadline(.seconds(120), "the reply") { try await pending.request.value.accessToken } == "read late")
         #expect(server.tokenRequestsSeen == 1, "sent once: the late timer did not resend")
-        connection.cancel()
-        await connection.value
-        await server.close()
+        await pending.stop()
         await shutdown()
     }
 
@@ -495,28 +485,16 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
     /// connection would cost the slow coordinator a handshake and a `hello` more: the retry storm
     /// of a fleet past capacity).
     @Test func aTimedOutRequestToALiveServerIsResentOnTheSameConnection() async throws {
-        let server = try await TokenKeeper.start(loop: loop)
-        let endpoint = server.endpoint, tokenRequests = server.tokenRequests
-        let clock = ManualClock()
-        let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 2, clock: clock)
-        let events = client.events
-        let connection = Task { await client.run() }
-        // Connected first: a hello still waiting when the clock moves would time out too, and the
-        // reconnection that follows would wait on the back-off of a clock that then stands still.
-        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
-        let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
-        let first = try await FleetProtocolTests.first(tokenRequests, "the request") { _ in true }
-        try await withDeadline(.seconds(120), "the request's 1 s timeout") { await clock.sleeping(atLeast: .seconds(1)) }
+        let pending = try await PendingTokenRequest.start(loop: loop, timeout: .seconds(1))
+        let (server, clock, first) = (pending.server, pending.clock, pending.first)
         await clock.advance(by: .seconds(1))  // no reply within 1 s; the server was heard at the hello
-        let second = try await FleetProtocolTests.first(tokenRequests, "the resend") { _ in true }
+        let second = try await FleetProtocolTests.first(server.tokenRequests, "the resend") { _ in true }
         #expect(second.id == first.id, "the same request id")
         #expect(second.peer == first.peer)
         try await server.answer(second, token: "late")
-        #expect(try await withDeadline(.seconds(120), "the reply") { try await request.value.accessToken } == "late")
+        #expect(try await withDeadline(.seconds(120), "the reply") { try await pending.request.value.accessToken } == "late")
         #expect(server.hellosSeen == 1, "one connection, one hello: the resend went on it")
-        connection.cancel()
-        await connection.value
-        await server.close()
+        await pending.stop()
         await shutdown()
     }
 
@@ -690,6 +668,38 @@ struct TokenKeeper {
     func close() async {
         serving.cancel()
         await router.close()
+    }
+}
+
+/// A client connected to a ``TokenKeeper`` on a manual clock, with one `auth.token` sent, arrived
+/// and its reply timer running: where the tests of a request's timeout start.
+struct PendingTokenRequest {
+    let server: TokenKeeper
+    let clock: ManualClock
+    /// The request as the server saw it (answer it with ``TokenKeeper/answer(_:token:)``).
+    let first: TokenKeeper.Request
+    let request: Task<AccessTokenReply, any Error>
+    private let connection: Task<Void, Never>
+
+    static func start(loop: ZMQIOLoop, timeout: Duration) async throws -> PendingTokenRequest {
+        let server = try await TokenKeeper.start(loop: loop)
+        let clock = ManualClock()
+        let client = makeClient(server.endpoint, loop: loop, timeout: timeout, attempts: 2, clock: clock)
+        let events = client.events
+        let connection = Task { await client.run() }
+        // Connected first: a hello still waiting when the clock moves would time out too, and the
+        // reconnection that follows would wait on the back-off of a clock that then stands still.
+        _ = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        let request = Task { try await client.request(AccessTokenRequest(email: "a@example.com", secret: "s")) }
+        let first = try await FleetProtocolTests.first(server.tokenRequests, "the request") { _ in true }
+        try await withDeadline(.seconds(120), "the request's reply timer") { await clock.sleeping(atLeast: timeout) }
+        return PendingTokenRequest(server: server, clock: clock, first: first, request: request, connection: connection)
+    }
+
+    func stop() async {
+        connection.cancel()
+        await connection.value
+        await server.close()
     }
 }
 
