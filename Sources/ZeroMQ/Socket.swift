@@ -278,7 +278,9 @@ public final class Socket {
         if let value = options.immediate { try setOption(ZMQ_IMMEDIATE, Int32(value ? 1 : 0)) }
         if let value = options.routerMandatory { try setOption(ZMQ_ROUTER_MANDATORY, Int32(value ? 1 : 0)) }
         if let value = options.routerHandover { try setOption(ZMQ_ROUTER_HANDOVER, Int32(value ? 1 : 0)) }
-        if let value = options.maxMessageSize { try setOption(ZMQ_MAXMSGSIZE, value) }
+        if let value = options.maxMessageSize {
+            try setOption(ZMQ_MAXMSGSIZE, options.curve == nil ? value : value + SocketOptions.curveFrameOverhead)
+        }
         if let value = options.reconnectInterval { try setOption(ZMQ_RECONNECT_IVL, value.zmqMilliseconds) }
         if let value = options.reconnectIntervalMax { try setOption(ZMQ_RECONNECT_IVL_MAX, value.zmqMilliseconds) }
         if let value = options.heartbeatInterval { try setOption(ZMQ_HEARTBEAT_IVL, value.zmqMilliseconds) }

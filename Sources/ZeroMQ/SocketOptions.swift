@@ -24,8 +24,14 @@ public struct SocketOptions: Sendable {
     public var routerMandatory: Bool?
     /// `ZMQ_ROUTER_HANDOVER`: a new connection with a known routing id takes it over.
     public var routerHandover: Bool?
-    /// `ZMQ_MAXMSGSIZE` in bytes: peers sending larger messages are disconnected.
+    /// The largest frame a peer may send, in bytes; peers sending larger frames are disconnected.
+    /// ZeroMQ applies `ZMQ_MAXMSGSIZE` to frames as they cross the wire, so under CURVE, whose
+    /// frames carry ``curveFrameOverhead`` bytes more, the option is set that much higher: the
+    /// same frames are taken (up to exactly this size) and dropped under CURVE as over plain TCP.
     public var maxMessageSize: Int64?
+    /// What CURVE adds to each frame on the wire: the `MESSAGE` command's name (8 bytes), its short
+    /// nonce (8), the box's MAC (16) and the flags byte (1) (RFC 26, CurveZMQ).
+    public static let curveFrameOverhead: Int64 = 33
     /// `ZMQ_RECONNECT_IVL`.
     public var reconnectInterval: Duration?
     /// `ZMQ_RECONNECT_IVL_MAX` (exponential back-off ceiling).
