@@ -23,7 +23,7 @@ public struct CaptivePageImages: Sendable {
 
     public init(renderer: PDFPageRenderer = PDFPageRenderer(), cacheBytes: Int = 128 << 20) {
         self.renderer = renderer
-        self.cache = PageImageCache(maxBytes: cacheBytes)
+        self.cache = PageImageCache(maxBytes: cacheBytes, clock: renderer.clock)
     }
 
     /// Whether pages can be drawn at all (else the signing page says so and shows its text layer).
@@ -47,7 +47,7 @@ public struct CaptivePageImages: Sendable {
         guard !access.envelopeID.isEmpty else { return .forbidden }
         let key = PageImageCache.Key(envelopeID: access.envelopeID, documentID: documentID, page: page, scale: scale)
         let renderer = self.renderer
-        let (image, cached) = await cache.image(key) { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+        let (image, cached) = await cache.image(key, account: access.accountID ?? "") { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
             let pdf: Data?
             do {
                 guard let envelope = try await service.store.envelope(id: access.envelopeID, accountID: access.accountID) else {

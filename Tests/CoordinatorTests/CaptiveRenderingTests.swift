@@ -190,25 +190,94 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> String {
         #expect(renders.count.withLock { $0 } == 1)
         #expect(await cache.image(key(1), render: renders.image(600)).cached)
 
-        // A PDF's failure is remembered; a timeout is not.
+        // A PDF's failure is remembered; a timeout for a while (below).
         let failing: @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] = { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
             renders.count.withLock { $0 += 1 }
             throw .failed("broken")
         }
         _ = await cache.image(key(2), render: failing)
         #expect(await cache.image(key(2), render: failing).cached)
-        let slow: @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] = { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
-            throw .timedOut(.seconds(1))
-        }
-        _ = await cache.image(key(3), render: slow)
-        #expect(await cache.image(key(3), render: renders.image(10)).cached == false, "a timeout is tried again")
-
         // Within 2,000 bytes: page 4 (800 bytes) pushes out the least recently used, page 1.
         _ = await cache.image(key(4), render: renders.image(800))
         #expect(await cache.usage.bytes <= 2_000)
         #expect(await cache.image(key(4), render: renders.image(800)).cached)
         #expect(await cache.image(key(2), render: failing).cached, "page 2 was used after page 1")
         #expect(await cache.image(key(1), render: renders.image(600)).cached == false, "page 1 was evicted")
+    }
+
+    /// A document too heavy to draw in time costs one time-out per page per `timeoutMemory`, not
+    /// one per request (every reload took a render slot for the whole 15 s again, issue #31).
+    @Test func aTimedOutPageIsRememberedUntilItsMemoryPasses() async throws {
+        let clock = ManualClock()
+        let cache = PageImageCache(timeoutMemory: .seconds(300), clock: clock)
+        let renders = RenderCounter()
+        let slow: @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] = { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+            renders.count.withLock { $0 += 1 }
+            throw .timedOut(.seconds(15))
+        }
+        let first = await cache.image(Self.key(3), render: slow)
+        #expect(first.cached == false && first.image == .failure(.timedOut(.seconds(15))))
+        await clock.advance(by: .seconds(299))
+        let again = await cache.image(Self.key(3), render: renders.image(10))
+        #expect(again.cached && again.image == .failure(.timedOut(.seconds(15))), "within its memory a time-out is answered at once")
+        #expect(renders.count.withLock { $0 } == 1)
+        await clock.advance(by: .seconds(1))
+        let retried = await cache.image(Self.key(3), render: renders.image(10))
+        #expect(retried.cached == false && (try? retried.image.get())?.count == 10, "after it, the page is drawn again")
+        #expect(await cache.usage.bytes == 10, "the forgotten time-out's bytes are given back")
+    }
+
+    /// One account's heavy document held both render slots and queued its other pages ahead of
+    /// everyone: another account's signer waited 59.9 s for one page (issue #31). Slots now go to
+    /// the waiting account with the fewest renders running, so that signer waits for one render.
+    @Test func anotherAccountsPageIsDrawnBeforeTheRestOfAHeavyDocument() async throws {
+        let cache = PageImageCache(maxConcurrentRenders: 2)
+        let (started, signal) = AsyncStream<String>.makeStream()
+        let gates = Mutex<[String: AsyncStream<Void>.Continuation]>([:])
+        /// A render that says it started and ends when its gate opens.
+        func gated(_ name: String) -> @Sendable () async throws(PDFPageRenderer.Failure) -> [UInt8] {
+            let (opened, gate) = AsyncStream<Void>.makeStream()
+            gates.withLock { $0[name] = gate }
+            return { () async throws(PDFPageRenderer.Failure) -> [UInt8] in
+                signal.yield(name)
+                for await _ in opened { break }
+                return Array(name.utf8)
+            }
+        }
+        func heavy(_ page: Int) -> PageImageCache.Key { .init(envelopeID: "heavy", documentID: "d", page: page, scale: 1) }
+        var order = started.makeAsyncIterator()
+        var requests: [Task<Void, Never>] = []
+        for page in 1...6 {
+            let render = gated("heavy-\(page)")
+            requests.append(Task { _ = await cache.image(heavy(page), account: "a-heavy", render: render) })
+            // One at a time, so the heavy account's requests are queued in page order.
+            try await waitUntil("heavy page \(page) runs or waits") { await cache.waitingRenders == max(0, page - 2) }
+        }
+        var first = [await order.next(), await order.next()]
+        first.sort { ($0 ?? "") < ($1 ?? "") }
+        #expect(first == ["heavy-1", "heavy-2"])
+        let light = gated("light-1")
+        requests.append(Task {
+            _ = await cache.image(.init(envelopeID: "light", documentID: "d", page: 1, scale: 1), account: "b-light", render: light)
+        })
+        try await waitUntil("the light page waits") { await cache.waitingRenders == 5 }
+        gates.withLock { $0["heavy-1"]?.yield() }
+        #expect(await order.next() == "light-1", "the first slot freed goes to the other account, not to heavy page 3")
+        gates.withLock { $0["heavy-2"]?.yield() }
+        #expect(await order.next() == "heavy-3", "then the heavy document goes on in page order")
+        // A gate opened early is kept until its render waits on it: let everything finish.
+        gates.withLock { gates in for gate in gates.values { gate.yield() } }
+        for request in requests { await request.value }
+        #expect(await cache.waitingRenders == 0)
+    }
+
+    /// Polls `condition` between yields, failing after a deadline that only guards against a hang.
+    func waitUntil(_ what: String, _ condition: () async -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await !condition() {
+            try #require(ContinuousClock.now < deadline, "never: \(what)")
+            await Task.yield()
+        }
     }
 
     static func key(_ page: Int) -> PageImageCache.Key { .init(envelopeID: "e", documentID: "d", page: page, scale: 1) }
