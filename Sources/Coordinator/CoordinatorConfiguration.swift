@@ -19,6 +19,10 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var bind = "tcp://127.0.0.1:5555"
     /// `host:port` of the HTTP listener (port 0 picks a free one); `nil` turns it off.
     public var http: String? = "127.0.0.1:0"
+    /// `host:port` of a second listener serving only `GET /health` and `/metrics` with connections
+    /// of its own, answered however many connections the main one holds (``CoordinatorProbeListener``);
+    /// `nil` or `off`: none. Needs `http`.
+    public var probeHTTP: String?
     /// Devices send a heartbeat after this many idle milliseconds.
     public var heartbeatMs = 1000
     /// A device silent for this many heartbeat intervals is lost.
@@ -61,7 +65,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
-        "bind", "http", "heartbeat-ms", "heartbeat-budget", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
+        "bind", "http", "probe-http", "heartbeat-ms", "heartbeat-budget", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
         "signing-url-lifetime", "signing-session-timeout",
     ]
@@ -117,6 +121,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 switch key {
                 case "bind": bind = text
                 case "http": http = text
+                case "probe-http": probeHTTP = text
                 case "store": store = text
                 case "admin-token": adminToken = text
                 case "public-key-file": publicKeyFile = text
@@ -170,6 +175,9 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         if http != nil {
             _ = try httpAddress()
         }
+        if try probeHTTPAddress() != nil {
+            try check(try httpAddress() != nil, "probe-http", "needs the HTTP listener (--http is off)")
+        }
         if let adminToken {
             try check(
                 adminToken.utf8.count >= 16 && !adminToken.contains(where: \.isWhitespace), "admin-token",
@@ -180,16 +188,27 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// The HTTP listener's host and port, or `nil` when it is off (`http` is `off`).
     /// - Throws: ``CoordinatorConfigurationError`` when `http` is not `host:port`.
     public func httpAddress() throws -> (host: String, port: Int)? {
-        guard let http, http != "off" else { return nil }
-        guard let colon = http.lastIndex(of: ":"), let port = Int(http[http.index(after: colon)...]), (0...65535).contains(port)
+        try Self.address(http, key: "http")
+    }
+
+    /// The probe listener's host and port, or `nil` when there is none.
+    /// - Throws: ``CoordinatorConfigurationError`` when `probe-http` is not `host:port`.
+    public func probeHTTPAddress() throws -> (host: String, port: Int)? {
+        try Self.address(probeHTTP, key: "probe-http")
+    }
+
+    static func address(_ value: String?, key: String) throws -> (host: String, port: Int)? {
+        guard let value, value != "off" else { return nil }
+        guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65535).contains(port)
         else {
             throw CoordinatorConfigurationError(
-                key: "http", "--http (file key \"http\") must be host:port such as 127.0.0.1:8080 (port 0 picks a free port) or off; got \"\(http)\"")
+                key: key,
+                "--\(key) (file key \"\(key)\") must be host:port such as 127.0.0.1:8080 (port 0 picks a free port) or off; got \"\(value)\"")
         }
-        var host = String(http[..<colon])
+        var host = String(value[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         guard !host.isEmpty else {
-            throw CoordinatorConfigurationError(key: "http", "--http (file key \"http\") needs a host, such as 127.0.0.1:\(port)")
+            throw CoordinatorConfigurationError(key: key, "--\(key) (file key \"\(key)\") needs a host, such as 127.0.0.1:\(port)")
         }
         return (host, port)
     }
@@ -238,7 +257,7 @@ private struct ConfigurationFile: Decodable {
         let container = try decoder.container(keyedBy: Key.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             switch key.stringValue {
-            case "bind", "http", "store", "log-level", "admin-token", "public-key-file":
+            case "bind", "http", "probe-http", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
             case "heartbeat-ms", "heartbeat-budget", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections",
                 "signing-url-lifetime", "signing-session-timeout":

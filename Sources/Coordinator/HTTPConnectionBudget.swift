@@ -51,9 +51,11 @@ public final class HTTPConnectionBudget: Sendable {
     struct Middleware<Context: RequestContext>: RouterMiddleware {
         let budget: HTTPConnectionBudget
         let refusals: HTTPRefusals
+        /// Paths answered even over the limit (on the probe listener, nothing is: its budget is its own).
+        var exempt: Set<String> = ["/health", "/metrics"]
 
         func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-            guard budget.isOverLimit, !["/health", "/metrics"].contains(request.uri.path) else {
+            guard budget.isOverLimit, !exempt.contains(request.uri.path) else {
                 return try await next(request, context)
             }
             refusals.note(.overConnectionLimit)

@@ -155,14 +155,33 @@ public struct CoordinatorHTTPServer: Service {
         let router = Router()
         // First: a route takes the middlewares added before it.
         router.add(middleware: HTTPConnectionBudget.Middleware(budget: budget, refusals: refusals))
+        registerProbes(on: router)
+        let status = self.status
+        let logger = self.logger
+        let refusals = self.refusals
+        router.get("status") { _, _ -> Response in
+            let snapshot: CoordinatorStatus
+            do {
+                snapshot = try await status()
+            } catch {
+                logger.error("status unavailable", metadata: ["error": "\(error)"])
+                throw HTTPError(.serviceUnavailable, message: "the coordinator's store cannot be read: \(error)")
+            }
+            return try Self.json(snapshot)
+        }
+        admin?.register(on: router, refusals: refusals)
+        captive?.register(on: router, admin: admin, refusals: refusals)
+        return router
+    }
+
+    /// `GET /health` and `GET /metrics`, on the main listener and on the probe listener
+    /// (``CoordinatorProbeListener``).
+    func registerProbes(on router: Router<BasicRequestContext>) {
         let instance = self.instance
         let started = self.started
         let registry = self.registry
-        let status = self.status
-        let logger = self.logger
         let storeFaults = self.storeFaults
         let storeRegressions = self.storeRegressions
-        let refusals = self.refusals
         router.get("health") { _, _ -> Response in
             let uptime = started.duration(to: .now)
             storeFaults?.probeDuringEpisode()
@@ -181,19 +200,6 @@ public struct CoordinatorHTTPServer: Service {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(byteBuffer: buffer))
         }
-        router.get("status") { _, _ -> Response in
-            let snapshot: CoordinatorStatus
-            do {
-                snapshot = try await status()
-            } catch {
-                logger.error("status unavailable", metadata: ["error": "\(error)"])
-                throw HTTPError(.serviceUnavailable, message: "the coordinator's store cannot be read: \(error)")
-            }
-            return try Self.json(snapshot)
-        }
-        admin?.register(on: router, refusals: refusals)
-        captive?.register(on: router, admin: admin, refusals: refusals)
-        return router
     }
 
     /// The HTTP API's JSON: sorted keys, unescaped slashes (paths stay readable), and every time in

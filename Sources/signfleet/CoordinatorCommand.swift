@@ -20,7 +20,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         discussion: """
             Binds a ZeroMQ ROUTER and prints `listening <endpoint>` on standard output once bound, then \
             `http <host:port>` once the HTTP listener (GET /health, /metrics, /status; /admin/… with \
-            --admin-token) is up. \
+            --admin-token) is up, and `http-probe <host:port>` once the --probe-http listener is. \
             Use `tcp://127.0.0.1:*` and `--http 127.0.0.1:0` to let the system pick free ports. \
             Settings come from flags, then the optional --config JSON file (same keys as the flags, \
             without dashes), then defaults. Stops gracefully on SIGINT or SIGTERM (exit code 0).
@@ -35,6 +35,13 @@ struct CoordinatorCommand: AsyncParsableCommand {
 
     @Option(help: "HTTP listener host:port; port 0 picks a free port, `off` disables it (default 127.0.0.1:0).")
     var http: String?
+
+    @Option(
+        help: """
+            A second HTTP listener host:port serving only GET /health and /metrics, with connections of its own: probes \
+            answered however many connections the main listener holds (default off; port 0 picks a free port).
+            """)
+    var probeHttp: String?
 
     @Option(help: "Devices send a heartbeat after this many idle milliseconds (default 1000).")
     var heartbeatMs: Int?
@@ -100,6 +107,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let config { try settings.apply(fileAt: config) }
         if let bind { settings.bind = bind }
         if let http { settings.http = http }
+        if let probeHttp { settings.probeHTTP = probeHttp }
         if let heartbeatMs { settings.heartbeatMs = heartbeatMs }
         if let liveness { settings.liveness = liveness }
         if let heartbeatBudget { settings.heartbeatBudget = heartbeatBudget }
@@ -198,17 +206,22 @@ struct CoordinatorCommand: AsyncParsableCommand {
             announce("listening \(endpoint)")
             var members: [any Service] = [CoordinatorService(server: server)]
             if let address = try settings.httpAddress() {
-                members.append(
-                    CoordinatorHTTPServer(
-                        configuration: .init(host: address.host, port: address.port, maxConnections: settings.httpMaxConnections),
-                        registry: registry,
-                        instance: server.instance,
-                        status: { try await CoordinatorStatus.current(storage: coordinatorStore, server: server) },
-                        logger: logger,
-                        admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
-                        captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
-                        storeFaults: coordinatorStore.faults, storeRegressions: coordinatorStore.regressions,
-                        onListening: { address in announce("http \(address)") }))
+                let http = CoordinatorHTTPServer(
+                    configuration: .init(host: address.host, port: address.port, maxConnections: settings.httpMaxConnections),
+                    registry: registry,
+                    instance: server.instance,
+                    status: { try await CoordinatorStatus.current(storage: coordinatorStore, server: server) },
+                    logger: logger,
+                    admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
+                    captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+                    storeFaults: coordinatorStore.faults, storeRegressions: coordinatorStore.regressions,
+                    onListening: { address in announce("http \(address)") })
+                members.append(http)
+                if let probe = try settings.probeHTTPAddress() {
+                    members.append(
+                        CoordinatorProbeListener(
+                            host: probe.host, port: probe.port, server: http, onListening: { address in announce("http-probe \(address)") }))
+                }
             }
             try await ShutdownSignals.run(members, logger: logger)
         } catch {

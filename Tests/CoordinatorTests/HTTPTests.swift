@@ -357,6 +357,15 @@ struct PrometheusText: CustomStringConvertible {
         #expect(try configuration.httpAddress() == nil)
         configuration.http = "[::1]:0"
         #expect(try configuration.httpAddress()?.host == "::1")
+        // The probe listener: an address like --http's, and only beside the main listener.
+        configuration.probeHTTP = "8081"
+        #expect { try configuration.validate() } throws: { ($0 as? CoordinatorConfigurationError)?.key == "probe-http" }
+        try configuration.apply(json: Data(#"{"probe-http": "0.0.0.0:8081"}"#.utf8))
+        #expect(try configuration.probeHTTPAddress()?.port == 8081)
+        configuration.http = "off"
+        #expect(throws: CoordinatorConfigurationError(key: "probe-http", "--probe-http (file key \"probe-http\") needs the HTTP listener (--http is off)")) {
+            try configuration.validate()
+        }
     }
 
     /// `signfleet fleet run` passes a scenario's rate limits this way (its coordinator.json).

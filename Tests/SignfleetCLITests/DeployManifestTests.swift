@@ -95,6 +95,16 @@ import Yams
         #expect((coordinator.spec["replicas"] as? Int ?? 0) >= 2, "the coordinator runs as several replicas")
         let coordinatorArgs = coordinator.containers.first?["args"] as? [String] ?? []
         #expect(Self.value(of: "--store", in: coordinatorArgs)?.hasPrefix("postgres://") == true, "replicas share one PostgreSQL store")
+        // Probes go to the probe listener (answered whatever the main listener holds), on a port it binds.
+        let container = try #require(coordinator.containers.first)
+        let namedPorts = (container["ports"] as? [[String: Any]] ?? []).reduce(into: [String: Int]()) { ports, port in
+            if let name = port["name"] as? String, let number = port["containerPort"] as? Int { ports[name] = number }
+        }
+        let probeAddress = try #require(Self.value(of: "--probe-http", in: coordinatorArgs), "the coordinator runs a probe listener")
+        for probe in ["readinessProbe", "livenessProbe"] {
+            let port = ((container[probe] as? [String: Any])?["httpGet"] as? [String: Any])?["port"] as? String
+            #expect(port.flatMap { namedPorts[$0] }.map { probeAddress.hasSuffix(":\($0)") } == true, "\(probe) asks port \(port ?? "none"), not \(probeAddress)")
+        }
         let nodes = try #require(objects.first { $0.kind == "Job" && $0.name == "signfleet-nodes" })
         #expect(nodes.spec["completionMode"] as? String == "Indexed")
         let node = try #require(nodes.containers.first)

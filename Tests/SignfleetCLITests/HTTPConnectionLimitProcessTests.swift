@@ -61,7 +61,11 @@ enum RawHTTP {
         // 192 open files: the default connection limit is then 48, and no more than 80 are accepted.
         let coordinator = try ChildProcess.launch(
             "/bin/sh",
-            ["-c", "ulimit -n 192 && exec \"$0\" coordinator --bind 'tcp://127.0.0.1:*' --store \"$1\" --seed-demo --heartbeat-ms 200", binary, store],
+            [
+                "-c",
+                "ulimit -n 192 && exec \"$0\" coordinator --bind 'tcp://127.0.0.1:*' --store \"$1\" --seed-demo --heartbeat-ms 200 --probe-http 127.0.0.1:0",
+                binary, store,
+            ],
             name: "coordinator")
         defer { Task { await coordinator.terminate() } }
         let endpoint = String(
@@ -69,6 +73,8 @@ enum RawHTTP {
         let key = try await curvePublicKey(of: coordinator)
         let http = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("http ") }
         let port = try #require(http.split(separator: ":").last.flatMap { UInt16($0) })
+        let probe = try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("http-probe ") }
+        let probePort = try #require(probe.split(separator: ":").last.flatMap { UInt16($0) })
 
         // 60 connections that send half a request and stop: past the limit (48), within what is accepted.
         var idle: [Int32] = []
@@ -93,6 +99,11 @@ enum RawHTTP {
         // the listen backlog of 256; more than that would make connect() itself wait for SYN retries).
         openIdle(200)
         #expect(idle.count == 260)
+        // The main listener accepts no more (the probe above waits in its accept queue, and an
+        // orchestrator would restart a healthy coordinator); the probe listener answers.
+        #expect(RawHTTP.status(port: probePort, path: "/health") == 200, "the probe listener answers past the main listener's limit")
+        #expect(RawHTTP.status(port: probePort, path: "/metrics") == 200)
+        #expect(RawHTTP.status(port: probePort, path: "/status") == 404, "the probe listener serves probes only")
         let node = try ChildProcess.launch(
             binary,
             [
