@@ -224,6 +224,16 @@ struct CheckerAnalysis {
         checkRouting(server)
         resolveInfo(server)
         noteUncompleted()
+        noteRestoredStores()
+    }
+
+    /// `restore_node`: which devices' stores went back to an earlier copy, and what went with them.
+    private mutating func noteRestoredStores() {
+        let restored = history.byDevice.filter { !$0.value.restores.isEmpty }
+        guard !restored.isEmpty else { return }
+        let lost = counts.lostWithRestoredStores
+        notes.append(
+            "\(restored.count) device stores were restored from earlier copies (restore_node); \(lost) envelope\(lost == 1 ? "" : "s") signed after a copy and never synced went with it (counts.lostWithRestoredStores: the fault's doing, not an anomaly)")
     }
 
     func report() -> CheckReport {

@@ -9,6 +9,9 @@ struct CheckedDeviceHistory: Sendable {
     var signed: [HistoryEvent] = []
     /// `ok sync`: the server acknowledged the envelope (applied or duplicate).
     var synced: [HistoryEvent] = []
+    /// The launcher's `ok restore` of this device's store (a `restore_node` fault): when the copy
+    /// put back was begun and when it was put back, in seconds since 1970.
+    var restores: [(snapshot: Double, restored: Double)] = []
     private var signedByTransaction: [String: HistoryEvent] = [:]
     private var signedBySequence: [UInt64: HistoryEvent] = [:]
     private var syncedByTransaction: [String: HistoryEvent] = [:]
@@ -26,6 +29,10 @@ struct CheckedDeviceHistory: Sendable {
             synced.append(event)
             if let transaction = event.transaction { syncedByTransaction[transaction] = event }
             if let sequence = event.sequence { syncedBySequence[sequence] = event }
+        case .restore:
+            if event.process == "launcher", let snapshot = event.details?["snapshot"].flatMap(Double.init), snapshot <= event.time {
+                restores.append((snapshot, event.time))
+            }
         default:
             break
         }
@@ -36,6 +43,12 @@ struct CheckedDeviceHistory: Sendable {
         if let event = signedByTransaction[transaction] { return event }
         if let sequence, let event = signedBySequence[sequence], event.transaction == nil { return event }
         return nil
+    }
+
+    /// The restore that took away what was signed at `time`: one whose copy was begun before it and
+    /// put back after it.
+    func restore(losing time: Double) -> (snapshot: Double, restored: Double)? {
+        restores.first { $0.snapshot <= time && time <= $0.restored }
     }
 
     /// The last `ok sync` for an envelope, by transaction, else by sequence.

@@ -45,7 +45,12 @@ extension CheckerAnalysis {
                     {
                         receiptsReported.insert(key)
                     }
-                    if let own = rows.first(where: { $0.deviceID == d }), own.sequence != item.sequence {
+                    // A store restored from a copy older than the envelope's signing (`restore_node`)
+                    // lets the device sign it again and queue it under a new number; the server
+                    // answers that push `duplicate` of the envelope it holds (docs/sync.md). Nothing
+                    // is out of order: the server kept the first signing.
+                    let signedAgainAfterRestore = signEvent.map { deviceHistory.restore(losing: $0.time) != nil } ?? false
+                    if let own = rows.first(where: { $0.deviceID == d }), own.sequence != item.sequence, !signedAgainAfterRestore {
                         anomalies.append(CheckAnomaly(
                             kind: .orderViolation, device: d, transaction: item.transactionId, sequence: item.sequence, serverEnvelope: own.id,
                             message: "transaction \(item.transactionId) is item \(item.sequence) on device \(d) but item \(own.sequence) on the server",
@@ -90,6 +95,13 @@ extension CheckerAnalysis {
             for envelope in byDevice[d] ?? [] where !device.knows(transaction: envelope.transactionID) {
                 let key = DeviceTransaction(device: d, transaction: envelope.transactionID)
                 guard reportedMissing.insert(key).inserted else { continue }
+                // Signed after the copy the store went back to, and synced before: on the server,
+                // gone from the device with its store. Nothing was lost; the store's gap covers it.
+                if let sign = deviceHistory.signEvent(transaction: envelope.transactionID, sequence: nil),
+                    deviceHistory.restore(losing: sign.time) != nil
+                {
+                    continue
+                }
                 anomalies.append(CheckAnomaly(
                     kind: .deviceDataLoss, device: d, transaction: envelope.transactionID, sequence: envelope.sequence, serverEnvelope: envelope.id,
                     message: "the server holds item \(envelope.sequence) (transaction \(envelope.transactionID)) of device \(d), but the device's store has no trace of it\(Self.durabilityNote(device))",
@@ -213,6 +225,15 @@ extension CheckerAnalysis {
             let key = DeviceTransaction(device: d, transaction: transaction)
             guard reportedMissing.insert(key).inserted else { continue }
             let rows = byDeviceTransaction[key] ?? []
+            // Signed after the copy the store was restored from: the fault took it (with the
+            // server's copy, when it had synced, still there). Counted, not an anomaly.
+            if deviceHistory.restore(losing: event.time) != nil {
+                if rows.isEmpty {
+                    counts.perDevice[d, default: CheckCounts.Device()].lostWithRestoredStore += 1
+                    counts.lostWithRestoredStores += 1
+                }
+                continue
+            }
             let whereNow = rows.isEmpty ? "it is not on the server either" : "the server has it as \(rows[0].id)"
             var witnessRows = [absentRow(store: device.store, table: "outbox", event.transaction.map { ["transactionId": $0] } ?? ["sequence": "\(event.sequence ?? 0)"])]
             if let journal = device.lastJournal[transaction] { witnessRows.append(witnessRow(journal, device)) }

@@ -132,6 +132,10 @@ public struct CheckCounts: Codable, Sendable, Hashable {
         public var historySynced = 0
         /// Transactions dropped by a forced logout before they were ever pushed (the device's journal says so).
         public var droppedByLogout = 0
+        /// Envelopes signed after the copy this device's store was restored from (a `restore_node`
+        /// fault) and gone with it: the history has `ok sign`, the store (and the server, for those
+        /// never synced) has none. The fault's doing, not an anomaly.
+        public var lostWithRestoredStore = 0
 
         public init() {}
     }
@@ -144,6 +148,8 @@ public struct CheckCounts: Codable, Sendable, Hashable {
     public var serverEnvelopes = 0
     public var serverRecipients = 0
     public var historyEvents = 0
+    /// The sum of ``Device/lostWithRestoredStore``.
+    public var lostWithRestoredStores = 0
     public var perDevice: [String: Device] = [:]
 
     public init() {}

@@ -249,7 +249,7 @@ extension Fault {
     /// Faults of one class may not hit the same process in overlapping windows.
     var exclusionClass: String? {
         switch self {
-        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator, .restartPostgres: return "kill or pause"
+        case .killNode, .pauseNode, .killCoordinator, .pauseCoordinator, .restoreCoordinator, .restoreNode, .restartPostgres: return "kill or pause"
         case .partition, .partitionHost: return "partition"
         default: return nil
         }
@@ -267,6 +267,7 @@ extension Fault {
         case .partition: return "partition"
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator: return "restore coordinator"
+        case .restoreNode: return "restore node"
         case .restartPostgres(let crash): return crash ? "restart postgres (kill -9)" : "restart postgres (fast)"
         case .partitionHost: return "partition host"
         }
@@ -303,6 +304,7 @@ extension Fault {
         case .partition: return "partition \(list)"
         case .templateEdit(let template): return "template edit \(template)"
         case .restoreCoordinator(let snapshot): return "restore coordinator from its copy at \(DurationText.render(snapshot))"
+        case .restoreNode(let snapshot): return "restore \(list)'s device stores from their copies at \(DurationText.render(snapshot))"
         case .restartPostgres(let crash): return crash ? "kill -9 postgres, then restart it" : "stop postgres (fast), then restart it"
         case .partitionHost(let host): return "partition host \(host) (link down)"
         }

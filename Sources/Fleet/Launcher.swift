@@ -148,6 +148,8 @@ public final class Launcher: Sendable {
         var applied: [AppliedFault] = []
         var runStart: Double = 0
         var templateEdits = 0
+        /// When each device's copy for a `restore_node` was begun, by fault id then device (seconds since 1970).
+        var deviceSnapshots: [String: [String: Double]] = [:]
         /// Each node process's proxy listener, to bring the proxies back on the same ports after a proxy restart.
         var proxyListeners: [String: String] = [:]
         var proxyStarts = 0
@@ -423,7 +425,7 @@ public final class Launcher: Sendable {
             let now = configuration.wall.secondsSince1970 - runStart
             if now >= duration { break }
             while let next = snapshots.first, next.time <= now {
-                takeSnapshot(for: next.id)
+                takeSnapshot(for: next.event)
                 snapshots = snapshots.dropFirst()
             }
             let events = configuration.plan.faults

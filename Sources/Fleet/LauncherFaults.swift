@@ -47,7 +47,7 @@ extension Launcher {
         case .toxic: return isStart ? .toxic : .heal
         case .partition, .partitionHost: return isStart ? .partition : .heal
         case .templateEdit: return .templateEdit
-        case .restoreCoordinator: return isStart ? .restore : .restart
+        case .restoreCoordinator, .restoreNode: return isStart ? .restore : .restart
         case .restartPostgres: return isStart ? .kill : .restart
         }
     }
@@ -58,12 +58,13 @@ extension Launcher {
         let isStart = event.phase != .stop
         let client = mutable.withLock { $0.proxyClient }
         switch event.fault {
-        case .killNode, .killCoordinator, .restoreCoordinator:
+        case .killNode, .killCoordinator, .restoreCoordinator, .restoreNode:
             for target in event.targets {
                 if isStart {
                     await supervisor.kill(target)
                     state.setUnavailable(target, true)
                     if case .restoreCoordinator = event.fault { failures += restoreStore(from: event.id) }
+                    if case .restoreNode = event.fault { failures += restoreDeviceStores(of: target, from: event.id) }
                 } else {
                     // Wait for the new process, so a fault right after this one finds it.
                     await supervisor.restart(target)

@@ -285,6 +285,12 @@ public enum Fault: Codable, Sendable, Hashable {
     /// seconds into the run (an online backup), and start it again after the duration: a store
     /// restored from an older backup, which the devices heal (docs/sync.md).
     case restoreCoordinator(snapshot: Double)
+    /// Stop the target node processes (SIGKILL), replace each of their devices' stores with the copy
+    /// the launcher took `snapshot` seconds into the run (an online backup), and start them again
+    /// after the duration: phones whose storage went back in time. What the devices signed after
+    /// the copy and had not synced is gone with it; the checker counts it, and checks that nothing
+    /// signed after the restore is lost (docs/checker.md).
+    case restoreNode(snapshot: Double)
     /// Stop the run's PostgreSQL server (`crash`: SIGKILL of the postmaster, a crash its restart
     /// recovers from; otherwise a fast shutdown) and start it again on the same data directory
     /// and port after the duration. Needs `coordinator: {store: postgres}`.

@@ -2,13 +2,14 @@ import Foundation
 import Yams
 
 /// Reads the `faults:` list. Each entry has one action key (`kill`, `pause`,
-/// `offline`, `toxic`, `partition`, `template_edit`, `restore_coordinator`), its timing (`at` once, or
+/// `offline`, `toxic`, `partition`, `template_edit`, `restore_coordinator`, `restore_node`,
+/// `restart_postgres`), its timing (`at` once, or
 /// `every` from `from` until `until`; `for` how long it lasts) and its target
 /// (`group`, `fraction` or `count` of the group's node processes).
 struct FaultReader {
     let scenario: Scenario
 
-    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit", "restore_coordinator", "restart_postgres"]
+    static let actions = ["kill", "pause", "offline", "toxic", "partition", "template_edit", "restore_coordinator", "restore_node", "restart_postgres"]
     static let timingKeys = ["at", "from", "every", "until", "for"]
     static let targetKeys = ["group", "fraction", "count"]
     /// `coordinator: N` names the coordinator a kill or pause of the coordinator hits.
@@ -84,13 +85,26 @@ struct FaultReader {
             fault = offline ? .offline : .partition
         case "toxic":
             fault = .toxic(try toxic(actionValue))
-        case "restore_coordinator":
+        case "restore_coordinator", "restore_node":
             let inner = try actionValue.mapping(keys: ["snapshot"], expected: "a mapping like {snapshot: 10s} (when the copy of the store is taken)")
             let snapshot = try inner.required("snapshot", "when, in the run, the launcher copies the store it later restores, e.g. snapshot: 10s")
                 .duration(0...scenario.duration)
             if map.has("every") { throw map.error(at: "every", "a restore happens once; give `at`") }
             if let at = try map.optional("at")?.duration(0...scenario.duration), snapshot >= at {
                 throw inner.error(at: "snapshot", "must be before the restore (at: \(DurationText.render(at))): the copy is taken first")
+            }
+            if action == "restore_node" {
+                // The copies are files of the launcher's machine: node processes on a host keep theirs there.
+                let group = (try? map.optional("group")?.text(expected: "a group name")) ?? nil
+                let remote = scenario.groups.filter { $0.hostile == nil && (group == nil || $0.name == group) }
+                    .compactMap { group in scenario.host(ofGroup: group.name).map { "\(group.name) (on host \($0.name))" } }
+                if !remote.isEmpty {
+                    throw map.error(
+                        at: action,
+                        "copies device stores on the launcher's machine; not supported for groups on node hosts: \(remote.joined(separator: ", ")) (give a group that runs locally)")
+                }
+                fault = .restoreNode(snapshot: snapshot)
+                break
             }
             if scenario.coordinator.store.isPostgres {
                 throw map.error(

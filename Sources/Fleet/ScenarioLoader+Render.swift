@@ -123,6 +123,8 @@ struct ScenarioYAMLWriter {
             parts.append("template_edit: {template: \(quote(template))}")
         case .restoreCoordinator(let snapshot):
             parts.append("restore_coordinator: {snapshot: \(DurationText.render(snapshot))}")
+        case .restoreNode(let snapshot):
+            parts.append("restore_node: {snapshot: \(DurationText.render(snapshot))}")
         case .restartPostgres(let crash):
             parts.append("restart_postgres: \(crash ? "kill" : "fast")")
         case .partitionHost(let host):

@@ -430,3 +430,40 @@ extension FleetRunProcessTests {
         #expect(counts["pending"] as? Int == 0 && (counts["synced"] as? Int ?? 0) > 0, "\(counts)")
     }
 }
+
+/// The shipped node-restore scenario: two node processes' device stores go back to copies taken
+/// earlier in the run (issue #31 part 1). Before, a restored device reused its transaction ids and
+/// the coordinator answered its new envelopes `duplicate` of old ones: signed envelopes lost.
+extension FleetRunProcessTests {
+    @Test(.timeLimit(.minutes(3))) func deviceStoresRestoredFromEarlierCopiesLoseNothingSignedAfterwards() async throws {
+        let binary = try signfleetBinary()
+        let directory = try FleetRunProcessTests.temporaryDirectory("node-restore-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/node-restore.yaml").path
+        let launcher = try ChildProcess.launch(
+            binary, ["fleet", "run", scenario, "--seed", "2024", "--duration", "30", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(170))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+
+        let run = directory + "/runs/latest"
+        let history = try FleetRunProcessTests.lines(run + "/history/launcher.jsonl")
+        let restored = Set(history.filter { $0["op"] as? String == "restore" && $0["type"] as? String == "ok" }.compactMap { $0["device"] as? String })
+        #expect(restored.count >= 2, "device stores were put back: \(restored.sorted())")
+        for device in restored {
+            #expect(FileManager.default.fileExists(atPath: run + "/snapshots/\(device.hasPrefix("office") ? "f1.1" : "f2.1")/\(device).sqlite"), "\(device)'s copy")
+        }
+        // The stores really went back: devices found the server ahead of them and went on after it.
+        let logs = try FileManager.default.contentsOfDirectory(atPath: run + "/logs").filter { $0.hasSuffix(".log") && $0.hasPrefix("node-") }
+        let behind = try logs.map { try String(contentsOfFile: run + "/logs/" + $0, encoding: .utf8) }
+            .reduce(0) { $0 + $1.components(separatedBy: "this device's store is behind the coordinator").count - 1 }
+        #expect(behind > 0, "no restored device found its store behind the server (else the test proves nothing)")
+        // No transaction id was used twice for different envelopes, and every signing after the restore is on the server.
+        let check = try FleetRunProcessTests.json(run + "/check.json")
+        let counts = try #require(check["counts"] as? [String: Any])
+        #expect(counts["pending"] as? Int == 0, "\(counts)")
+        let notes = check["notes"] as? [String] ?? []
+        #expect(notes.contains { $0.contains("device stores were restored from earlier copies (restore_node)") }, "\(notes)")
+    }
+}
