@@ -368,8 +368,20 @@ struct ZeroMQTests {
 
             await router.close()
             _ = try await waitForEvent(.disconnected, on: &events)
+            // zmq_close is asynchronous: libzmq's reaper thread closes the listener after the
+            // dealer saw its connection go, so the port can still be taken for a moment (seen on a
+            // busy machine: EADDRINUSE). Bind again until it is free; the deadline only guards a hang.
             let rebound = try await loop.makeSocket(.router)
-            #expect(try await rebound.bind(endpoint) == endpoint)
+            let deadline = ContinuousClock.now + .seconds(60)
+            var bound: String?
+            while bound == nil {
+                bound = try? await rebound.bind(endpoint)
+                if bound == nil {
+                    try #require(ContinuousClock.now < deadline, "\(endpoint) was never free again after the router closed")
+                    await Task.yield()
+                }
+            }
+            #expect(bound == endpoint)
             _ = try await waitForEvent(.connected, on: &events)
             try await dealer.send([bytes("2")])
             #expect(try await rebound.receive() == [bytes("d"), bytes("2")])
