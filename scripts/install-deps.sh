@@ -82,6 +82,13 @@ pip_install() {
 
 pip_install reportlab reportlab python3-reportlab "test PDFs for the captive page's rendering tests"
 pip_install PIL pillow python3-pil "comparing browser screenshots with pdftoppm's drawings"
+# The official DocuSign eSignature SDK: the REST API's interop tests drive the coordinator with it
+# unchanged (docs/rest-api.md). Debian has no package, so pip is the only way.
+if ! "$PYTHON" -c 'import docusign_esign' >/dev/null 2>&1; then
+    echo "==> installing Python docusign-esign 6.x (the REST API's interop tests)"
+    "$PYTHON" -m pip install -q --disable-pip-version-check 'docusign-esign>=6,<7' 2>/dev/null \
+        || "$PYTHON" -m pip install -q --disable-pip-version-check --break-system-packages 'docusign-esign>=6,<7'
+fi
 # axe-core's axe.min.js ships inside it; Debian has no package, so pip is the only way.
 if ! "$PYTHON" -c 'import axe_selenium_python' >/dev/null 2>&1; then
     echo "==> installing Python axe-selenium-python (accessibility checks in the browser tests)"

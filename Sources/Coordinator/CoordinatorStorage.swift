@@ -70,6 +70,10 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func updateEnvelope<T: Sendable>(
         id: String, accountID: String?, _ change: @escaping @Sendable (inout EnvelopeAggregate) throws -> T
     ) async throws -> T
+    /// One page of the ids of `accountID`'s envelopes created or with a recipient whose status changed
+    /// at or after `changedSince`, with one of `statuses` (any when empty), oldest first (by creation,
+    /// then id); and how many match in all (the REST API's list of status changes).
+    func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String])
     /// What each enrolled device has synced (envelope sequences, rejected items).
     func envelopeSummaries() async throws -> [DeviceEnvelopeSummary]
     /// Enrolled devices, envelopes and stored results by outcome.

@@ -225,6 +225,24 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String]) {
+        try await database.read { db in
+            var filter = """
+                FROM envelope e WHERE e.accountID = ? AND (e.createdAt >= ? OR EXISTS (
+                    SELECT 1 FROM envelopeRecipient r WHERE r.envelopeID = e.id AND r.statusChangedAt >= ?))
+                """
+            var arguments: StatementArguments = [accountID, changedSince, changedSince]
+            if !statuses.isEmpty {
+                filter += " AND e.status IN (\(statuses.map { _ in "?" }.joined(separator: ", ")))"
+                arguments += StatementArguments(statuses)
+            }
+            let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) " + filter, arguments: arguments) ?? 0
+            let page = try String.fetchAll(
+                db, sql: "SELECT e.id " + filter + " ORDER BY e.createdAt, e.id LIMIT ? OFFSET ?", arguments: arguments + [count, start])
+            return (total, page)
+        }
+    }
+
     /// An envelope and its recipients, in the caller's transaction (captive signing uses it too).
     static func loadEnvelope(_ db: Database, id: String, accountID: String?) throws -> EnvelopeAggregate? {
         // Cached statements: every captive page view and form post loads and saves an envelope,

@@ -15,6 +15,7 @@ import Synchronization
 /// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
 /// | `/admin/…` | with an `admin` token: ``CoordinatorAdminRoutes``; without: `404` |
 /// | `/signing/…` | with `captive`: the captive-signing pages (``CaptiveSigningRoutes``) |
+/// | `/restapi/…`, `/oauth/userinfo` | with `rest`: the eSignature REST API subset (``RESTRoutes``, docs/rest-api.md) |
 ///
 /// It is a swift-service-lifecycle `Service`: run it in the coordinator's `ServiceGroup`
 /// and it stops accepting connections on graceful shutdown.
@@ -66,6 +67,7 @@ public struct CoordinatorHTTPServer: Service {
     let onListening: @Sendable (String) async -> Void
     let admin: CoordinatorAdminRoutes?
     let captive: CaptiveSigningRoutes?
+    let rest: RESTRoutes?
     let storeFaults: StoreFaultMonitor?
     let storeRegressions: StoreRegressionMonitor?
     /// Refused admin and signing requests, logged rate-limited.
@@ -83,6 +85,7 @@ public struct CoordinatorHTTPServer: Service {
     ///   - logger: for the HTTP server's own logs.
     ///   - admin: the admin endpoints with their token; `nil` leaves them out (`404`).
     ///   - captive: the captive-signing pages; once bound, their service learns the listener's URL.
+    ///   - rest: the eSignature REST API subset under `/restapi` (docs/rest-api.md).
     ///   - storeFaults: the store's disk-fault monitor; while it has an episode, `GET /health` is `degraded`.
     ///   - storeRegressions: devices ahead of the store; while there is one, `GET /health` is `degraded`.
     ///   - refusals: where refused admin and signing requests are logged (rate-limited); by default on `logger`.
@@ -92,6 +95,7 @@ public struct CoordinatorHTTPServer: Service {
         status: @escaping @Sendable () async throws -> CoordinatorStatus, logger: Logger,
         admin: CoordinatorAdminRoutes? = nil,
         captive: CaptiveSigningRoutes? = nil,
+        rest: RESTRoutes? = nil,
         storeFaults: StoreFaultMonitor? = nil,
         storeRegressions: StoreRegressionMonitor? = nil,
         refusals: HTTPRefusals? = nil,
@@ -103,6 +107,7 @@ public struct CoordinatorHTTPServer: Service {
         budget = HTTPConnectionBudget(limit: configuration.maxConnections ?? HTTPConnectionBudget.defaultLimit())
         self.admin = admin
         self.captive = captive
+        self.rest = rest
         self.configuration = configuration
         self.registry = registry
         self.instance = instance
@@ -171,6 +176,7 @@ public struct CoordinatorHTTPServer: Service {
         }
         admin?.register(on: router, refusals: refusals)
         captive?.register(on: router, admin: admin, refusals: refusals)
+        rest?.register(on: router)
         return router
     }
 

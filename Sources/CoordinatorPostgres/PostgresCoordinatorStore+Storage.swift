@@ -369,6 +369,35 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
 
     // MARK: Templates
 
+    package func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String]) {
+        var binds = PostgresBindings()
+        binds.append(accountID)
+        binds.append(changedSince)
+        var clause = """
+            e.accountID = $1 AND (e.createdAt >= $2 OR EXISTS (
+                SELECT 1 FROM envelopeRecipient r WHERE r.envelopeID = e.id AND r.statusChangedAt >= $2))
+            """
+        if !statuses.isEmpty {
+            binds.append(statuses)
+            clause += " AND e.status = ANY($\(binds.count))"
+        }
+        let whereClause = clause, whereBinds = binds
+        return try await read { c in
+            let total = try await Self.count(c, PostgresQuery(unsafeSQL: "SELECT COUNT(*) FROM envelope e WHERE \(whereClause)", binds: whereBinds), logger)
+            var binds = whereBinds
+            binds.append(count)
+            binds.append(start)
+            let query = PostgresQuery(
+                unsafeSQL: """
+                    SELECT e.id FROM envelope e WHERE \(whereClause)
+                    ORDER BY e.createdAt, e.id COLLATE "C" LIMIT $\(binds.count - 1) OFFSET $\(binds.count)
+                    """, binds: binds)
+            var page: [String] = []
+            for try await id in try await c.query(query, logger: logger).decode(String.self) { page.append(id) }
+            return (total, page)
+        }
+    }
+
     package func templates(accountID: String, filter: TemplateFilter, start: Int, count: Int) async throws -> (total: Int, page: [TemplateRecord]) {
         // lower() folds ASCII letters as SQLite's NOCASE and LIKE do (the test clusters' locale is C;
         // under another locale lower() folds more letters, docs/storage.md).

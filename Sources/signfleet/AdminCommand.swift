@@ -10,7 +10,7 @@ struct AdminCommand: AsyncParsableCommand {
         commandName: "admin",
         abstract: "Create accounts and users in a coordinator store.",
         subcommands: [
-            CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Envelopes.self, Devices.self, ReturnOriginsCommand.self,
+            CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Token.self, Envelopes.self, Devices.self, ReturnOriginsCommand.self,
             AdminTemplatesCommand.self, AdminEnvelopeCommand.self,
         ]
     )
@@ -169,6 +169,38 @@ struct AdminCommand: AsyncParsableCommand {
         func run() async throws {
             let user = try await store.open().createUser(accountID: account, name: name, email: email, secret: secret)
             print("user \(user.id) \(user.email) in account \(user.accountID)")
+        }
+    }
+
+    /// `signfleet admin token`: an access token for a user, as `auth.token` issues them, for REST
+    /// clients (docs/rest-api.md: `Authorization: Bearer <token>`).
+    struct Token: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "token",
+            abstract: "Issue an access token for a user (for the REST API's Authorization: Bearer header).",
+            discussion: "Prints `access-token <token>`, `expires-at <ISO 8601>` and `account <id>`. The coordinator serving this store accepts it at once.")
+        @OptionGroup var store: StoreOption
+        @Option(help: "The user's email.") var email: String
+        @Option(help: "The user's secret.") var secret: String
+        @Option(help: "Seconds the token is valid (1 to 86400).") var lifetime = 3600
+
+        func validate() throws {
+            guard (1...86_400).contains(lifetime) else { throw ValidationError("--lifetime must be 1 to 86400 seconds; got \(lifetime)") }
+        }
+
+        func run() async throws {
+            let storage = try await store.storage()
+            let auth = AuthService(storage: storage, tokenLifetime: .seconds(lifetime))
+            let reply: AccessTokenReply
+            do {
+                reply = try await auth.issueToken(email: email, secret: secret)
+            } catch let error as FleetError {
+                throw ValidationError(error.message)
+            }
+            let (_, account) = try await auth.authenticate(reply.accessToken)
+            print("access-token \(reply.accessToken)")
+            print("expires-at \(ISO8601DateFormatter().string(from: reply.expiresAt))")
+            print("account \(account.id)")
         }
     }
 

@@ -20,7 +20,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         discussion: """
             Binds a ZeroMQ ROUTER and prints `listening <endpoint>` on standard output once bound, then \
             `http <host:port>` once the HTTP listener (GET /health, /metrics, /status; /admin/… with \
-            --admin-token) is up, and `http-probe <host:port>` once the --probe-http listener is. \
+            --admin-token) is up, with `rest http://<host:port>/restapi` (the eSignature REST API's base path, \
+            docs/rest-api.md), and `http-probe <host:port>` once the --probe-http listener is. \
             Use `tcp://127.0.0.1:*` and `--http 127.0.0.1:0` to let the system pick free ports. \
             Settings come from flags, then the optional --config JSON file (same keys as the flags, \
             without dashes), then defaults. Stops gracefully on SIGINT or SIGTERM (exit code 0).
@@ -214,8 +215,13 @@ struct CoordinatorCommand: AsyncParsableCommand {
                     logger: logger,
                     admin: settings.adminToken.map { CoordinatorAdminRoutes(directory: services.accounts, token: $0) },
                     captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+                    rest: RESTRoutes(services: services),
                     storeFaults: coordinatorStore.faults, storeRegressions: coordinatorStore.regressions,
-                    onListening: { address in announce("http \(address)") })
+                    onListening: { address in
+                        announce("http \(address)")
+                        // Where a DocuSign SDK's ApiClient(host:) points (docs/rest-api.md).
+                        announce("rest http://\(address)/restapi")
+                    })
                 members.append(http)
                 if let probe = try settings.probeHTTPAddress() {
                     members.append(

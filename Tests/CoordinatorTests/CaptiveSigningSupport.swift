@@ -80,6 +80,7 @@ final class CaptiveRig: Sendable {
             status: { throw CancellationError() }, logger: logger,
             admin: CoordinatorAdminRoutes(directory: services.accounts, token: Self.adminToken),
             captive: CaptiveSigningRoutes(service: services.captive, logger: logger, pages: pages),
+            rest: RESTRoutes(services: services),
             storeFaults: temporary.store.faults,
             onListening: { announced.yield($0) })
         group = ServiceGroup(services: [httpServer], logger: logger)

@@ -223,6 +223,35 @@ struct StorageServices {
         #expect(twice?.code == .invalidRequest)
     }
 
+    /// The REST API's list of status changes (docs/rest-api.md): by account, window, status and page.
+    @Test(arguments: StoreBackend.allCases)
+    func envelopeStatusChangesAreListedByWindowStatusAndPage(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let (items, forger) = try await forgedItems(count: 3, remoteSigners: 3)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        let ids = ack.results.compactMap(\.envelopeID)
+        try #require(ids.count == 3)
+        let past = Date(timeIntervalSince1970: 0)
+        let all = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], start: 0, count: 100)
+        #expect(all.total == 3 && Set(all.page) == Set(ids))
+        let second = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], start: 1, count: 1)
+        #expect(second.total == 3 && second.page == [all.page[1]], "pages follow one order")
+        _ = try await services.envelopes.void(envelopeID: ids[0], reason: "wrong amount", accountID: "acme")
+        let voided = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided"], start: 0, count: 100)
+        #expect(voided.total == 1 && voided.page == [ids[0]])
+        let either = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided", "sent"], start: 0, count: 100)
+        #expect(either.total == 3)
+        let future = try await store.storage.envelopeIDs(
+            accountID: "acme", changedSince: Date().addingTimeInterval(3600), statuses: [], start: 0, count: 100)
+        #expect(future.total == 0 && future.page.isEmpty)
+        let other = try await store.storage.envelopeIDs(accountID: "other", changedSince: past, statuses: [], start: 0, count: 100)
+        #expect(other.total == 0, "another account's envelopes are not listed")
+    }
+
     @Test(arguments: StoreBackend.allCases)
     func templatesAndReturnOrigins(_ backend: StoreBackend) async throws {
         let store = try await ConformanceStore.make(backend)

@@ -47,6 +47,25 @@ import Testing
         #expect(!child.output.contains("s3cret-pw"), "\(child.output)")
     }
 
+    /// `signfleet admin token`: a REST client's bearer token, from the store the coordinator serves.
+    @Test func aTokenIssuedByTheAdminCommandNamesItsAccountAndAWrongSecretIsRefused() async throws {
+        let store = FileManager.default.temporaryDirectory.appendingPathComponent("admin-token-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) } }
+        var (status, child) = try await run(["admin", "seed-demo", "--store", store])
+        #expect(status == 0, "\(child.output)")
+        (status, child) = try await run(["admin", "token", "--store", store, "--email", "user1@demo.example", "--secret", "demo-secret", "--lifetime", "600"])
+        #expect(status == 0, "\(child.output)")
+        let lines = child.lines(.standardOutput)
+        let token = try #require(lines.first { $0.hasPrefix("access-token ") }?.dropFirst("access-token ".count))
+        #expect(token.count == 43, "32 random bytes, base64url: \(token)")
+        #expect(lines.contains("account demo"), "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("expires-at 20") }, "\(lines)")
+        (status, child) = try await run(["admin", "token", "--store", store, "--email", "user1@demo.example", "--secret", "wrong"])
+        #expect(status != 0 && child.output.contains("wrong email or secret"), "\(child.output)")
+        (status, child) = try await run(["admin", "token", "--store", store, "--email", "user1@demo.example", "--secret", "demo-secret", "--lifetime", "0"])
+        #expect(status != 0 && child.output.contains("--lifetime"), "\(child.output)")
+    }
+
     @Test func createListReplaceAndSetTabThroughTheAdminCommand() async throws {
         let store = FileManager.default.temporaryDirectory.appendingPathComponent("admin-templates-\(UUID().uuidString).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) } }

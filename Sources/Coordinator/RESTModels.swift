@@ -1,0 +1,224 @@
+import Crypto
+import Foundation
+import SyncContract
+
+/// The JSON the eSignature REST API v2.1 speaks (docs/rest-api.md), shaped as DocuSign's published
+/// definition and the official SDKs expect: camelCase names, counts and booleans as strings,
+/// times as ISO 8601 with seven fractional digits in UTC, fields left out when unknown.
+enum REST {
+    /// DocuSign's error body: `{"errorCode": "...", "message": "..."}`.
+    struct ErrorDetails: Codable, Sendable, Hashable {
+        var errorCode: String
+        var message: String
+    }
+
+    /// `GET /oauth/userinfo`.
+    struct UserInfo: Codable, Sendable, Hashable {
+        struct Account: Codable, Sendable, Hashable {
+            var account_id: String
+            var is_default: Bool
+            var account_name: String
+            /// Where this account's REST API is: the server's own base URL.
+            var base_uri: String
+        }
+        var sub: String
+        var name: String
+        var email: String
+        var accounts: [Account]
+    }
+
+    /// `GET /restapi/v2.1/accounts/{accountId}`.
+    struct AccountInformation: Codable, Sendable, Hashable {
+        var accountIdGuid: String
+        var accountName: String
+    }
+
+    /// An envelope (`GET …/envelopes/{envelopeId}` and the items of a list).
+    struct Envelope: Codable, Sendable, Hashable {
+        var envelopeId: String
+        var status: String
+        var emailSubject: String
+        var emailBlurb: String?
+        var createdDateTime: String
+        var sentDateTime: String?
+        var deliveredDateTime: String?
+        var completedDateTime: String?
+        var declinedDateTime: String?
+        var voidedDateTime: String?
+        var voidedReason: String?
+        var statusChangedDateTime: String
+        var envelopeUri: String
+        var recipientsUri: String
+        var documentsUri: String
+        var documentsCombinedUri: String
+        var certificateUri: String
+        var customFieldsUri: String
+        var templatesUri: String
+        var signingLocation: String
+        var envelopeIdStamping: String
+        var is21CFRPart11: String
+        var recipients: Recipients?
+    }
+
+    /// `GET …/envelopes` (status changes).
+    struct EnvelopesInformation: Codable, Sendable, Hashable {
+        var envelopes: [Envelope]
+        var resultSetSize: String
+        var totalSetSize: String
+        var startPosition: String
+        var endPosition: String
+        var nextUri: String
+        var previousUri: String
+    }
+
+    /// One recipient; the fields of its type only (in-person signers have a host).
+    struct Recipient: Codable, Sendable, Hashable {
+        var recipientId: String
+        var recipientIdGuid: String
+        var recipientType: String
+        var routingOrder: String
+        var status: String
+        var name: String?
+        var email: String?
+        var clientUserId: String?
+        var hostName: String?
+        var hostEmail: String?
+        var signerName: String?
+        var sentDateTime: String?
+        var deliveredDateTime: String?
+        var signedDateTime: String?
+        var declinedDateTime: String?
+        var declinedReason: String?
+    }
+
+    /// `GET …/envelopes/{envelopeId}/recipients`: recipients grouped by type.
+    struct Recipients: Codable, Sendable, Hashable {
+        var signers: [Recipient] = []
+        var inPersonSigners: [Recipient] = []
+        var carbonCopies: [Recipient] = []
+        var certifiedDeliveries: [Recipient] = []
+        var agents: [Recipient] = []
+        var editors: [Recipient] = []
+        var intermediaries: [Recipient] = []
+        var witnesses: [Recipient] = []
+        var recipientCount: String
+        var currentRoutingOrder: String?
+    }
+
+    /// `POST …/views/recipient`.
+    struct RecipientViewRequest: Codable, Sendable, Hashable {
+        var returnUrl: String?
+        var authenticationMethod: String?
+        var userName: String?
+        var email: String?
+        var clientUserId: String?
+        var recipientId: String?
+        var locale: String?
+    }
+
+    /// The view's URL.
+    struct ViewUrl: Codable, Sendable, Hashable {
+        var url: String
+    }
+
+    /// `PUT …/envelopes/{envelopeId}`: only voiding is served.
+    struct EnvelopeUpdate: Codable, Sendable, Hashable {
+        var status: String?
+        var voidedReason: String?
+    }
+
+    /// `PUT …/envelopes/{envelopeId}`'s answer.
+    struct EnvelopeUpdateSummary: Codable, Sendable, Hashable {
+        var envelopeId: String
+    }
+
+    /// DocuSign's time format: `2026-11-29T07:45:00.1230000Z`.
+    static func time(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        let whole = seconds.rounded(.down)
+        let ticks = Int(((seconds - whole) * 10_000_000).rounded(.down))
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: whole))
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", c.year ?? 1970, c.month ?? 1, c.day ?? 1, c.hour ?? 0, c.minute ?? 0,
+            c.second ?? 0, ticks)
+    }
+
+    /// A `from_date` as clients send it: ISO 8601 with or without fractional seconds or a zone
+    /// (UTC when none), or a date alone.
+    static func parseTime(_ text: String) -> Date? {
+        let full = ISO8601DateFormatter()
+        full.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = full.date(from: text) { return date }
+        let plain = ISO8601DateFormatter()
+        if let date = plain.date(from: text) { return date }
+        for format in ["yyyy-MM-dd'T'HH:mm:ss.SSSSSSS", "yyyy-MM-dd'T'HH:mm:ss.SSS", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
+    }
+}
+
+extension REST.Recipients {
+    /// The recipients of a stored envelope: statuses and times from the server's rows (what
+    /// devices, captive signers and the lifecycle changed), names, emails and client user ids
+    /// from the signed payload.
+    init(rows: [EnvelopeRecipientRecord], payload: SyncPayload?) {
+        let byID = Dictionary((payload?.recipients ?? []).map { ($0.recipientId, $0) }, uniquingKeysWith: { first, _ in first })
+        for row in rows {
+            let signed = byID[row.recipientID]
+            let changed = row.statusChangedAt.map(REST.time)
+            var recipient = REST.Recipient(
+                recipientId: row.recipientID, recipientIdGuid: Self.guid(row.envelopeID, row.recipientID), recipientType: row.type,
+                routingOrder: String(row.routingOrder), status: row.status)
+            if row.type == "inPersonSigner" {
+                recipient.hostName = signed?.hostName
+                recipient.hostEmail = signed?.hostEmail
+                recipient.signerName = row.name
+            } else {
+                recipient.name = row.name
+                recipient.email = signed?.email
+            }
+            recipient.clientUserId = signed?.clientUserId
+            switch row.status {
+            case "delivered": recipient.deliveredDateTime = changed
+            case "signed", "completed": recipient.signedDateTime = changed
+            case "declined":
+                recipient.declinedDateTime = changed
+                recipient.declinedReason = row.declineReason
+            case "sent": recipient.sentDateTime = changed
+            default: break
+            }
+            switch row.type {
+            case "inPersonSigner": inPersonSigners.append(recipient)
+            case "carbonCopy": carbonCopies.append(recipient)
+            case "certifiedDelivery": certifiedDeliveries.append(recipient)
+            case "agent": agents.append(recipient)
+            case "editor": editors.append(recipient)
+            case "intermediary": intermediaries.append(recipient)
+            case "witness": witnesses.append(recipient)
+            default: signers.append(recipient)
+            }
+        }
+        recipientCount = String(rows.count)
+        let waiting = rows.filter { ["created", "sent", "delivered"].contains($0.status) }.map(\.routingOrder)
+        currentRoutingOrder = waiting.min().map(String.init)
+    }
+
+    /// A stable GUID for a recipient (DocuSign gives every recipient one): a name-based UUID of
+    /// the envelope and recipient ids.
+    static func guid(_ envelopeID: String, _ recipientID: String) -> String {
+        let digest = Array(SHA256.hash(data: Data("\(envelopeID)/\(recipientID)".utf8)).prefix(16))
+        var bytes = digest
+        bytes[6] = (bytes[6] & 0x0F) | 0x50  // version 5-like (name-based)
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        let parts = [hex.prefix(8), hex.dropFirst(8).prefix(4), hex.dropFirst(12).prefix(4), hex.dropFirst(16).prefix(4), hex.dropFirst(20)]
+        return parts.joined(separator: "-")
+    }
+}

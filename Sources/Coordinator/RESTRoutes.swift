@@ -1,0 +1,302 @@
+import FleetProtocol
+import Foundation
+import Hummingbird
+import Logging
+
+/// The eSignature REST API v2.1 subset served under `/restapi` (docs/rest-api.md), over the same
+/// envelopes devices sync and captive signers sign: each route maps onto an existing service
+/// (``AuthService``, ``EnvelopeService``, ``CaptiveSigningService``, the store's envelope list),
+/// with no state of its own.
+///
+/// | route | answer |
+/// |---|---|
+/// | `GET /oauth/userinfo` | the token's user and account, `base_uri` this server |
+/// | `GET /restapi/v2.1/accounts/{accountId}` | the account |
+/// | `GET …/envelopes?from_date=…` | status changes since `from_date` (`status`, `envelope_ids`, `start_position`, `count`) |
+/// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
+/// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
+/// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type |
+/// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
+///
+/// Every route needs `Authorization: Bearer <access token>` (a token from `auth.token`); errors are
+/// DocuSign's `{"errorCode", "message"}` bodies.
+public struct RESTRoutes: Sendable {
+    /// The largest request body, in bytes.
+    public static let maxBodyBytes = 1 << 20
+    /// The most envelopes one list answers (DocuSign's `count` limit for status changes).
+    public static let maxListCount = 1000
+
+    let auth: AuthService
+    let envelopes: EnvelopeService
+    let captive: CaptiveSigningService
+    let store: any CoordinatorStorage
+
+    public init(services: CoordinatorServices) {
+        self.auth = services.auth
+        self.envelopes = services.envelopes
+        self.captive = services.captive
+        self.store = services.envelopes.store
+    }
+
+    /// A refusal, as DocuSign shapes it.
+    struct Failure: Error {
+        var status: HTTPResponse.Status
+        var code: String
+        var message: String
+
+        static let invalidToken = Failure(
+            status: .unauthorized, code: "AUTHORIZATION_INVALID_TOKEN", message: "The access token provided is expired, revoked or malformed.")
+        static let noEnvelope = Failure(
+            status: .badRequest, code: "ENVELOPE_DOES_NOT_EXIST", message: "The envelope specified either does not exist or you have no rights to it.")
+        static let notMember = Failure(
+            status: .badRequest, code: "USER_LACKS_MEMBERSHIP", message: "The UserID does not have a valid membership in this Account.")
+        static func badParameter(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_PARAMETER", message: message) }
+        static func badBody(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_BODY", message: message) }
+    }
+
+    func register(on router: Router<BasicRequestContext>) {
+        let routes = self
+        router.get("oauth/userinfo") { request, _ in
+            await routes.answer {
+                let (user, account) = try await routes.authenticate(request)
+                let base = routes.auth.advertisedHost
+                return REST.UserInfo(
+                    sub: user.id, name: user.name, email: user.email,
+                    accounts: [.init(account_id: account.id, is_default: true, account_name: account.name, base_uri: base)])
+            }
+        }
+        let accounts = router.group("restapi/v2.1/accounts/:accountId")
+        accounts.get("") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                return REST.AccountInformation(accountIdGuid: account.id, accountName: account.name)
+            }
+        }
+        accounts.get("envelopes") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                return try await routes.list(request.uri.queryParameters, account: account.id)
+            }
+        }
+        accounts.get("envelopes/:envelopeId") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                let include = (request.uri.queryParameters.get("include") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                return try await routes.envelope(context.parameters.get("envelopeId") ?? "", account: account.id, withRecipients: include.contains("recipients"))
+            }
+        }
+        accounts.put("envelopes/:envelopeId") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                let update = try await routes.decode(REST.EnvelopeUpdate.self, from: request)
+                let id = context.parameters.get("envelopeId") ?? ""
+                guard update.status == "voided" else {
+                    throw Failure.badBody("only {\"status\": \"voided\", \"voidedReason\": …} is served by this server's envelope update")
+                }
+                guard let reason = update.voidedReason, !reason.trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw Failure(status: .badRequest, code: "VOIDED_REASON_REQUIRED", message: "A voided reason is required to void an envelope.")
+                }
+                _ = try await routes.fleet { try await routes.envelopes.void(envelopeID: id, reason: reason, accountID: account.id) }
+                return REST.EnvelopeUpdateSummary(envelopeId: id)
+            }
+        }
+        accounts.get("envelopes/:envelopeId/recipients") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                let aggregate = try await routes.aggregate(context.parameters.get("envelopeId") ?? "", account: account.id)
+                return REST.Recipients(rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope))
+            }
+        }
+        accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
+            await routes.answer(status: .created) {
+                let account = try await routes.account(request, context)
+                let view = try await routes.decode(REST.RecipientViewRequest.self, from: request)
+                return try await routes.recipientView(view, envelopeID: context.parameters.get("envelopeId") ?? "", account: account.id)
+            }
+        }
+    }
+
+    // MARK: Operations
+
+    func list(_ query: some QueryParameterLookup, account: String) async throws -> REST.EnvelopesInformation {
+        let ids = query.value("envelope_ids").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
+        let start = try Self.integer(query.value("start_position"), name: "start_position", default: 0, range: 0...Int(Int32.max))
+        let count = try Self.integer(query.value("count"), name: "count", default: Self.maxListCount, range: 1...Self.maxListCount)
+        let statuses = (query.value("status") ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .filter { !$0.isEmpty && $0 != "any" }
+        var page: [String]
+        var total: Int
+        if let ids, ids != ["request_body"] {
+            // By id: in the order asked, those of this account (others are not reported).
+            var found: [String] = []
+            for id in ids.prefix(Self.maxListCount) where try await store.envelope(id: id, accountID: account) != nil { found.append(id) }
+            total = found.count
+            page = Array(found.dropFirst(start).prefix(count))
+        } else {
+            guard let text = query.value("from_date") else {
+                throw Failure.badParameter("from_date, envelope_ids or transaction_ids is required")
+            }
+            guard let from = REST.parseTime(text) else { throw Failure.badParameter("from_date \"\(text)\" is not a date") }
+            (total, page) = try await store.envelopeIDs(accountID: account, changedSince: from, statuses: statuses, start: start, count: count)
+        }
+        var items: [REST.Envelope] = []
+        for id in page {
+            guard let aggregate = try await store.envelope(id: id, accountID: account) else { continue }
+            if !statuses.isEmpty, !statuses.contains(aggregate.envelope.status) { continue }
+            items.append(Self.envelope(aggregate, account: account, withRecipients: false))
+        }
+        return REST.EnvelopesInformation(
+            envelopes: items, resultSetSize: String(items.count), totalSetSize: String(total), startPosition: String(start),
+            endPosition: String(max(start, start + items.count - 1)), nextUri: "", previousUri: "")
+    }
+
+    func envelope(_ id: String, account: String, withRecipients: Bool) async throws -> REST.Envelope {
+        Self.envelope(try await aggregate(id, account: account), account: account, withRecipients: withRecipients)
+    }
+
+    func aggregate(_ id: String, account: String) async throws -> EnvelopeAggregate {
+        guard let aggregate = try await store.envelope(id: id, accountID: account) else { throw Failure.noEnvelope }
+        return aggregate
+    }
+
+    func recipientView(_ view: REST.RecipientViewRequest, envelopeID: String, account: String) async throws -> REST.ViewUrl {
+        _ = try await aggregate(envelopeID, account: account)
+        let selection: CaptiveSigningService.RecipientSelection
+        if let recipientID = view.recipientId, !recipientID.isEmpty {
+            selection = .recipientID(recipientID)
+        } else if let client = view.clientUserId, !client.isEmpty {
+            if let name = view.userName, let email = view.email {
+                selection = .nameAndEmail(name: name, email: email, clientUserID: client)
+            } else {
+                selection = .clientUserID(client)
+            }
+        } else {
+            throw Failure.badBody("name the recipient: userName, email and clientUserId (or recipientId)")
+        }
+        guard let returnURL = view.returnUrl, !returnURL.isEmpty else {
+            throw Failure.badBody("returnUrl is required")
+        }
+        let reply = try await fleet {
+            try await captive.issue(
+                accountID: account, envelopeID: envelopeID, selection: selection, returnURL: returnURL, locale: view.locale, issuedBy: "rest")
+        }
+        return REST.ViewUrl(url: reply.url)
+    }
+
+    static func envelope(_ aggregate: EnvelopeAggregate, account: String, withRecipients: Bool) -> REST.Envelope {
+        let record = aggregate.envelope
+        let payload = try? CaptiveSigningService.payload(of: record)
+        let uri = "/envelopes/\(record.id)"
+        let changes = aggregate.recipients.compactMap(\.statusChangedAt)
+        let lastChange = ([record.createdAt] + changes).max() ?? record.createdAt
+        var envelope = REST.Envelope(
+            envelopeId: record.id, status: record.status, emailSubject: payload?.emailSubject ?? record.name,
+            emailBlurb: payload.flatMap { $0.emailMessage.isEmpty ? nil : $0.emailMessage },
+            createdDateTime: REST.time(record.createdAt), sentDateTime: REST.time(record.createdAt),
+            statusChangedDateTime: REST.time(lastChange), envelopeUri: uri, recipientsUri: uri + "/recipients",
+            documentsUri: uri + "/documents", documentsCombinedUri: uri + "/documents/combined",
+            certificateUri: uri + "/documents/certificate", customFieldsUri: uri + "/custom_fields", templatesUri: uri + "/templates",
+            signingLocation: payload?.signingMode == "inPerson" ? "inPerson" : "online", envelopeIdStamping: "true", is21CFRPart11: "false")
+        switch record.status {
+        case "completed": envelope.completedDateTime = REST.time(lastChange)
+        case "declined": envelope.declinedDateTime = REST.time(lastChange)
+        case "voided":
+            envelope.voidedDateTime = REST.time(lastChange)
+            envelope.voidedReason = record.voidReason
+        case "delivered":
+            envelope.deliveredDateTime = REST.time(lastChange)
+        default: break
+        }
+        if withRecipients { envelope.recipients = REST.Recipients(rows: aggregate.recipients, payload: payload) }
+        return envelope
+    }
+
+    // MARK: Plumbing
+
+    /// The token's user and account.
+    func authenticate(_ request: Request) async throws -> (User, Account) {
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { throw Failure.invalidToken }
+        let token = String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
+        do {
+            return try await auth.authenticate(token)
+        } catch let error as FleetError where [.unauthenticated, .tokenExpired].contains(error.code) {
+            throw Failure.invalidToken
+        }
+    }
+
+    /// The token's account, which must be the one the path names.
+    func account(_ request: Request, _ context: BasicRequestContext) async throws -> Account {
+        let (_, account) = try await authenticate(request)
+        guard context.parameters.get("accountId") == account.id else { throw Failure.notMember }
+        return account
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
+        } catch {
+            throw Failure(status: .contentTooLarge, code: "INVALID_REQUEST_BODY", message: "The request body is larger than \(Self.maxBodyBytes) bytes.")
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw Failure.badBody("The request body is missing or improperly formatted. \(error)")
+        }
+    }
+
+    /// Runs a service call, turning its `FleetError`s into DocuSign's.
+    func fleet<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as FleetError {
+            switch error.code {
+            case .notFound where error.message.contains("recipient"):
+                throw Failure(
+                    status: .badRequest, code: "UNKNOWN_ENVELOPE_RECIPIENT",
+                    message: "The recipient you have identified is not a valid recipient of the specified envelope. \(error.message)")
+            case .notFound: throw Failure.noEnvelope
+            case .invalidRequest, .invalidBody, .forbidden: throw Failure.badBody(error.message)
+            case .unavailable: throw Failure(status: .serviceUnavailable, code: "SERVICE_UNAVAILABLE", message: error.message)
+            default: throw error
+            }
+        }
+    }
+
+    static func integer(_ text: String?, name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let text else { return value }
+        guard let number = Int(text), range.contains(number) else {
+            throw Failure.badParameter("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound); got \"\(text)\"")
+        }
+        return number
+    }
+
+    /// `body`'s value as JSON, or DocuSign's error body.
+    func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some Encodable) async -> Response {
+        do {
+            return Self.json(try await body(), status: status)
+        } catch let failure as Failure {
+            return Self.json(REST.ErrorDetails(errorCode: failure.code, message: failure.message), status: failure.status)
+        } catch {
+            return Self.json(
+                REST.ErrorDetails(errorCode: "UNSPECIFIED_ERROR", message: "The server could not answer: \(error)"), status: .internalServerError)
+        }
+    }
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        var buffer = ByteBuffer()
+        buffer.writeBytes((try? encoder.encode(value)) ?? Data(#"{"errorCode":"UNSPECIFIED_ERROR","message":"unencodable answer"}"#.utf8))
+        return Response(status: status, headers: [.contentType: "application/json; charset=utf-8"], body: ResponseBody(byteBuffer: buffer))
+    }
+}
+
+/// Query parameters by name (hummingbird's, and a dictionary in tests).
+protocol QueryParameterLookup {
+    func value(_ name: String) -> String?
+}
+
+extension Hummingbird.Parameters: QueryParameterLookup {
+    func value(_ name: String) -> String? { get(name) }
+}

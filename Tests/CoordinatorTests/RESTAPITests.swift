@@ -1,0 +1,141 @@
+import DeviceNode
+import Envelopes
+import FleetTesting
+import Foundation
+import Testing
+
+@testable import Coordinator
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The eSignature REST API subset (docs/rest-api.md) on a real coordinator, over envelopes a real
+/// device synced: through DocuSign's official Python SDK (docusign-esign 6.x, unchanged), and
+/// as a hostile client would call it.
+@Suite struct RESTAPITests {
+    static let script = SyncPayloadInteropTests.repository.appendingPathComponent("Tests/interop/rest_sdk.py")
+
+    /// One request with a bearer token and an optional JSON body.
+    static func call(_ rig: CaptiveRig, _ method: String, _ path: String, token: String?, body: String? = nil) async throws
+        -> (status: Int, json: [String: Any])
+    {
+        var request = URLRequest(url: try #require(URL(string: "http://\(rig.http)\(path)")))
+        request.httpMethod = method
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession(configuration: .ephemeral).data(for: request)
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
+        return (try #require(response as? HTTPURLResponse).statusCode, json)
+    }
+
+    @Test(.timeLimit(.minutes(3))) func theOfficialPythonSDKReadsDeviceEnvelopesOpensAViewAndVoids() async throws {
+        let rig = try await CaptiveRig()
+        let embedded = try await rig.sync(
+            CaptiveRig.envelope([EmbeddedSigner(id: "1", name: "Bea Buyer", email: "bea@example.com", clientUserId: "cu-1", order: 1)]))
+        let remote = try await rig.sync(
+            CaptiveRig.envelope([EmbeddedSigner(id: "1", name: "Carl Remote", email: "carl@example.com", clientUserId: nil, order: 1)]))
+        let returnURL = "http://\(rig.http)/signing-return"
+        let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
+        let (status, output, errors) = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                python, Self.script.path, "--base-url", "http://\(rig.http)", "--token", rig.token, "--account", "acme",
+                "--envelope", embedded, "--client-user-id", "cu-1", "--user-name", "Bea Buyer", "--email", "bea@example.com",
+                "--return-url", returnURL, "--void-envelope", remote, "--from-date", "2027-01-15T07:00:00Z",
+            ])
+        try #require(status == 0, "the SDK run failed (it needs `\(python) -m pip install docusign-esign`): \(errors)")
+        let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
+
+        let envelope = try #require(out["envelope"] as? [String: Any])
+        #expect(envelope["envelopeId"] as? String == embedded)
+        #expect(envelope["status"] as? String == "sent")
+        #expect(envelope["emailSubject"] as? String == "Please sign the lease")
+        #expect((envelope["createdDateTime"] as? String)?.hasPrefix("2027-01-15T08:00:00.0000000Z") == true, "\(envelope)")
+        #expect(envelope["recipientsUri"] as? String == "/envelopes/\(embedded)/recipients")
+        let signers = try #require(envelope["signers"] as? [[String: Any]])
+        #expect(signers.count == 1)
+        #expect(signers.first?["clientUserId"] as? String == "cu-1" && signers.first?["email"] as? String == "bea@example.com")
+        #expect(signers.first?["routingOrder"] as? String == "1", "numbers are strings, as DocuSign sends them")
+        #expect(out["recipientCount"] as? String == "1")
+
+        let list = try #require(out["list"] as? [String: Any])
+        #expect(list["totalSetSize"] as? String == "2")
+        #expect(Set(list["ids"] as? [String] ?? []) == [embedded, remote])
+        #expect(out["listById"] as? [String] == [embedded])
+
+        // The view is the captive signing page itself.
+        let url = try #require(out["viewUrl"] as? String)
+        #expect(url.hasPrefix("http://\(rig.http)/signing/"), "\(url)")
+        let page = try await rig.request("GET", url)
+        #expect(page.status == 200 && page.body.contains("Bea Buyer"), "\(page.status)")
+
+        let voided = try #require(out["voided"] as? [String: Any])
+        #expect(voided["status"] as? String == "voided" && voided["voidedReason"] as? String == "sent in error")
+        #expect(try await rig.envelope(remote).status == "voided", "the void reached the store the devices sync with")
+
+        let failures = try #require(out["errors"] as? [String: [String: Any]])
+        #expect(failures["unknownEnvelope"]?["status"] as? Int == 400 && failures["unknownEnvelope"]?["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST")
+        #expect(failures["otherAccount"]?["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
+        #expect(failures["unknownRecipient"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
+        #expect(failures["noFromDate"]?["errorCode"] as? String == "INVALID_REQUEST_PARAMETER")
+        #expect(failures["badToken"]?["status"] as? Int == 401 && failures["badToken"]?["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
+        await rig.tearDown()
+    }
+
+    @Test func hostileRequestsGetDocuSignsErrorsAndNoOtherAccountsData() async throws {
+        let rig = try await CaptiveRig()
+        let id = try await rig.sync(
+            CaptiveRig.envelope([EmbeddedSigner(id: "1", name: "Bea Buyer", email: "bea@example.com", clientUserId: "cu-1", order: 1)]))
+        // Another account's user, with a valid token of its own.
+        _ = try await rig.services.accounts.createAccount(id: "rival", name: "Rival", offlineSigning: true)
+        _ = try await rig.services.accounts.createUser(accountID: "rival", name: "Rex", email: "rex@rival.example", secret: "secret-456")
+        let rival = try await rig.services.auth.issueToken(email: "rex@rival.example", secret: "secret-456").accessToken
+        let base = "/restapi/v2.1/accounts"
+
+        var answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes/\(id)", token: nil)
+        #expect(answer.status == 401 && answer.json["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes/\(id)", token: rival)
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
+        answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes/\(id)", token: rival)
+        #expect(answer.json["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "another account's envelope does not exist for it")
+        answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes?from_date=2000-01-01", token: rival)
+        #expect(answer.status == 200 && answer.json["totalSetSize"] as? String == "0", "\(answer.json)")
+        answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes?envelope_ids=\(id)", token: rival)
+        #expect(answer.json["resultSetSize"] as? String == "0", "asking by id finds nothing of another account")
+
+        // Lists: the window and the paging are honoured, bad values named.
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes?from_date=2027-01-15T09:00:00Z", token: rig.token)
+        #expect(answer.json["totalSetSize"] as? String == "0", "nothing changed after from_date")
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes?from_date=2027-01-15&status=completed", token: rig.token)
+        #expect(answer.json["totalSetSize"] as? String == "0", "the envelope is sent, not completed")
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes?from_date=yesterday", token: rig.token)
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_PARAMETER")
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes?from_date=2027-01-15&count=0", token: rig.token)
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("count") == true)
+
+        // Bodies: not JSON, too large, a void without a reason, an update this server does not serve.
+        let view = "\(base)/acme/envelopes/\(id)/views/recipient"
+        answer = try await Self.call(rig, "POST", view, token: rig.token, body: "{not json")
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY")
+        answer = try await Self.call(rig, "POST", view, token: rig.token, body: String(repeating: " ", count: RESTRoutes.maxBodyBytes + 1))
+        #expect(answer.status == 413 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY")
+        answer = try await Self.call(rig, "POST", view, token: rig.token, body: #"{"clientUserId": "cu-1"}"#)
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("returnUrl") == true)
+        // An account that lists its return origins (none listed: any origin, docs/captive-signing.md).
+        _ = try await rig.temporary.store.changeReturnOrigins(accountID: "acme", add: ["http://\(rig.http)"], remove: [])
+        answer = try await Self.call(
+            rig, "POST", view, token: rig.token,
+            body: #"{"clientUserId": "cu-1", "userName": "Bea Buyer", "email": "bea@example.com", "returnUrl": "https://evil.example/x"}"#)
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY", "a return URL outside the account's origins: \(answer)")
+        answer = try await Self.call(rig, "PUT", "\(base)/acme/envelopes/\(id)", token: rig.token, body: #"{"status": "voided"}"#)
+        #expect(answer.json["errorCode"] as? String == "VOIDED_REASON_REQUIRED")
+        answer = try await Self.call(rig, "PUT", "\(base)/acme/envelopes/\(id)", token: rig.token, body: #"{"status": "sent"}"#)
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY")
+        #expect(try await rig.envelope(id).status == "sent", "no refused request changed the envelope")
+        await rig.tearDown()
+    }
+}

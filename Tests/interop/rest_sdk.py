@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Drives a SignFleet coordinator's REST API (docs/rest-api.md) with DocuSign's official Python SDK,
+docusign-esign 6.x from PyPI, unchanged: only its host is pointed at the coordinator.
+
+    rest_sdk.py --base-url http://127.0.0.1:PORT --token TOKEN --account ACCOUNT \
+        --envelope ENVELOPE_ID --client-user-id CU --user-name NAME --email EMAIL \
+        --return-url URL --void-envelope ENVELOPE_ID --from-date ISO8601
+
+Prints one JSON object with what the SDK's own classes read back (the Swift test checks it), and
+exits 1 with the SDK's exception on the first unexpected failure.
+"""
+import argparse
+import json
+import sys
+
+import docusign_esign
+from docusign_esign import ApiClient, EnvelopesApi, RecipientViewRequest, Envelope
+from docusign_esign.client.api_exception import ApiException
+
+
+def error_of(call):
+    """The status and DocuSign error body of a call that must fail (None when it succeeded)."""
+    try:
+        call()
+    except ApiException as e:
+        body = json.loads(e.body) if e.body else {}
+        return {"status": e.status, "errorCode": body.get("errorCode"), "message": body.get("message")}
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ["base-url", "token", "account", "envelope", "client-user-id", "user-name", "email", "return-url",
+                 "void-envelope", "from-date"]:
+        parser.add_argument("--" + name, required=True)
+    a = parser.parse_args()
+
+    client = ApiClient(host=a.base_url + "/restapi")
+    client.set_default_header("Authorization", "Bearer " + a.token)
+    envelopes = EnvelopesApi(client)
+    out = {"sdkVersion": getattr(docusign_esign, "__version__", None)}
+
+    envelope = envelopes.get_envelope(a.account, a.envelope, include="recipients")
+    out["envelope"] = {
+        "envelopeId": envelope.envelope_id, "status": envelope.status, "emailSubject": envelope.email_subject,
+        "createdDateTime": envelope.created_date_time, "statusChangedDateTime": envelope.status_changed_date_time,
+        "recipientsUri": envelope.recipients_uri,
+        "signers": [{"recipientId": s.recipient_id, "name": s.name, "email": s.email, "clientUserId": s.client_user_id,
+                     "status": s.status, "routingOrder": s.routing_order} for s in (envelope.recipients.signers or [])],
+    }
+
+    recipients = envelopes.list_recipients(a.account, a.envelope)
+    out["recipientCount"] = recipients.recipient_count
+
+    changes = envelopes.list_status_changes(a.account, from_date=a.from_date)
+    out["list"] = {"totalSetSize": changes.total_set_size, "resultSetSize": changes.result_set_size,
+                   "ids": [e.envelope_id for e in (changes.envelopes or [])]}
+    byid = envelopes.list_status_changes(a.account, envelope_ids=a.envelope)
+    out["listById"] = [e.envelope_id for e in (byid.envelopes or [])]
+
+    view = envelopes.create_recipient_view(a.account, a.envelope, recipient_view_request=RecipientViewRequest(
+        authentication_method="none", client_user_id=a.client_user_id, user_name=a.user_name, email=a.email,
+        return_url=a.return_url))
+    out["viewUrl"] = view.url
+
+    envelopes.update(a.account, a.void_envelope, envelope=Envelope(status="voided", voided_reason="sent in error"))
+    voided = envelopes.get_envelope(a.account, a.void_envelope)
+    out["voided"] = {"status": voided.status, "voidedReason": voided.voided_reason, "voidedDateTime": voided.voided_date_time}
+
+    out["errors"] = {
+        "unknownEnvelope": error_of(lambda: envelopes.get_envelope(a.account, "no-such-envelope")),
+        "otherAccount": error_of(lambda: envelopes.get_envelope("some-other-account", a.envelope)),
+        "unknownRecipient": error_of(lambda: envelopes.create_recipient_view(
+            a.account, a.envelope, recipient_view_request=RecipientViewRequest(
+                authentication_method="none", client_user_id="nobody", user_name="No One", email="no@one.example",
+                return_url=a.return_url))),
+        "noFromDate": error_of(lambda: envelopes.list_status_changes(a.account)),
+    }
+    bad = ApiClient(host=a.base_url + "/restapi")
+    bad.set_default_header("Authorization", "Bearer not-a-token")
+    out["errors"]["badToken"] = error_of(lambda: EnvelopesApi(bad).get_envelope(a.account, a.envelope))
+
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ApiException as e:
+        print(f"unexpected ApiException {e.status}: {e.body}", file=sys.stderr)
+        sys.exit(1)
