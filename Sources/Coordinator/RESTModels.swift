@@ -222,3 +222,100 @@ extension REST.Recipients {
         return parts.joined(separator: "-")
     }
 }
+
+/// A string field a client may send as a JSON string, number or boolean (DocuSign's definition
+/// says string; SDK users often pass numbers).
+struct RESTText: Decodable, Sendable, Hashable {
+    var value: String
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            value = text
+        } else if let number = try? container.decode(Int64.self) {
+            value = String(number)
+        } else if let number = try? container.decode(Double.self) {
+            value = String(number)
+        } else if let flag = try? container.decode(Bool.self) {
+            value = flag ? "true" : "false"
+        } else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "expected a string, number or boolean")
+        }
+    }
+}
+
+extension REST {
+    /// `POST …/envelopes`: what is read of DocuSign's EnvelopeDefinition (docs/rest-api.md).
+    struct EnvelopeDefinition: Decodable, Sendable {
+        struct Document: Decodable, Sendable {
+            var documentId: RESTText?
+            var name: String?
+            var documentBase64: String?
+            var fileExtension: String?
+            var remoteUrl: String?
+        }
+        struct TabDefinition: Decodable, Sendable {
+            var documentId: RESTText?
+            var pageNumber: RESTText?
+            var xPosition: RESTText?
+            var yPosition: RESTText?
+            var width: RESTText?
+            var height: RESTText?
+            var anchorString: String?
+            var tabLabel: String?
+            var tabId: String?
+            var name: String?
+            var value: String?
+            var optional: RESTText?
+            var required: RESTText?
+            var locked: RESTText?
+            var selected: RESTText?
+        }
+        struct Tabs: Decodable, Sendable {
+            var signHereTabs: [TabDefinition]?
+            var initialHereTabs: [TabDefinition]?
+            var dateSignedTabs: [TabDefinition]?
+            var fullNameTabs: [TabDefinition]?
+            var textTabs: [TabDefinition]?
+            var checkboxTabs: [TabDefinition]?
+            var companyTabs: [TabDefinition]?
+            var titleTabs: [TabDefinition]?
+        }
+        struct RecipientDefinition: Decodable, Sendable {
+            var recipientId: RESTText?
+            var name: String?
+            var email: String?
+            var routingOrder: RESTText?
+            var clientUserId: String?
+            var tabs: Tabs?
+        }
+        struct RecipientGroups: Decodable, Sendable {
+            var signers: [RecipientDefinition]?
+            var carbonCopies: [RecipientDefinition]?
+            var certifiedDeliveries: [RecipientDefinition]?
+            var inPersonSigners: [RecipientDefinition]?
+            var agents: [RecipientDefinition]?
+            var editors: [RecipientDefinition]?
+            var intermediaries: [RecipientDefinition]?
+            var witnesses: [RecipientDefinition]?
+        }
+        var emailSubject: String?
+        var emailBlurb: String?
+        var status: String?
+        var documents: [Document]?
+        var recipients: RecipientGroups?
+        var templateId: String?
+        var compositeTemplates: [CompositeTemplatePresence]?
+
+        /// Only whether composite templates were given (not served yet).
+        struct CompositeTemplatePresence: Decodable, Sendable {}
+    }
+
+    /// `POST …/envelopes`'s answer.
+    struct EnvelopeSummary: Codable, Sendable, Hashable {
+        var envelopeId: String
+        var status: String
+        var statusDateTime: String
+        var uri: String
+    }
+}

@@ -1,5 +1,6 @@
 import FleetProtocol
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 
@@ -12,6 +13,7 @@ import Logging
 /// |---|---|
 /// | `GET /oauth/userinfo` | the token's user and account, `base_uri` this server |
 /// | `GET /restapi/v2.1/accounts/{accountId}` | the account |
+/// | `POST …/envelopes` | creates and sends an envelope (``REST/EnvelopeDefinition``) as the account's REST sender |
 /// | `GET …/envelopes?from_date=…` | status changes since `from_date` (`status`, `envelope_ids`, `start_position`, `count`) |
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
@@ -21,8 +23,10 @@ import Logging
 /// Every route needs `Authorization: Bearer <access token>` (a token from `auth.token`); errors are
 /// DocuSign's `{"errorCode", "message"}` bodies.
 public struct RESTRoutes: Sendable {
-    /// The largest request body, in bytes.
+    /// The largest request body, in bytes, but for envelope creation.
     public static let maxBodyBytes = 1 << 20
+    /// The largest envelope definition, in bytes (its documents travel in it as base64).
+    public static let maxEnvelopeBytes = 32 << 20
     /// The most envelopes one list answers (DocuSign's `count` limit for status changes).
     public static let maxListCount = 1000
 
@@ -30,12 +34,26 @@ public struct RESTRoutes: Sendable {
     let envelopes: EnvelopeService
     let captive: CaptiveSigningService
     let store: any CoordinatorStorage
+    let sender: RESTEnvelopeSender
+    /// The per-account limits devices are held to (one budget per account, whichever way it calls).
+    let rateLimiter: RateLimiter
+
+    /// The rate-limit headers of the request being answered, set once its account is known.
+    @TaskLocal static var rateHeaders: RateHeaders?
+
+    /// DocuSign's rate-limit headers, filled by the account check of a request.
+    final class RateHeaders: @unchecked Sendable {
+        // Written once by the request's own task before `answer` reads it: no concurrent access.
+        var fields: [(HTTPField.Name, String)] = []
+    }
 
     public init(services: CoordinatorServices) {
         self.auth = services.auth
         self.envelopes = services.envelopes
         self.captive = services.captive
         self.store = services.envelopes.store
+        self.sender = RESTEnvelopeSender(devices: services.devices, ingest: services.ingest, store: services.envelopes.store)
+        self.rateLimiter = services.rateLimiter
     }
 
     /// A refusal, as DocuSign shapes it.
@@ -76,6 +94,16 @@ public struct RESTRoutes: Sendable {
             await routes.answer {
                 let account = try await routes.account(request, context)
                 return try await routes.list(request.uri.queryParameters, account: account.id)
+            }
+        }
+        accounts.post("envelopes") { request, context in
+            await routes.answer(status: .created) {
+                let (token, account) = try await routes.tokenAndAccount(request, context)
+                let definition = try await routes.decode(REST.EnvelopeDefinition.self, from: request, upTo: Self.maxEnvelopeBytes)
+                let now = routes.auth.now()
+                let envelope = try definition.envelope(transactionID: UUID().uuidString.lowercased(), at: now)
+                let id = try await routes.fleet { try await routes.sender.send(envelope, accessToken: token, account: account.id, at: now) }
+                return REST.EnvelopeSummary(envelopeId: id, status: "sent", statusDateTime: REST.time(now), uri: "/envelopes/\(id)")
             }
         }
         accounts.get("envelopes/:envelopeId") { request, context in
@@ -215,10 +243,17 @@ public struct RESTRoutes: Sendable {
 
     /// The token's user and account.
     func authenticate(_ request: Request) async throws -> (User, Account) {
+        let (_, user, account) = try await bearer(request)
+        return (user, account)
+    }
+
+    /// The bearer token, its user and account.
+    func bearer(_ request: Request) async throws -> (String, User, Account) {
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") else { throw Failure.invalidToken }
         let token = String(header.dropFirst("bearer ".count)).trimmingCharacters(in: .whitespaces)
         do {
-            return try await auth.authenticate(token)
+            let (user, account) = try await auth.authenticate(token)
+            return (token, user, account)
         } catch let error as FleetError where [.unauthenticated, .tokenExpired].contains(error.code) {
             throw Failure.invalidToken
         }
@@ -226,17 +261,49 @@ public struct RESTRoutes: Sendable {
 
     /// The token's account, which must be the one the path names.
     func account(_ request: Request, _ context: BasicRequestContext) async throws -> Account {
-        let (_, account) = try await authenticate(request)
-        guard context.parameters.get("accountId") == account.id else { throw Failure.notMember }
-        return account
+        try await tokenAndAccount(request, context).1
     }
 
-    func decode<T: Decodable>(_ type: T.Type, from request: Request) async throws -> T {
+    /// The bearer token and its account, which must be the one the path names; the request is
+    /// counted against the account's rate limits (and refused past them).
+    func tokenAndAccount(_ request: Request, _ context: BasicRequestContext) async throws -> (String, Account) {
+        let (token, _, account) = try await bearer(request)
+        guard context.parameters.get("accountId") == account.id else { throw Failure.notMember }
+        try meter(account)
+        return (token, account)
+    }
+
+    /// Counts a request of `account` (the same windows as its devices' requests) and sets the
+    /// answer's `X-RateLimit-*` and `X-BurstLimit-*` headers; past a limit, DocuSign's `429`.
+    func meter(_ account: Account) throws {
+        let decision = rateLimiter.admit(accountID: account.id, limits: account.rateLimits)
+        if let state = rateLimiter.state(accountID: account.id), let headers = Self.rateHeaders {
+            let now = Date()
+            headers.fields = [
+                (HTTPField.Name("X-RateLimit-Limit")!, String(state.hourly.limit)),
+                (HTTPField.Name("X-RateLimit-Remaining")!, String(state.hourly.remaining)),
+                (HTTPField.Name("X-RateLimit-Reset")!, String(Int64(clampingFinite: state.hourly.resetAt(now: now).timeIntervalSince1970))),
+                (HTTPField.Name("X-BurstLimit-Limit")!, String(state.burst.limit)),
+                (HTTPField.Name("X-BurstLimit-Remaining")!, String(state.burst.remaining)),
+            ]
+        }
+        guard !decision.allowed else { return }
+        if decision.exceeded.contains(.hourly) {
+            throw Failure(
+                status: .tooManyRequests, code: "HOURLY_APIINVOCATION_LIMIT_EXCEEDED",
+                message: "The maximum number of hourly API invocations has been exceeded. Hourly Limit: \(account.rateLimits.hourly)")
+        }
+        throw Failure(
+            status: .tooManyRequests, code: "BURST_APIINVOCATION_LIMIT_EXCEEDED",
+            message: "The maximum number of burst API invocations has been exceeded. Burst Limit: \(account.rateLimits.burst)")
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, from request: Request, upTo limit: Int = RESTRoutes.maxBodyBytes) async throws -> T {
         let buffer: ByteBuffer
         do {
-            buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
+            buffer = try await request.body.collect(upTo: limit)
         } catch {
-            throw Failure(status: .contentTooLarge, code: "INVALID_REQUEST_BODY", message: "The request body is larger than \(Self.maxBodyBytes) bytes.")
+            throw Failure(status: .contentTooLarge, code: "INVALID_REQUEST_BODY", message: "The request body is larger than \(limit) bytes.")
         }
         do {
             return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
@@ -258,6 +325,11 @@ public struct RESTRoutes: Sendable {
             case .notFound: throw Failure.noEnvelope
             case .invalidRequest, .invalidBody, .forbidden: throw Failure.badBody(error.message)
             case .unavailable: throw Failure(status: .serviceUnavailable, code: "SERVICE_UNAVAILABLE", message: error.message)
+            case .featureDisabled: throw Failure(status: .badRequest, code: "ACCOUNT_LACKS_PERMISSIONS", message: error.message)
+            case .rateLimited:
+                throw Failure(
+                    status: .tooManyRequests, code: "HOURLY_APIINVOCATION_LIMIT_EXCEEDED",
+                    message: "The maximum number of hourly API invocations has been exceeded. \(error.message)")
             default: throw error
             }
         }
@@ -271,16 +343,22 @@ public struct RESTRoutes: Sendable {
         return number
     }
 
-    /// `body`'s value as JSON, or DocuSign's error body.
+    /// `body`'s value as JSON, or DocuSign's error body; with the rate-limit headers once the
+    /// request's account was counted.
     func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some Encodable) async -> Response {
-        do {
-            return Self.json(try await body(), status: status)
-        } catch let failure as Failure {
-            return Self.json(REST.ErrorDetails(errorCode: failure.code, message: failure.message), status: failure.status)
-        } catch {
-            return Self.json(
-                REST.ErrorDetails(errorCode: "UNSPECIFIED_ERROR", message: "The server could not answer: \(error)"), status: .internalServerError)
+        let headers = RateHeaders()
+        var response: Response = await Self.$rateHeaders.withValue(headers) {
+            do {
+                return Self.json(try await body(), status: status)
+            } catch let failure as Failure {
+                return Self.json(REST.ErrorDetails(errorCode: failure.code, message: failure.message), status: failure.status)
+            } catch {
+                return Self.json(
+                    REST.ErrorDetails(errorCode: "UNSPECIFIED_ERROR", message: "The server could not answer: \(error)"), status: .internalServerError)
+            }
         }
+        for (name, value) in headers.fields { response.headers[name] = value }
+        return response
     }
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status) -> Response {

@@ -20,6 +20,14 @@ import FoundationNetworking
     static func call(_ rig: CaptiveRig, _ method: String, _ path: String, token: String?, body: String? = nil) async throws
         -> (status: Int, json: [String: Any])
     {
+        let answer = try await exchange(rig, method, path, token: token, body: body)
+        return (answer.status, answer.json)
+    }
+
+    /// ``call(_:_:_:token:body:)`` with the answer's headers.
+    static func exchange(_ rig: CaptiveRig, _ method: String, _ path: String, token: String?, body: String? = nil) async throws
+        -> (status: Int, json: [String: Any], headers: [String: String])
+    {
         var request = URLRequest(url: try #require(URL(string: "http://\(rig.http)\(path)")))
         request.httpMethod = method
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -29,7 +37,32 @@ import FoundationNetworking
         }
         let (data, response) = try await URLSession(configuration: .ephemeral).data(for: request)
         let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:]
-        return (try #require(response as? HTTPURLResponse).statusCode, json)
+        let http = try #require(response as? HTTPURLResponse)
+        var headers: [String: String] = [:]
+        for (key, value) in http.allHeaderFields {
+            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
+        }
+        return (http.statusCode, json, headers)
+    }
+
+    /// The account's own rate limits, shared with its devices, in DocuSign's headers and error.
+    @Test func everyAnswerCarriesTheAccountsRateLimitsAndPastThemItIs429() async throws {
+        let rig = try await CaptiveRig()
+        _ = try await rig.services.accounts.createAccount(
+            id: "small", name: "Small", offlineSigning: true, rateLimits: RateLimits(hourly: 3, burst: 100, burstWindowSeconds: 30))
+        _ = try await rig.services.accounts.createUser(accountID: "small", name: "Sam", email: "sam@small.example", secret: "secret-789")
+        let token = try await rig.services.auth.issueToken(email: "sam@small.example", secret: "secret-789").accessToken
+        let path = "/restapi/v2.1/accounts/small/envelopes?from_date=2000-01-01"
+        for remaining in [2, 1, 0] {
+            let answer = try await Self.exchange(rig, "GET", path, token: token)
+            #expect(answer.status == 200)
+            #expect(answer.headers["x-ratelimit-limit"] == "3" && answer.headers["x-ratelimit-remaining"] == String(remaining), "\(answer.headers)")
+            #expect(answer.headers["x-burstlimit-limit"] == "100" && answer.headers["x-ratelimit-reset"].flatMap(Int64.init) != nil)
+        }
+        let refused = try await Self.exchange(rig, "GET", path, token: token)
+        #expect(refused.status == 429 && refused.json["errorCode"] as? String == "HOURLY_APIINVOCATION_LIMIT_EXCEEDED", "\(refused.json)")
+        #expect(refused.headers["x-ratelimit-remaining"] == "0")
+        await rig.tearDown()
     }
 
     @Test(.timeLimit(.minutes(3))) func theOfficialPythonSDKReadsDeviceEnvelopesOpensAViewAndVoids() async throws {
@@ -39,13 +72,15 @@ import FoundationNetworking
         let remote = try await rig.sync(
             CaptiveRig.envelope([EmbeddedSigner(id: "1", name: "Carl Remote", email: "carl@example.com", clientUserId: nil, order: 1)]))
         let returnURL = "http://\(rig.http)/signing-return"
+        let pdf = rig.temporary.directory.appendingPathComponent("nda.pdf")
+        try SamplePDF.make(pages: 2, title: "NDA").write(to: pdf)
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
         let (status, output, errors) = try await ChildProcess.run(
             "/usr/bin/env",
             [
                 python, Self.script.path, "--base-url", "http://\(rig.http)", "--token", rig.token, "--account", "acme",
                 "--envelope", embedded, "--client-user-id", "cu-1", "--user-name", "Bea Buyer", "--email", "bea@example.com",
-                "--return-url", returnURL, "--void-envelope", remote, "--from-date", "2027-01-15T07:00:00Z",
+                "--return-url", returnURL, "--void-envelope", remote, "--from-date", "2027-01-15T07:00:00Z", "--pdf", pdf.path,
             ])
         try #require(status == 0, "the SDK run failed (it needs `\(python) -m pip install docusign-esign`): \(errors)")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
@@ -77,7 +112,31 @@ import FoundationNetworking
         #expect(voided["status"] as? String == "voided" && voided["voidedReason"] as? String == "sent in error")
         #expect(try await rig.envelope(remote).status == "voided", "the void reached the store the devices sync with")
 
+        // Created over REST, as DocuSign's embedded-signing quick start does, then signed in the view.
+        let created = try #require(out["created"] as? [String: Any])
+        let createdID = try #require(created["envelopeId"] as? String)
+        #expect(created["status"] as? String == "sent" && created["uri"] as? String == "/envelopes/\(createdID)")
+        #expect(created["emailSubject"] as? String == "Please sign this NDA" && created["emailBlurb"] as? String == "Sent over REST")
+        let createdSigners = try #require(created["signers"] as? [[String: Any]])
+        #expect(createdSigners.first?["clientUserId"] as? String == "cu-rest" && createdSigners.first?["status"] as? String == "sent")
+        #expect((created["carbonCopies"] as? [[String: Any]])?.first?["name"] as? String == "Legal")
+        let createdView = try #require(created["viewUrl"] as? String)
+        let opened = try await rig.request("GET", createdView)
+        #expect(opened.status == 200 && opened.body.contains("Dora Embedded"), "\(opened.status)")
+        let session = try #require(opened.headers["set-cookie"]?.split(separator: ";").first.map(String.init))
+        let csrf = try #require(opened.body.range(of: "name=\"csrf\" value=\"").flatMap { opened.body[$0.upperBound...].split(separator: "\"").first })
+        let signed = try await rig.request(
+            "POST", createdView, body: "action=finish&csrf=\(csrf)&sig-0=%7B%22typed%22%3A%22Dora%20Embedded%22%7D", cookie: session)
+        #expect(signed.status == 303 && signed.headers["location"]?.hasSuffix("event=signing_complete") == true, "\(signed.status) \(signed.body.prefix(400))")
+        let after = try await Self.call(rig, "GET", "/restapi/v2.1/accounts/acme/envelopes/\(createdID)?include=recipients", token: rig.token)
+        #expect(after.json["status"] as? String == "completed", "the carbon copy never blocks: \(after.json)")
+        #expect(after.json["completedDateTime"] != nil)
+
         let failures = try #require(out["errors"] as? [String: [String: Any]])
+        #expect(failures["notAPDF"]?["errorCode"] as? String == "FORMAT_CONVERSION_ERROR", "\(failures["notAPDF"] ?? [:])")
+        #expect(failures["anchorTab"]?["status"] as? Int == 400 && (failures["anchorTab"]?["message"] as? String)?.contains("anchor") == true)
+        #expect(failures["pageOutOfRange"]?["errorCode"] as? String == "TAB_PAGENUMBER_IS_NOT_IN_DOCUMENT", "\(failures["pageOutOfRange"] ?? [:])")
+        #expect(failures["noDocuments"]?["errorCode"] as? String == "ENVELOPE_IS_INCOMPLETE")
         #expect(failures["unknownEnvelope"]?["status"] as? Int == 400 && failures["unknownEnvelope"]?["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST")
         #expect(failures["otherAccount"]?["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
         #expect(failures["unknownRecipient"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
@@ -136,6 +195,26 @@ import FoundationNetworking
         answer = try await Self.call(rig, "PUT", "\(base)/acme/envelopes/\(id)", token: rig.token, body: #"{"status": "sent"}"#)
         #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY")
         #expect(try await rig.envelope(id).status == "sent", "no refused request changed the envelope")
+
+        // Creating: drafts, bad base64, an unknown recipient on a tab, another account's path.
+        let pdf = SamplePDF.make(pages: 1).base64EncodedString()
+        func definition(status: String = "sent", base64: String = pdf, tabRecipient: String = "1") -> String {
+            #"{"emailSubject": "x", "status": "\#(status)", "documents": [{"documentId": "1", "name": "x", "documentBase64": "\#(base64)"}], "recipients": {"signers": [{"recipientId": "1", "name": "A", "email": "a@example.com", "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": 1, "xPosition": 10, "yPosition": 10}]}}]}}"#
+        }
+        let create = "\(base)/acme/envelopes"
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(status: "created"))
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("drafts") == true, "\(answer.json)")
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(base64: "%%%not-base64"))
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("documentBase64") == true, "\(answer.json)")
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: #"{"emailSubject": "x", "status": "sent", "documents": 7}"#)
+        #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY")
+        answer = try await Self.call(rig, "POST", "\(base)/acme/envelopes", token: rival, body: definition())
+        #expect(answer.json["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes?from_date=2000-01-01", token: rig.token)
+        #expect(answer.json["totalSetSize"] as? String == "1", "no refused create made an envelope: \(answer.json)")
+        // Numbers where DocuSign has strings are read too (SDK users pass both).
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition())
+        #expect(answer.status == 201 && answer.json["status"] as? String == "sent", "\(answer.json)")
         await rig.tearDown()
     }
 }

@@ -4,7 +4,7 @@ docusign-esign 6.x from PyPI, unchanged: only its host is pointed at the coordin
 
     rest_sdk.py --base-url http://127.0.0.1:PORT --token TOKEN --account ACCOUNT \
         --envelope ENVELOPE_ID --client-user-id CU --user-name NAME --email EMAIL \
-        --return-url URL --void-envelope ENVELOPE_ID --from-date ISO8601
+        --return-url URL --void-envelope ENVELOPE_ID --from-date ISO8601 --pdf PATH
 
 Prints one JSON object with what the SDK's own classes read back (the Swift test checks it), and
 exits 1 with the SDK's exception on the first unexpected failure.
@@ -14,7 +14,10 @@ import json
 import sys
 
 import docusign_esign
-from docusign_esign import ApiClient, EnvelopesApi, RecipientViewRequest, Envelope
+import base64
+
+from docusign_esign import (ApiClient, CarbonCopy, Document, Envelope, EnvelopeDefinition, EnvelopesApi, Recipients,
+                            RecipientViewRequest, SignHere, Signer, Tabs, Text)
 from docusign_esign.client.api_exception import ApiException
 
 
@@ -31,7 +34,7 @@ def error_of(call):
 def main():
     parser = argparse.ArgumentParser()
     for name in ["base-url", "token", "account", "envelope", "client-user-id", "user-name", "email", "return-url",
-                 "void-envelope", "from-date"]:
+                 "void-envelope", "from-date", "pdf"]:
         parser.add_argument("--" + name, required=True)
     a = parser.parse_args()
 
@@ -67,7 +70,51 @@ def main():
     voided = envelopes.get_envelope(a.account, a.void_envelope)
     out["voided"] = {"status": voided.status, "voidedReason": voided.voided_reason, "voidedDateTime": voided.voided_date_time}
 
+    # The embedded-signing flow of DocuSign's quick starts: an envelope with a base64 PDF, an
+    # embedded signer with a sign-here and a text tab by position, a carbon copy; then its view.
+    with open(a.pdf, "rb") as f:
+        pdf = base64.b64encode(f.read()).decode("ascii")
+    definition = EnvelopeDefinition(
+        email_subject="Please sign this NDA", email_blurb="Sent over REST", status="sent",
+        documents=[Document(document_base64=pdf, name="NDA", file_extension="pdf", document_id="1")],
+        recipients=Recipients(
+            signers=[Signer(email="dora@example.com", name="Dora Embedded", recipient_id="1", routing_order="1",
+                            client_user_id="cu-rest", tabs=Tabs(
+                                sign_here_tabs=[SignHere(document_id="1", page_number="2", x_position="100", y_position="150")],
+                                text_tabs=[Text(document_id="1", page_number="1", x_position="100", y_position="300",
+                                                tab_label="city", value="Bern", locked="true")]))],
+            carbon_copies=[CarbonCopy(email="legal@example.com", name="Legal", recipient_id="2", routing_order="2")]))
+    summary = envelopes.create_envelope(a.account, envelope_definition=definition)
+    created = envelopes.get_envelope(a.account, summary.envelope_id, include="recipients")
+    rest_view = envelopes.create_recipient_view(a.account, summary.envelope_id, recipient_view_request=RecipientViewRequest(
+        authentication_method="none", client_user_id="cu-rest", user_name="Dora Embedded", email="dora@example.com",
+        return_url=a.return_url))
+    out["created"] = {
+        "envelopeId": summary.envelope_id, "status": summary.status, "uri": summary.uri,
+        "emailSubject": created.email_subject, "emailBlurb": created.email_blurb,
+        "signers": [{"name": s.name, "clientUserId": s.client_user_id, "status": s.status} for s in created.recipients.signers or []],
+        "carbonCopies": [{"name": c.name, "status": c.status} for c in created.recipients.carbon_copies or []],
+        "viewUrl": rest_view.url,
+    }
+    bad_pdf = EnvelopeDefinition(email_subject="x", status="sent", documents=[Document(
+        document_base64=base64.b64encode(b"not a pdf").decode("ascii"), name="x", file_extension="pdf", document_id="1")],
+        recipients=Recipients(signers=[Signer(email="a@example.com", name="A", recipient_id="1", tabs=Tabs(
+            sign_here_tabs=[SignHere(document_id="1", page_number="1", x_position="1", y_position="1")]))]))
+    anchored = EnvelopeDefinition(email_subject="x", status="sent", documents=[Document(
+        document_base64=pdf, name="x", file_extension="pdf", document_id="1")],
+        recipients=Recipients(signers=[Signer(email="a@example.com", name="A", recipient_id="1", tabs=Tabs(
+            sign_here_tabs=[SignHere(anchor_string="/sn1/")]))]))
+    page_out = EnvelopeDefinition(email_subject="x", status="sent", documents=[Document(
+        document_base64=pdf, name="x", file_extension="pdf", document_id="1")],
+        recipients=Recipients(signers=[Signer(email="a@example.com", name="A", recipient_id="1", tabs=Tabs(
+            sign_here_tabs=[SignHere(document_id="1", page_number="9", x_position="1", y_position="1")]))]))
+
     out["errors"] = {
+        "notAPDF": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=bad_pdf)),
+        "anchorTab": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=anchored)),
+        "pageOutOfRange": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=page_out)),
+        "noDocuments": error_of(lambda: envelopes.create_envelope(
+            a.account, envelope_definition=EnvelopeDefinition(email_subject="x", status="sent"))),
         "unknownEnvelope": error_of(lambda: envelopes.get_envelope(a.account, "no-such-envelope")),
         "otherAccount": error_of(lambda: envelopes.get_envelope("some-other-account", a.envelope)),
         "unknownRecipient": error_of(lambda: envelopes.create_recipient_view(
