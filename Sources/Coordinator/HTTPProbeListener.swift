@@ -1,7 +1,6 @@
 import Hummingbird
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 /// A second HTTP listener that serves only `GET /health` and `GET /metrics`, with connections of
 /// its own (docs/coordinator.md, "HTTP limits").
@@ -40,30 +39,10 @@ public struct CoordinatorProbeListener: Service {
         let router = Router()
         router.add(middleware: HTTPConnectionBudget.Middleware(budget: budget, refusals: server.refusals, exempt: []))
         server.registerProbes(on: router)
-        let (host, logger, onListening) = (self.host, server.logger, self.onListening)
-        let listening = Mutex(false)
-        let idle = idleTimeout.components
-        let application = Application(
-            router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
-            configuration: ApplicationConfiguration(
-                address: .hostname(host, port: port), serverName: nil,
-                availableConnectionsDelegate: HTTPConnectionBudget.Delegate(budget: budget)),
-            onServerRunning: { channel in
-                let address = "\(host):\(channel.localAddress?.port ?? 0)"
-                logger.info("http probe listening", metadata: ["address": "\(address)"])
-                listening.withLock { $0 = true }
-                await onListening(address)
-            },
-            logger: logger)
-        do {
-            try await application.run()
-        } catch {
-            guard listening.withLock({ $0 }) else {
-                throw HTTPListenerError(
-                    description: "cannot listen for HTTP probes on \(host):\(port): \(error); choose another --probe-http address or leave it off")
-            }
-            throw error
-        }
+        let onListening = self.onListening
+        try await CoordinatorHTTPServer.serve(
+            router, host: host, port: port, idleTimeout: idleTimeout, budget: budget, logger: server.logger,
+            what: "HTTP probes", hint: "choose another --probe-http address or leave it off"
+        ) { address, _ in await onListening(address) }
     }
 }

@@ -121,35 +121,47 @@ public struct CoordinatorHTTPServer: Service {
     public func run() async throws {
         let host = configuration.host
         let onListening = self.onListening
-        let logger = self.logger
-        let listening = Mutex(false)
         let links = captive?.service.links
-        let idle = configuration.idleTimeout.components
-        let budget = self.budget
         logger.info("http connection limit", metadata: ["limit": "\(budget.limit)", "accepting": "\(budget.limit + budget.headroom)"])
+        try await Self.serve(
+            makeRouter(), host: host, port: configuration.port, idleTimeout: configuration.idleTimeout, budget: budget, logger: logger,
+            what: "HTTP", hint: "choose another --http address (port 0 picks a free one) or --http off"
+        ) { address, port in
+            // A wildcard bind is not an address a browser can open: links use loopback then.
+            let linkHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : (host.contains(":") ? "[\(host)]" : host)
+            links?.publish(baseURL: "http://\(linkHost):\(port)")
+            await onListening(address)
+        }
+    }
+
+    /// Runs one hummingbird listener for `router` within `budget` until graceful shutdown or
+    /// cancellation; `onRunning` gets `host:port` and the real port once bound.
+    /// - Throws: ``HTTPListenerError`` naming `what` and `hint` when the address cannot be bound.
+    static func serve(
+        _ router: Router<BasicRequestContext>, host: String, port: Int, idleTimeout: Duration, budget: HTTPConnectionBudget,
+        logger: Logger, what: String, hint: String, onRunning: @escaping @Sendable (String, Int) async -> Void
+    ) async throws {
+        let listening = Mutex(false)
+        let idle = idleTimeout.components
         let application = Application(
-            router: makeRouter(),
+            router: router,
             server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
             configuration: ApplicationConfiguration(
-                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                address: .hostname(host, port: port), serverName: nil,
                 availableConnectionsDelegate: HTTPConnectionBudget.Delegate(budget: budget)),
             onServerRunning: { channel in
-                let address = "\(host):\(channel.localAddress?.port ?? 0)"
-                logger.info("http listening", metadata: ["address": "\(address)"])
+                let port = channel.localAddress?.port ?? 0
+                let address = "\(host):\(port)"
+                logger.info("\(what) listening", metadata: ["address": "\(address)"])
                 listening.withLock { $0 = true }
-                // A wildcard bind is not an address a browser can open: links use loopback then.
-                let linkHost = (host == "0.0.0.0" || host == "::") ? "127.0.0.1" : (host.contains(":") ? "[\(host)]" : host)
-                links?.publish(baseURL: "http://\(linkHost):\(channel.localAddress?.port ?? 0)")
-                await onListening(address)
+                await onRunning(address, port)
             },
             logger: logger)
         do {
             try await application.run()
         } catch {
             guard listening.withLock({ $0 }) else {
-                throw HTTPListenerError(
-                    description:
-                        "cannot listen for HTTP on \(configuration.host):\(configuration.port): \(error); choose another --http address (port 0 picks a free one) or --http off")
+                throw HTTPListenerError(description: "cannot listen for \(what) on \(host):\(port): \(error); \(hint)")
             }
             throw error
         }

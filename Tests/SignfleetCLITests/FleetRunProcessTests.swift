@@ -399,22 +399,28 @@ extension FleetRunProcessTests {
     }
 }
 
+extension FleetRunProcessTests {
+    /// Runs a shipped scenario for 30 s with seed 2024 under `directory` and expects it valid;
+    /// returns its run directory.
+    static func runShippedValid(_ name: String, in directory: String) async throws -> String {
+        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/\(name).yaml").path
+        let launcher = try ChildProcess.launch(
+            try signfleetBinary(), ["fleet", "run", scenario, "--seed", "2024", "--duration", "30", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(170))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+        return directory + "/runs/latest"
+    }
+}
+
 /// The shipped coordinator-restore scenario: the coordinator's store is replaced by a copy taken
 /// earlier in the run, and the devices heal it (issue #14 parts 4 and 5).
 extension FleetRunProcessTests {
     @Test(.timeLimit(.minutes(3))) func aCoordinatorRestoredFromAnEarlierCopyIsHealedByItsDevices() async throws {
-        let binary = try signfleetBinary()
         let directory = try FleetRunProcessTests.temporaryDirectory("restore-run")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scenarios/coordinator-restore.yaml").path
-        let launcher = try ChildProcess.launch(
-            binary, ["fleet", "run", scenario, "--seed", "2024", "--duration", "30", "--runs", directory + "/runs"], name: "fleet")
-        let status = try await launcher.waitForExit(timeout: .seconds(170))
-        #expect(status == 0, "\(launcher.output)")
-        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
-
-        let run = directory + "/runs/latest"
+        let run = try await Self.runShippedValid("coordinator-restore", in: directory)
         #expect(FileManager.default.fileExists(atPath: run + "/snapshots/f1.1.sqlite"))
         let history = try FleetRunProcessTests.lines(run + "/history/launcher.jsonl")
         #expect(history.contains { $0["op"] as? String == "snapshot" && $0["type"] as? String == "ok" }, "the copy was taken")
@@ -436,18 +442,9 @@ extension FleetRunProcessTests {
 /// the coordinator answered its new envelopes `duplicate` of old ones: signed envelopes lost.
 extension FleetRunProcessTests {
     @Test(.timeLimit(.minutes(3))) func deviceStoresRestoredFromEarlierCopiesLoseNothingSignedAfterwards() async throws {
-        let binary = try signfleetBinary()
         let directory = try FleetRunProcessTests.temporaryDirectory("node-restore-run")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scenarios/node-restore.yaml").path
-        let launcher = try ChildProcess.launch(
-            binary, ["fleet", "run", scenario, "--seed", "2024", "--duration", "30", "--runs", directory + "/runs"], name: "fleet")
-        let status = try await launcher.waitForExit(timeout: .seconds(170))
-        #expect(status == 0, "\(launcher.output)")
-        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
-
-        let run = directory + "/runs/latest"
+        let run = try await Self.runShippedValid("node-restore", in: directory)
         let history = try FleetRunProcessTests.lines(run + "/history/launcher.jsonl")
         let restored = Set(history.filter { $0["op"] as? String == "restore" && $0["type"] as? String == "ok" }.compactMap { $0["device"] as? String })
         #expect(restored.count >= 2, "device stores were put back: \(restored.sorted())")
