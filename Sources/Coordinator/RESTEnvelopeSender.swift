@@ -17,6 +17,10 @@ actor RESTEnvelopeSender {
     let ingest: SyncIngest
     let store: any CoordinatorStorage
     private var keys: [String: Curve25519.Signing.PrivateKey] = [:]
+    /// Per account: whether a send is in progress, and the sends waiting for it (first come,
+    /// first served). An actor alone does not serialize `send`: it is re-entered at every `await`.
+    private var sending: Set<String> = []
+    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
 
     init(devices: DeviceRegistry, ingest: SyncIngest, store: any CoordinatorStorage) {
         self.devices = devices
@@ -36,9 +40,34 @@ actor RESTEnvelopeSender {
     }
 
     /// Signs and ingests `envelope` (recipients not yet acted on) as the account's next REST item;
-    /// returns the server's envelope id. Serialized per process (an actor): two creates never take
-    /// one number; a number another coordinator took first is retried once with the next.
+    /// returns the server's envelope id. Serialized per account in this process: two creates never
+    /// take one number; a number another coordinator took first is retried with the next (three tries).
     func send(_ envelope: Envelope, accessToken: String, account: String, at now: Date) async throws -> String {
+        await acquire(account)
+        defer { release(account) }
+        return try await sendAlone(envelope, accessToken: accessToken, account: account, at: now)
+    }
+
+    private func acquire(_ account: String) async {
+        guard sending.contains(account) else {
+            sending.insert(account)
+            return
+        }
+        await withCheckedContinuation { waiting[account, default: []].append($0) }
+    }
+
+    private func release(_ account: String) {
+        if var queue = waiting[account], !queue.isEmpty {
+            // The turn passes straight to the next waiter; the account stays busy.
+            let next = queue.removeFirst()
+            waiting[account] = queue.isEmpty ? nil : queue
+            next.resume()
+        } else {
+            sending.remove(account)
+        }
+    }
+
+    private func sendAlone(_ envelope: Envelope, accessToken: String, account: String, at now: Date) async throws -> String {
         let key = try await key(account: account)
         var lastError: (any Error)?
         for _ in 0..<3 {

@@ -45,6 +45,28 @@ import FoundationNetworking
         return (http.statusCode, json, headers)
     }
 
+    /// Creates arriving together each take their own number of the account's REST sender (the
+    /// sender is an actor, re-entered at every await: without its per-account turn they collided).
+    @Test func concurrentCreatesEachBecomeAnEnvelope() async throws {
+        let rig = try await CaptiveRig()
+        let pdf = SamplePDF.make(pages: 1).base64EncodedString()
+        let body = #"{"emailSubject": "x", "status": "sent", "documents": [{"documentId": "1", "name": "x", "documentBase64": "\#(pdf)"}], "recipients": {"signers": [{"recipientId": "1", "name": "A", "email": "a@example.com", "clientUserId": "c", "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": "1", "xPosition": "10", "yPosition": "10"}]}}]}}"#
+        let answers = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let answer = try await Self.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: body)
+                    return (answer.status, answer.json["envelopeId"] as? String)
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.0 == 201 }, "\(answers)")
+        #expect(Set(answers.compactMap(\.1)).count == 8, "eight envelopes: \(answers)")
+        let list = try await Self.call(rig, "GET", "/restapi/v2.1/accounts/acme/envelopes?from_date=2000-01-01", token: rig.token)
+        #expect(list.json["totalSetSize"] as? String == "8")
+        await rig.tearDown()
+    }
+
     /// The account's own rate limits, shared with its devices, in DocuSign's headers and error.
     @Test func everyAnswerCarriesTheAccountsRateLimitsAndPastThemItIs429() async throws {
         let rig = try await CaptiveRig()
