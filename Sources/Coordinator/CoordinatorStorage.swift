@@ -74,6 +74,12 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     /// at or after `changedSince`, with one of `statuses` (any when empty), oldest first (by creation,
     /// then id); and how many match in all (the REST API's list of status changes).
     func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String])
+    /// Keeps a REST draft. - Throws: ``StoreRefusal/noAccount(_:)`` for an unknown account.
+    func insertDraft(_ draft: RESTDraftRecord) async throws
+    /// The account's draft with this id, if any.
+    func draft(id: String, accountID: String) async throws -> RESTDraftRecord?
+    /// Removes the account's draft with this id; false when there was none (another request took it).
+    func deleteDraft(id: String, accountID: String) async throws -> Bool
     /// What each enrolled device has synced (envelope sequences, rejected items).
     func envelopeSummaries() async throws -> [DeviceEnvelopeSummary]
     /// Enrolled devices, envelopes and stored results by outcome.

@@ -243,6 +243,25 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func insertDraft(_ draft: RESTDraftRecord) async throws {
+        try await write { db in
+            guard try AccountRecord.exists(db, key: draft.accountID) else { throw StoreRefusal.noAccount(draft.accountID) }
+            try draft.insert(db)
+        }
+    }
+
+    package func draft(id: String, accountID: String) async throws -> RESTDraftRecord? {
+        try await database.read { db in
+            try RESTDraftRecord.filter(Column("id") == id && Column("accountID") == accountID).fetchOne(db)
+        }
+    }
+
+    package func deleteDraft(id: String, accountID: String) async throws -> Bool {
+        try await write { db in
+            try RESTDraftRecord.filter(Column("id") == id && Column("accountID") == accountID).deleteAll(db) > 0
+        }
+    }
+
     /// An envelope and its recipients, in the caller's transaction (captive signing uses it too).
     static func loadEnvelope(_ db: Database, id: String, accountID: String?) throws -> EnvelopeAggregate? {
         // Cached statements: every captive page view and form post loads and saves an envelope,

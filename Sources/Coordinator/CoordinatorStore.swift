@@ -213,6 +213,16 @@ public final class CoordinatorStore: Sendable {
         migrator.registerMigration("v10-token-expiry") { db in
             try db.create(index: "accessToken_on_expiresAt", on: "accessToken", columns: ["expiresAt"])
         }
+        // Envelopes created over REST as drafts (docs/rest-api.md): kept apart until sent.
+        migrator.registerMigration("v11-rest-drafts") { db in
+            try db.create(table: "restDraft") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().references("account", onDelete: .cascade)
+                t.column("transactionID", .text).notNull()
+                t.column("definition", .blob).notNull()
+                t.column("createdAt", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }
@@ -411,6 +421,27 @@ package struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Send
 }
 
 /// One recipient of a synced envelope and its server-side status (migration v4-lifecycle).
+/// A REST draft (`POST …/envelopes` with `status: created`, docs/rest-api.md): the definition as
+/// sent, kept until it is sent (then it becomes an envelope with the same id) or never.
+package struct RESTDraftRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "restDraft"
+    /// The server envelope id it will have once sent (derived from `transactionID`).
+    package var id: String
+    package var accountID: String
+    package var transactionID: String
+    /// The EnvelopeDefinition JSON, as received.
+    package var definition: Data
+    package var createdAt: Date
+
+    package init(id: String, accountID: String, transactionID: String, definition: Data, createdAt: Date) {
+        self.id = id
+        self.accountID = accountID
+        self.transactionID = transactionID
+        self.definition = definition
+        self.createdAt = createdAt
+    }
+}
+
 package struct EnvelopeRecipientRecord: Codable, FetchableRecord, PersistableRecord, Sendable {
     package static let databaseTableName = "envelopeRecipient"
     package var envelopeID: String

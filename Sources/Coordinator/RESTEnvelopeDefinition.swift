@@ -19,14 +19,16 @@ extension REST.EnvelopeDefinition {
 
     /// The envelope this definition describes, checked by the envelope model's own rules; what
     /// this server does not serve yet is refused by name (docs/rest-api.md).
-    func envelope(transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
+    /// The status the envelope is created with: `sent`, or `created` (a draft; DocuSign's default).
+    func creationStatus() throws(RESTRoutes.Failure) -> String {
         let status = (status ?? "created").lowercased()
-        guard status == "sent" else {
-            throw .unsupported(
-                status == "created"
-                    ? "drafts (status \"created\") are not served yet: create the envelope with status \"sent\""
-                    : "status \"\(status)\" cannot be set at creation: give \"sent\"")
+        guard status == "sent" || status == "created" else {
+            throw .badBody("status \"\(status)\" cannot be set at creation: give \"sent\" or \"created\" (a draft)")
         }
+        return status
+    }
+
+    func envelope(transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
         if templateId != nil || compositeTemplates != nil { throw .unsupported("envelopes from templates (templateId, compositeTemplates) are not served yet") }
         if let groups = recipients {
             for (name, list) in [

@@ -99,9 +99,18 @@ public struct RESTRoutes: Sendable {
         accounts.post("envelopes") { request, context in
             await routes.answer(status: .created) {
                 let (token, account) = try await routes.tokenAndAccount(request, context)
-                let definition = try await routes.decode(REST.EnvelopeDefinition.self, from: request, upTo: Self.maxEnvelopeBytes)
+                let body = try await routes.body(of: request, upTo: Self.maxEnvelopeBytes)
+                let definition = try routes.decode(REST.EnvelopeDefinition.self, from: body)
                 let now = routes.auth.now()
-                let envelope = try definition.envelope(transactionID: UUID().uuidString.lowercased(), at: now)
+                let transactionID = UUID().uuidString.lowercased()
+                // Checked in full now, draft or not: a draft that could never be sent is refused at once.
+                let envelope = try definition.envelope(transactionID: transactionID, at: now)
+                if try definition.creationStatus() == "created" {
+                    let id = SyncIngest.serverEnvelopeID(accountID: account.id, transactionID: transactionID)
+                    try await routes.store.insertDraft(
+                        RESTDraftRecord(id: id, accountID: account.id, transactionID: transactionID, definition: body, createdAt: now))
+                    return REST.EnvelopeSummary(envelopeId: id, status: "created", statusDateTime: REST.time(now), uri: "/envelopes/\(id)")
+                }
                 let id = try await routes.fleet { try await routes.sender.send(envelope, accessToken: token, account: account.id, at: now) }
                 return REST.EnvelopeSummary(envelopeId: id, status: "sent", statusDateTime: REST.time(now), uri: "/envelopes/\(id)")
             }
@@ -115,11 +124,15 @@ public struct RESTRoutes: Sendable {
         }
         accounts.put("envelopes/:envelopeId") { request, context in
             await routes.answer {
-                let account = try await routes.account(request, context)
+                let (token, account) = try await routes.tokenAndAccount(request, context)
                 let update = try await routes.decode(REST.EnvelopeUpdate.self, from: request)
                 let id = context.parameters.get("envelopeId") ?? ""
+                if update.status == "sent" {
+                    return try await routes.sendDraft(id, token: token, account: account.id)
+                }
                 guard update.status == "voided" else {
-                    throw Failure.badBody("only {\"status\": \"voided\", \"voidedReason\": …} is served by this server's envelope update")
+                    throw Failure.badBody(
+                        "only {\"status\": \"sent\"} (a draft) and {\"status\": \"voided\", \"voidedReason\": …} are served by this server's envelope update")
                 }
                 guard let reason = update.voidedReason, !reason.trimmingCharacters(in: .whitespaces).isEmpty else {
                     throw Failure(status: .badRequest, code: "VOIDED_REASON_REQUIRED", message: "A voided reason is required to void an envelope.")
@@ -131,7 +144,11 @@ public struct RESTRoutes: Sendable {
         accounts.get("envelopes/:envelopeId/recipients") { request, context in
             await routes.answer {
                 let account = try await routes.account(request, context)
-                let aggregate = try await routes.aggregate(context.parameters.get("envelopeId") ?? "", account: account.id)
+                let id = context.parameters.get("envelopeId") ?? ""
+                if let draft = try await routes.store.draft(id: id, accountID: account.id) {
+                    return Self.draftRecipients(try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition))
+                }
+                let aggregate = try await routes.aggregate(id, account: account.id)
                 return REST.Recipients(rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope))
             }
         }
@@ -179,7 +196,66 @@ public struct RESTRoutes: Sendable {
     }
 
     func envelope(_ id: String, account: String, withRecipients: Bool) async throws -> REST.Envelope {
-        Self.envelope(try await aggregate(id, account: account), account: account, withRecipients: withRecipients)
+        if let draft = try await store.draft(id: id, accountID: account) { return try Self.envelope(draft: draft, withRecipients: withRecipients) }
+        return Self.envelope(try await aggregate(id, account: account), account: account, withRecipients: withRecipients)
+    }
+
+    /// Sends a draft: it becomes an envelope with the same id, through the REST sender. The draft
+    /// is taken first (a second send of it finds none); if sending fails it is put back.
+    func sendDraft(_ id: String, token: String, account: String) async throws -> REST.EnvelopeUpdateSummary {
+        guard let draft = try await store.draft(id: id, accountID: account) else {
+            if try await store.envelope(id: id, accountID: account) != nil {
+                throw Failure.badBody("envelope \(id) is sent already")
+            }
+            throw Failure.noEnvelope
+        }
+        guard try await store.deleteDraft(id: id, accountID: account) else { throw Failure.badBody("envelope \(id) is being sent by another request") }
+        do {
+            let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
+            let now = auth.now()
+            let envelope = try definition.envelope(transactionID: draft.transactionID, at: now)
+            _ = try await fleet { try await sender.send(envelope, accessToken: token, account: account, at: now) }
+            return REST.EnvelopeUpdateSummary(envelopeId: id)
+        } catch {
+            try? await store.insertDraft(draft)
+            throw error
+        }
+    }
+
+    /// A draft as DocuSign shows one: status `created`, its recipients `created`.
+    static func envelope(draft: RESTDraftRecord, withRecipients: Bool) throws -> REST.Envelope {
+        let definition = try JSONDecoder().decode(REST.EnvelopeDefinition.self, from: draft.definition)
+        let uri = "/envelopes/\(draft.id)"
+        var envelope = REST.Envelope(
+            envelopeId: draft.id, status: "created", emailSubject: definition.emailSubject ?? "", emailBlurb: definition.emailBlurb,
+            createdDateTime: REST.time(draft.createdAt), statusChangedDateTime: REST.time(draft.createdAt), envelopeUri: uri,
+            recipientsUri: uri + "/recipients", documentsUri: uri + "/documents", documentsCombinedUri: uri + "/documents/combined",
+            certificateUri: uri + "/documents/certificate", customFieldsUri: uri + "/custom_fields", templatesUri: uri + "/templates",
+            signingLocation: "online", envelopeIdStamping: "true", is21CFRPart11: "false")
+        if withRecipients { envelope.recipients = draftRecipients(definition) }
+        return envelope
+    }
+
+    /// A draft's recipients, all `created`.
+    static func draftRecipients(_ definition: REST.EnvelopeDefinition) -> REST.Recipients {
+        var recipients = REST.Recipients(recipientCount: "0")
+        let groups = definition.recipients
+        for (type, list) in [("signer", groups?.signers), ("carbonCopy", groups?.carbonCopies), ("certifiedDelivery", groups?.certifiedDeliveries)] {
+            for given in list ?? [] {
+                let id = given.recipientId?.value ?? ""
+                let recipient = REST.Recipient(
+                    recipientId: id, recipientIdGuid: REST.Recipients.guid("draft", id), recipientType: type,
+                    routingOrder: given.routingOrder?.value ?? "1", status: "created", name: given.name, email: given.email,
+                    clientUserId: given.clientUserId)
+                switch type {
+                case "carbonCopy": recipients.carbonCopies.append(recipient)
+                case "certifiedDelivery": recipients.certifiedDeliveries.append(recipient)
+                default: recipients.signers.append(recipient)
+                }
+            }
+        }
+        recipients.recipientCount = String(recipients.signers.count + recipients.carbonCopies.count + recipients.certifiedDeliveries.count)
+        return recipients
     }
 
     func aggregate(_ id: String, account: String) async throws -> EnvelopeAggregate {
@@ -188,6 +264,9 @@ public struct RESTRoutes: Sendable {
     }
 
     func recipientView(_ view: REST.RecipientViewRequest, envelopeID: String, account: String) async throws -> REST.ViewUrl {
+        if try await store.draft(id: envelopeID, accountID: account) != nil {
+            throw Failure(status: .badRequest, code: "ENVELOPE_HAS_NOT_BEEN_SENT", message: "envelope \(envelopeID) is a draft; send it first")
+        }
         _ = try await aggregate(envelopeID, account: account)
         let selection: CaptiveSigningService.RecipientSelection
         if let recipientID = view.recipientId, !recipientID.isEmpty {
@@ -299,14 +378,21 @@ public struct RESTRoutes: Sendable {
     }
 
     func decode<T: Decodable>(_ type: T.Type, from request: Request, upTo limit: Int = RESTRoutes.maxBodyBytes) async throws -> T {
-        let buffer: ByteBuffer
+        try decode(T.self, from: try await body(of: request, upTo: limit))
+    }
+
+    /// The request's body, at most `limit` bytes.
+    func body(of request: Request, upTo limit: Int) async throws -> Data {
         do {
-            buffer = try await request.body.collect(upTo: limit)
+            return Data(try await request.body.collect(upTo: limit).readableBytesView)
         } catch {
             throw Failure(status: .contentTooLarge, code: "INVALID_REQUEST_BODY", message: "The request body is larger than \(limit) bytes.")
         }
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(Failure) -> T {
         do {
-            return try JSONDecoder().decode(T.self, from: Data(buffer.readableBytesView))
+            return try JSONDecoder().decode(T.self, from: data)
         } catch {
             throw Failure.badBody("The request body is missing or improperly formatted. \(error)")
         }

@@ -369,6 +369,37 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
 
     // MARK: Templates
 
+    package func insertDraft(_ draft: RESTDraftRecord) async throws {
+        try await write { c in
+            guard try await Self.exists(c, "SELECT 1 FROM account WHERE id = \(draft.accountID)", logger) else {
+                throw StoreRefusal.noAccount(draft.accountID)
+            }
+            try await c.query(
+                """
+                INSERT INTO restDraft (id, accountID, transactionID, definition, createdAt)
+                VALUES (\(draft.id), \(draft.accountID), \(draft.transactionID), \(draft.definition), \(draft.createdAt))
+                """, logger: logger)
+        }
+    }
+
+    package func draft(id: String, accountID: String) async throws -> RESTDraftRecord? {
+        try await read { c in
+            for try await (id, account, transaction, definition, createdAt) in try await c.query(
+                "SELECT id, accountID, transactionID, definition, createdAt FROM restDraft WHERE id = \(id) AND accountID = \(accountID)",
+                logger: logger
+            ).decode((String, String, String, Data, Date).self) {
+                return RESTDraftRecord(id: id, accountID: account, transactionID: transaction, definition: definition, createdAt: createdAt)
+            }
+            return nil
+        }
+    }
+
+    package func deleteDraft(id: String, accountID: String) async throws -> Bool {
+        try await write { c in
+            try await Self.exists(c, "DELETE FROM restDraft WHERE id = \(id) AND accountID = \(accountID) RETURNING 1", logger)
+        }
+    }
+
     package func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String]) {
         var binds = PostgresBindings()
         binds.append(accountID)

@@ -110,6 +110,16 @@ enum PostgresSchema {
         Migration(
             name: "v3-token-expiry",
             statements: ["CREATE INDEX accessToken_expiresAt ON accessToken (expiresAt)"]),
+        // SQLite's `v11-rest-drafts`: envelopes created over REST as drafts, kept apart until sent.
+        Migration(
+            name: "v4-rest-drafts",
+            statements: [
+                """
+                CREATE TABLE restDraft (
+                    id text PRIMARY KEY, accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE,
+                    transactionID text NOT NULL, definition bytea NOT NULL, createdAt timestamptz NOT NULL)
+                """
+            ]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under

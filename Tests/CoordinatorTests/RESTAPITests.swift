@@ -154,6 +154,9 @@ import FoundationNetworking
         #expect(after.json["status"] as? String == "completed", "the carbon copy never blocks: \(after.json)")
         #expect(after.json["completedDateTime"] != nil)
 
+        let draft = try #require(out["draft"] as? [String: Any])
+        #expect(draft["created"] as? String == "created" && draft["before"] as? String == "created" && draft["after"] as? String == "sent", "\(draft)")
+
         let failures = try #require(out["errors"] as? [String: [String: Any]])
         #expect(failures["notAPDF"]?["errorCode"] as? String == "FORMAT_CONVERSION_ERROR", "\(failures["notAPDF"] ?? [:])")
         #expect(failures["anchorTab"]?["status"] as? Int == 400 && (failures["anchorTab"]?["message"] as? String)?.contains("anchor") == true)
@@ -224,8 +227,8 @@ import FoundationNetworking
             #"{"emailSubject": "x", "status": "\#(status)", "documents": [{"documentId": "1", "name": "x", "documentBase64": "\#(base64)"}], "recipients": {"signers": [{"recipientId": "1", "name": "A", "email": "a@example.com", "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": 1, "xPosition": 10, "yPosition": 10}]}}]}}"#
         }
         let create = "\(base)/acme/envelopes"
-        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(status: "created"))
-        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("drafts") == true, "\(answer.json)")
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(status: "voided"))
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("cannot be set at creation") == true, "\(answer.json)")
         answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(base64: "%%%not-base64"))
         #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("documentBase64") == true, "\(answer.json)")
         answer = try await Self.call(rig, "POST", create, token: rig.token, body: #"{"emailSubject": "x", "status": "sent", "documents": 7}"#)
@@ -237,6 +240,22 @@ import FoundationNetworking
         // Numbers where DocuSign has strings are read too (SDK users pass both).
         answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition())
         #expect(answer.status == 201 && answer.json["status"] as? String == "sent", "\(answer.json)")
+
+        // A draft: not signable, not another account's, sent once.
+        answer = try await Self.call(rig, "POST", create, token: rig.token, body: definition(status: "created"))
+        let draft = try #require(answer.json["envelopeId"] as? String, "\(answer.json)")
+        #expect(answer.status == 201 && answer.json["status"] as? String == "created")
+        answer = try await Self.call(
+            rig, "POST", "\(base)/acme/envelopes/\(draft)/views/recipient", token: rig.token,
+            body: #"{"recipientId": "1", "returnUrl": "http://\#(rig.http)/signing-return"}"#)
+        #expect(answer.json["errorCode"] as? String == "ENVELOPE_HAS_NOT_BEEN_SENT", "\(answer.json)")
+        answer = try await Self.call(rig, "PUT", "\(base)/rival/envelopes/\(draft)", token: rival, body: #"{"status": "sent"}"#)
+        #expect(answer.json["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "another account cannot send it")
+        answer = try await Self.call(rig, "PUT", "\(base)/acme/envelopes/\(draft)", token: rig.token, body: #"{"status": "sent"}"#)
+        #expect(answer.status == 200 && answer.json["envelopeId"] as? String == draft, "\(answer.json)")
+        answer = try await Self.call(rig, "PUT", "\(base)/acme/envelopes/\(draft)", token: rig.token, body: #"{"status": "sent"}"#)
+        #expect(answer.status == 400 && (answer.json["message"] as? String)?.contains("sent already") == true, "\(answer.json)")
+        #expect(try await rig.envelope(draft).status == "sent", "the draft became an envelope with its id")
         await rig.tearDown()
     }
 }

@@ -252,6 +252,27 @@ struct StorageServices {
         #expect(other.total == 0, "another account's envelopes are not listed")
     }
 
+    /// REST drafts (docs/rest-api.md): kept per account, taken once.
+    @Test(arguments: StoreBackend.allCases)
+    func restDraftsAreKeptPerAccountAndTakenOnce(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        _ = try await StorageServices(store.storage).seed()
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        let draft = RESTDraftRecord(id: "env-draft", accountID: "acme", transactionID: "tx-1", definition: Data(#"{"status":"created"}"#.utf8), createdAt: at)
+        try await store.storage.insertDraft(draft)
+        #expect(try await store.storage.draft(id: "env-draft", accountID: "acme") == draft)
+        #expect(try await store.storage.draft(id: "env-draft", accountID: "other") == nil, "another account does not see it")
+        let orphan = await #expect(throws: FleetError.self) {
+            try await store.storage.insertDraft(RESTDraftRecord(id: "x", accountID: "nobody", transactionID: "t", definition: Data(), createdAt: at))
+        }
+        #expect(orphan?.code == .notFound, "\(String(describing: orphan))")
+        #expect(try await store.storage.deleteDraft(id: "env-draft", accountID: "other") == false)
+        #expect(try await store.storage.deleteDraft(id: "env-draft", accountID: "acme") == true)
+        #expect(try await store.storage.deleteDraft(id: "env-draft", accountID: "acme") == false, "taken once")
+        #expect(try await store.storage.draft(id: "env-draft", accountID: "acme") == nil)
+    }
+
     @Test(arguments: StoreBackend.allCases)
     func templatesAndReturnOrigins(_ backend: StoreBackend) async throws {
         let store = try await ConformanceStore.make(backend)

@@ -96,6 +96,13 @@ def main():
         "carbonCopies": [{"name": c.name, "status": c.status} for c in created.recipients.carbon_copies or []],
         "viewUrl": rest_view.url,
     }
+    # A draft, sent later (DocuSign's default status at creation is "created").
+    definition.status = "created"
+    draft = envelopes.create_envelope(a.account, envelope_definition=definition)
+    draft_before = envelopes.get_envelope(a.account, draft.envelope_id).status
+    envelopes.update(a.account, draft.envelope_id, envelope=Envelope(status="sent"))
+    out["draft"] = {"created": draft.status, "before": draft_before,
+                    "after": envelopes.get_envelope(a.account, draft.envelope_id).status}
     bad_pdf = EnvelopeDefinition(email_subject="x", status="sent", documents=[Document(
         document_base64=base64.b64encode(b"not a pdf").decode("ascii"), name="x", file_extension="pdf", document_id="1")],
         recipients=Recipients(signers=[Signer(email="a@example.com", name="A", recipient_id="1", tabs=Tabs(
