@@ -284,9 +284,11 @@ public final class Launcher: Sendable {
             var again = spec
             again.arguments = coordinatorArguments(bind: endpoint)
             await supervisor.update(again)
-            _ = try await waitForAnnounced("http", by: name)
+            let http = try await waitForAnnounced("http", by: name)
             endpoints.append(Self.localEndpoint(endpoint))
             message("\(name) listening on \(endpoint)")
+            // Where a DocuSign SDK points (docs/rest-api.md); a restart may take another port.
+            message("\(name) REST API on http://\(http)/restapi")
         }
         // Printed before `listening`; the devices pin it (and a restart serves the same key, from the store).
         let publicKey = state.announced("curve-public-key", by: FaultSchedule.coordinatorProcess)
