@@ -19,7 +19,8 @@ struct NodeCommand: AsyncParsableCommand {
         abstract: "Run a device node hosting one or more simulated devices.",
         discussion: """
             All devices of one node share one ZeroMQ I/O thread; each has its own DEALER socket whose \
-            routing id is its device id. Stops cleanly on SIGINT or SIGTERM, or after --duration.
+            routing id is its device id. Stops cleanly on SIGINT or SIGTERM, after --duration, or, with \
+            --envelopes, once every device has signed and synced them all (whichever comes first).
             With --plan (written by `signfleet run`), prints `stats <json>` every statsInterval, appends \
             the devices' operations to the plan's history file, and on SIGUSR1 drains (stops composing, \
             syncs every outbox empty), prints `drained` and exits 0. See docs/fleet-devices.md.
@@ -38,7 +39,7 @@ struct NodeCommand: AsyncParsableCommand {
     @Option(help: "Device ids are <prefix>-<n>.")
     var devicePrefix: String = "device"
 
-    @Option(help: "Stop after this many seconds (default: run until signalled).")
+    @Option(help: "Stop after this many seconds at most (default: run until signalled or, with --envelopes, until every device is done).")
     var duration: Double?
 
     @Option(help: "Per-request reply timeout in milliseconds.")
@@ -168,17 +169,28 @@ struct NodeCommand: AsyncParsableCommand {
             }
         }
         let hosted = CancellableWork {
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            // `true` from the timer, `false` from a device: the node stops when every device is
+            // done, or at --duration (the first device done used to stop all the others).
+            try await withThrowingTaskGroup(of: Bool.self) { group in
                 for body in work {
-                    group.addTask { try await body() }
+                    group.addTask {
+                        try await body()
+                        return false
+                    }
                 }
                 if let duration {
-                    group.addTask { try? await ContinuousClock().sleep(for: .milliseconds(Int64(duration * 1000))) }
-                    try await group.next()
-                    group.cancelAll()
-                } else {
-                    try await group.waitForAll()
+                    group.addTask {
+                        try? await ContinuousClock().sleep(for: .milliseconds(Int64(duration * 1000)))
+                        return !Task.isCancelled
+                    }
                 }
+                var done = 0
+                while let timerEnded = try await group.next() {
+                    if timerEnded { break }
+                    done += 1
+                    if done == work.count { break }
+                }
+                group.cancelAll()
             }
         }
         // SIGTERM/SIGINT cancel the devices, so their sockets close cleanly (LINGER 0) before the exit.

@@ -53,6 +53,35 @@ import Testing
     /// The SDK users' trap, with a real process: the coordinator commits a push and is
     /// killed (SIGKILL, by an armed failpoint) before it can reply. The device's retry
     /// reaches the restarted coordinator, which answers from its stored results.
+    /// `--duration` bounds a node's run; it does not end it when the first device is done (it
+    /// cancelled every other device then: one drained, the rest stopped mid-way).
+    @Test func withADurationEveryDeviceFinishesItsEnvelopesBeforeTheNodeStops() async throws {
+        let binary = try signfleetBinary()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("duration-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = directory.appendingPathComponent("coordinator.sqlite").path
+        let coordinator = try ChildProcess.launch(
+            binary, ["coordinator", "--bind", "tcp://127.0.0.1:*", "--store", store, "--seed-demo"], name: "coordinator")
+        defer { Task { await coordinator.terminate() } }
+        let endpoint = String(
+            try await coordinator.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("listening ") }.dropFirst("listening ".count))
+        let key = try await curvePublicKey(of: coordinator)
+        let node = try ChildProcess.launch(
+            binary,
+            [
+                "node", "--connect", endpoint, "--server-key=\(key)", "--devices", "4", "--envelopes", "3", "--interval-ms", "100",
+                "--duration", "600", "--data-dir", directory.appendingPathComponent("devices").path, "--seed", "5",
+            ], name: "node")
+        defer { Task { await node.terminate() } }
+        // Done long before the duration: it stops when the last device is done.
+        #expect(try await node.waitForExit(timeout: .seconds(120)) == 0, "\(node.output)")
+        #expect(node.count { $0.contains("] drained") && $0.contains("signed=3") } == 4, "\(node.output)")
+        let check = try ChildProcess.launch(
+            binary, ["admin", "envelopes", "--store", store, "--expect-per-device", "3", "--expect-devices", "4"], name: "admin")
+        #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.output)")
+    }
+
     @Test func aCoordinatorKilledBetweenCommitAndReplyStillEndsExactlyOnce() async throws {
         let binary = try signfleetBinary()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("failpoint-\(UUID().uuidString)")
