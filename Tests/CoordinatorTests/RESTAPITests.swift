@@ -180,7 +180,17 @@ import FoundationNetworking
         let rival = try await rig.services.auth.issueToken(email: "rex@rival.example", secret: "secret-456").accessToken
         let base = "/restapi/v2.1/accounts"
 
-        var answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes/\(id)", token: nil)
+        // Who the token is, and its account, as the SDK's get_user_info and the account route ask.
+        var answer = try await Self.call(rig, "GET", "/oauth/userinfo", token: rig.token)
+        let accounts = try #require(answer.json["accounts"] as? [[String: Any]], "\(answer.json)")
+        #expect(answer.json["email"] as? String == "ann@acme.example" && accounts.count == 1)
+        #expect(accounts.first?["account_id"] as? String == "acme" && accounts.first?["base_uri"] as? String == "http://\(rig.http)")
+        answer = try await Self.call(rig, "GET", "\(base)/acme", token: rig.token)
+        #expect(answer.json["accountIdGuid"] as? String == "acme" && answer.json["accountName"] as? String == "Acme", "\(answer.json)")
+        answer = try await Self.call(rig, "GET", "/oauth/userinfo", token: "forged")
+        #expect(answer.status == 401)
+
+        answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes/\(id)", token: nil)
         #expect(answer.status == 401 && answer.json["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
         answer = try await Self.call(rig, "GET", "\(base)/acme/envelopes/\(id)", token: rival)
         #expect(answer.status == 400 && answer.json["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
