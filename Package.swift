@@ -182,7 +182,10 @@ let package = Package(
         ),
 
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack", "FleetTesting"]),
-        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ", "FleetTesting"]),
+        .testTarget(
+            name: "ZeroMQTests",
+            // Logging: docs/zeromq.md's example passes a logger to its I/O loop.
+            dependencies: ["ZeroMQ", "FleetTesting", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "FleetProtocolTests", dependencies: ["FleetProtocol", "FleetZeroMQTransport", "MessagePack", "ZeroMQ", "FleetTesting", "SignatureCapture"]),
         .testTarget(

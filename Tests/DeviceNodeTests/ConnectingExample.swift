@@ -7,7 +7,7 @@ import Testing
 import ZeroMQ
 
 // The code between the markers is docs/embedding.md's connecting example, verbatim (a test compares them).
-// BEGIN EXAMPLE
+// BEGIN EXAMPLE connecting
 /// Connects a device to its coordinators, signs and syncs, goes offline and back, and shuts down.
 func connectingExample(storePath: String, endpoints: [String], serverKey: String) async throws -> [OutboxItem] {
     // 1. Open the node, then connect it in one call: the connection owns the socket, its I/O
@@ -59,9 +59,8 @@ func connectingExample(storePath: String, endpoints: [String], serverKey: String
 struct ConnectingExampleTests {
     @Test("the connecting example in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let code = try #require(try DocExample.code(inFile: #filePath))
-        let shown = try #require(try DocExample.shown("connecting"))
-        #expect(shown == "import DeviceNode\nimport Envelopes\n\n" + code)
+        let example = try DocExample.compare("connecting", in: "docs/embedding.md", file: #filePath)
+        #expect(example.shown == example.code)
     }
 
     @Test("the connecting example runs against two real coordinators, the first one dead")
@@ -90,22 +89,33 @@ struct ConnectingExampleTests {
         withExtendedLifetime(dead) {}
     }
 
+    /// The URL form cannot be resolved here (its host is an example), so it is checked against the
+    /// path form, which `packageLinesResolve` resolves: the same `targets:` line, and a URL whose
+    /// package identity (its last component without `.git`) is the `package:` that line names.
+    @Test("the documented URL dependency is the resolved manifest's, with a URL that names the package")
+    func urlLinesMatchThePathManifest() throws {
+        let url = try #require(try DocExample.shown("manifest-url", in: "docs/embedding.md"))
+        let path = try #require(try DocExample.shown("manifest-path", in: "docs/embedding.md"))
+        let lines = url.split(separator: "\n").map(String.init)
+        try #require(lines.count == 2, "\(lines)")
+        #expect(path.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.contains(lines[1]), "\(path)")
+        let match = try #require(lines[0].wholeMatch(of: #/dependencies: \[\.package\(url: "([^"]+)", branch: "main"\)\],/#), "\(lines[0])")
+        let identity = try #require(URL(string: String(match.1))).deletingPathExtension().lastPathComponent
+        #expect(identity == "SignFleet")
+        #expect(lines[1].contains(#"package: "\#(identity)""#))
+    }
+
     @Test("the documented Package.swift lines name the package whatever the checkout's directory is called")
     func packageLinesResolve() async throws {
-        let doc = try String(contentsOf: EmbeddingExampleTests.packageRoot.appendingPathComponent("docs/embedding.md"), encoding: .utf8)
-        guard let start = doc.range(of: "<!-- manifest: path -->\n```swift\n"),
-              let end = doc.range(of: "```", range: start.upperBound..<doc.endIndex) else {
-            Issue.record("docs/embedding.md has no path-dependency manifest")
-            return
-        }
+        let shown = try #require(try DocExample.shown("manifest-path", in: "docs/embedding.md"), "docs/embedding.md has no path-dependency manifest")
         let directory = try TempDirectory()
         // A checkout under another name than the package's: the case the plain form fails.
         let checkout = directory.path + "/signfleet-checkout"
-        try FileManager.default.createSymbolicLink(atPath: checkout, withDestinationPath: EmbeddingExampleTests.packageRoot.path)
+        try FileManager.default.createSymbolicLink(atPath: checkout, withDestinationPath: DocExample.packageRoot.path)
         let app = directory.path + "/app"
         try FileManager.default.createDirectory(atPath: app + "/Sources/App", withIntermediateDirectories: true)
         try "import DeviceNode\n".write(toFile: app + "/Sources/App/main.swift", atomically: true, encoding: .utf8)
-        let manifest = String(doc[start.upperBound..<end.lowerBound]).replacingOccurrences(of: "../SignFleet", with: checkout)
+        let manifest = shown.replacingOccurrences(of: "../SignFleet", with: checkout)
         try manifest.write(toFile: app + "/Package.swift", atomically: true, encoding: .utf8)
         let describe = try ChildProcess.launch("/usr/bin/env", ["swift", "package", "--package-path", app, "describe"], name: "swift package describe")
         let status = try await describe.waitForExit(timeout: .seconds(120))

@@ -1,11 +1,12 @@
 import DeviceNode
 import Envelopes
+import FleetTesting
 import Foundation
 import Logging
 import Testing
 
 // The code between the markers is docs/embedding.md's example, verbatim (a test compares them).
-// BEGIN EXAMPLE
+// BEGIN EXAMPLE embedding
 /// Sets up a device, logs in, composes an envelope for an in-person signer, has them sign,
 /// and returns the outbox item that the sync engine will push.
 func embeddingExample(storePath: String) async throws -> OutboxItem? {
@@ -59,15 +60,10 @@ func embeddingExample(storePath: String) async throws -> OutboxItem? {
 
 @Suite("docs/embedding.md")
 struct EmbeddingExampleTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-
     @Test("the example in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let code = try #require(try DocExample.code(inFile: #filePath))
-        let shown = try #require(try DocExample.shown("embedding"))
-        let prelude = "import DeviceNode\nimport Envelopes\nimport Foundation\nimport Logging\n\n"
-        #expect(shown == prelude + code)
+        let example = try DocExample.compare("embedding", in: "docs/embedding.md", file: #filePath)
+        #expect(example.shown == example.code)
     }
 
     @Test("the example runs")

@@ -1,12 +1,13 @@
 import DeviceNode
 import Envelopes
+import FleetTesting
 import Foundation
 import SignatureCapture
 import Testing
 
 // The code between the markers is docs/embedding.md's `SignerDriver` sketch, verbatim but for the
 // list item's two-space indent (a test compares them). `capture` stands for the app's signature UI.
-// BEGIN EXAMPLE
+// BEGIN EXAMPLE kiosk-signer
 struct KioskSigner: SignerDriver {
     func act(in session: SigningSession) async throws -> SignerAction {
         // show session.snapshot's documents; collect one TabInput per tab of session.tabs, in order
@@ -31,8 +32,8 @@ private func capture(_ tab: Tab) throws -> CapturedSignature {
 struct KioskSignerExampleTests {
     @Test("the SignerDriver sketch in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let code = try #require(try DocExample.code(inFile: #filePath))
-        #expect(try DocExample.shown("kiosk-signer", indent: 2) == code)
+        let example = try DocExample.compare("kiosk-signer", in: "docs/embedding.md", file: #filePath)
+        #expect(example.shown == example.code)
     }
 
     @Test("the sketch signs an envelope")

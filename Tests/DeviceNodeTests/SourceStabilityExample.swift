@@ -1,8 +1,9 @@
 import DeviceNode
+import FleetTesting
 import Foundation
 import Testing
 
-// BEGIN EXAMPLE
+// BEGIN EXAMPLE source-stability
 /// What an app does with each event: the ones it knows, and a `default` for those added later.
 func describe(_ event: DeviceEvent) -> String {
     switch event {
@@ -26,9 +27,8 @@ func endsTheEnvelope(_ reason: SigningExitReason) -> Bool {
 struct SourceStabilityExampleTests {
     @Test("the example in docs/embedding.md is this file's code, verbatim")
     func docMatchesCode() throws {
-        let code = try #require(try DocExample.code(inFile: #filePath))
-        let shown = try #require(try DocExample.shown("source-stability"))
-        #expect(shown == "import DeviceNode\n\n" + code)
+        let example = try DocExample.compare("source-stability", in: "docs/embedding.md", file: #filePath)
+        #expect(example.shown == example.code)
     }
 
     @Test("known events and values are matched; others fall to default")
