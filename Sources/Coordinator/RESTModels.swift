@@ -319,3 +319,33 @@ extension REST {
         var uri: String
     }
 }
+
+extension REST {
+    /// `GET …/envelopes/{envelopeId}/documents`: the envelope's documents, described.
+    struct EnvelopeDocumentsResult: Codable, Sendable, Hashable {
+        struct Page: Codable, Sendable, Hashable {
+            var pageId: String
+            var sequence: String
+            /// In points (1/72 inch), as shown (CropBox, /Rotate applied); `dpi` says so.
+            var width: String
+            var height: String
+            var dpi: String
+        }
+        struct Document: Codable, Sendable, Hashable {
+            var documentId: String
+            var documentIdGuid: String
+            var name: String
+            var type: String
+            var uri: String
+            var order: String
+            var pages: [Page]
+            var containsPdfFormFields: String
+            var display: String
+            var includeInDownload: String
+            var signerMustAcknowledge: String
+            var authoritativeCopy: String
+        }
+        var envelopeId: String
+        var envelopeDocuments: [Document]
+    }
+}

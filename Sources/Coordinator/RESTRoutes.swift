@@ -1,3 +1,4 @@
+import Envelopes
 import FleetProtocol
 import Foundation
 import HTTPTypes
@@ -18,6 +19,7 @@ import Logging
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
 /// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type |
+/// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages, described (no bytes yet) |
 /// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
 ///
 /// Every route needs `Authorization: Bearer <access token>` (a token from `auth.token`); errors are
@@ -150,6 +152,25 @@ public struct RESTRoutes: Sendable {
                 }
                 let aggregate = try await routes.aggregate(id, account: account.id)
                 return REST.Recipients(rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope))
+            }
+        }
+        accounts.get("envelopes/:envelopeId/documents") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                let id = context.parameters.get("envelopeId") ?? ""
+                let documents: [(id: String, name: String, pdf: Data)]
+                if let draft = try await routes.store.draft(id: id, accountID: account.id) {
+                    let definition = try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition)
+                    documents = (definition.documents ?? []).map { document in
+                        (document.documentId?.value ?? "", document.name ?? "",
+                         document.documentBase64.flatMap { Data(base64Encoded: $0, options: .ignoreUnknownCharacters) } ?? Data())
+                    }
+                } else {
+                    let aggregate = try await routes.aggregate(id, account: account.id)
+                    let payload = try CaptiveSigningService.payload(of: aggregate.envelope)
+                    documents = payload.documents.map { ($0.documentId, $0.name, $0.pdf) }
+                }
+                return Self.documents(documents, envelopeID: id)
             }
         }
         accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
@@ -288,6 +309,25 @@ public struct RESTRoutes: Sendable {
                 accountID: account, envelopeID: envelopeID, selection: selection, returnURL: returnURL, locale: view.locale, issuedBy: "rest")
         }
         return REST.ViewUrl(url: reply.url)
+    }
+
+    /// The documents list: each document with its pages' shown sizes (read from the PDF).
+    static func documents(_ documents: [(id: String, name: String, pdf: Data)], envelopeID: String) -> REST.EnvelopeDocumentsResult {
+        let inspector = PDFInspector()
+        return REST.EnvelopeDocumentsResult(
+            envelopeId: envelopeID,
+            envelopeDocuments: documents.enumerated().map { index, document in
+                let pages = ((try? inspector.pageGeometry(document.pdf)) ?? []).enumerated().map { number, page in
+                    REST.EnvelopeDocumentsResult.Page(
+                        pageId: "\(document.id)-\(number + 1)", sequence: String(number + 1), width: String(Int(page.width.rounded())),
+                        height: String(Int(page.height.rounded())), dpi: "72")
+                }
+                return REST.EnvelopeDocumentsResult.Document(
+                    documentId: document.id, documentIdGuid: REST.Recipients.guid(envelopeID, "document/\(document.id)"), name: document.name,
+                    type: "content", uri: "/envelopes/\(envelopeID)/documents/\(document.id)", order: String(index + 1), pages: pages,
+                    containsPdfFormFields: "false", display: "inline", includeInDownload: "true", signerMustAcknowledge: "no_interaction",
+                    authoritativeCopy: "false")
+            })
     }
 
     static func envelope(_ aggregate: EnvelopeAggregate, account: String, withRecipients: Bool) -> REST.Envelope {

@@ -52,6 +52,11 @@ def main():
                      "status": s.status, "routingOrder": s.routing_order} for s in (envelope.recipients.signers or [])],
     }
 
+    documents = envelopes.list_documents(a.account, a.envelope)
+    out["documents"] = [{"documentId": d.document_id, "name": d.name, "type": d.type, "uri": d.uri,
+                         "pages": [(p.sequence, p.width, p.height) for p in (d.pages or [])]}
+                        for d in (documents.envelope_documents or [])]
+
     recipients = envelopes.list_recipients(a.account, a.envelope)
     out["recipientCount"] = recipients.recipient_count
 
