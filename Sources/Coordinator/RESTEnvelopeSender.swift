@@ -104,7 +104,7 @@ actor RESTEnvelopeSender {
             format: SyncPayload.currentFormat, deviceId: deviceID, sequence: sequence, envelopeId: envelope.envelopeId,
             transactionId: envelope.transactionId, templateId: envelope.templateId, signingMode: "online", name: envelope.name,
             emailSubject: envelope.emailSubject, emailMessage: envelope.emailMessage,
-            createdAtNanos: Int64((envelope.createdAt.timeIntervalSince1970 * 1_000_000_000).rounded()), completedLocallyAtNanos: nil,
+            createdAtNanos: envelope.createdAt.nanosecondsSinceEpoch, completedLocallyAtNanos: nil,
             documents: envelope.documents.map {
                 PayloadDocument(documentId: $0.documentId, name: $0.name, pageCount: $0.pageCount, sha256: Array(SHA256.hash(data: $0.pdfBytes)), pdf: $0.pdfBytes)
             },

@@ -136,7 +136,8 @@ enum REST {
     static func time(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970
         let whole = seconds.rounded(.down)
-        let ticks = Int(((seconds - whole) * 10_000_000).rounded(.down))
+        // 0 ..< 10,000,000 for any finite time; a non-finite one (never a stored date) gives 0.
+        let ticks = Int(exactly: ((seconds - whole) * 10_000_000).rounded(.down)) ?? 0
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: whole))

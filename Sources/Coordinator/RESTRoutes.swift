@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import Synchronization
 
 /// The eSignature REST API v2.1 subset served under `/restapi` (docs/rest-api.md), over the same
 /// envelopes devices sync and captive signers sign: each route maps onto an existing service
@@ -44,9 +45,8 @@ public struct RESTRoutes: Sendable {
     @TaskLocal static var rateHeaders: RateHeaders?
 
     /// DocuSign's rate-limit headers, filled by the account check of a request.
-    final class RateHeaders: @unchecked Sendable {
-        // Written once by the request's own task before `answer` reads it: no concurrent access.
-        var fields: [(HTTPField.Name, String)] = []
+    final class RateHeaders: Sendable {
+        let fields = Mutex<[(HTTPField.Name, String)]>([])
     }
 
     public init(services: CoordinatorServices) {
@@ -319,8 +319,8 @@ public struct RESTRoutes: Sendable {
             envelopeDocuments: documents.enumerated().map { index, document in
                 let pages = ((try? inspector.pageGeometry(document.pdf)) ?? []).enumerated().map { number, page in
                     REST.EnvelopeDocumentsResult.Page(
-                        pageId: "\(document.id)-\(number + 1)", sequence: String(number + 1), width: String(Int(page.width.rounded())),
-                        height: String(Int(page.height.rounded())), dpi: "72")
+                        pageId: "\(document.id)-\(number + 1)", sequence: String(number + 1), width: Self.points(page.width),
+                        height: Self.points(page.height), dpi: "72")
                 }
                 return REST.EnvelopeDocumentsResult.Document(
                     documentId: document.id, documentIdGuid: REST.Recipients.guid(envelopeID, "document/\(document.id)"), name: document.name,
@@ -328,6 +328,11 @@ public struct RESTRoutes: Sendable {
                     containsPdfFormFields: "false", display: "inline", includeInDownload: "true", signerMustAcknowledge: "no_interaction",
                     authoritativeCopy: "false")
             })
+    }
+
+    /// A page size read from a client's PDF, in whole points: never a trap, whatever the file says.
+    static func points(_ value: Double) -> String {
+        String(Int64(clampingFinite: value.rounded()))
     }
 
     static func envelope(_ aggregate: EnvelopeAggregate, account: String, withRecipients: Bool) -> REST.Envelope {
@@ -397,14 +402,14 @@ public struct RESTRoutes: Sendable {
     func meter(_ account: Account) throws {
         let decision = rateLimiter.admit(accountID: account.id, limits: account.rateLimits)
         if let state = rateLimiter.state(accountID: account.id), let headers = Self.rateHeaders {
-            let now = Date()
-            headers.fields = [
+            let now = auth.now()
+            headers.fields.withLock { $0 = [
                 (HTTPField.Name("X-RateLimit-Limit")!, String(state.hourly.limit)),
                 (HTTPField.Name("X-RateLimit-Remaining")!, String(state.hourly.remaining)),
                 (HTTPField.Name("X-RateLimit-Reset")!, String(Int64(clampingFinite: state.hourly.resetAt(now: now).timeIntervalSince1970))),
                 (HTTPField.Name("X-BurstLimit-Limit")!, String(state.burst.limit)),
                 (HTTPField.Name("X-BurstLimit-Remaining")!, String(state.burst.remaining)),
-            ]
+            ] }
         }
         guard !decision.allowed else { return }
         if decision.exceeded.contains(.hourly) {
@@ -483,7 +488,7 @@ public struct RESTRoutes: Sendable {
                     REST.ErrorDetails(errorCode: "UNSPECIFIED_ERROR", message: "The server could not answer: \(error)"), status: .internalServerError)
             }
         }
-        for (name, value) in headers.fields { response.headers[name] = value }
+        for (name, value) in headers.fields.withLock({ $0 }) { response.headers[name] = value }
         return response
     }
 

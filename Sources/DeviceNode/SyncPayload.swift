@@ -121,14 +121,6 @@ public struct OutboxItem: Hashable, Sendable {
     }
 }
 
-extension Date {
-    var nanosecondsSinceEpoch: Int64 {
-        let value = (timeIntervalSince1970 * 1e9).rounded()
-        guard value.isFinite, value > -9.2e18, value < 9.2e18 else { return 0 }
-        return Int64(value)
-    }
-}
-
 /// Ed25519 verification of device signatures, for servers, checkers and tests.
 public enum DeviceSignature {
     /// Whether `signature` is a valid Ed25519 signature of `message` by `publicKey` (raw 32 bytes),

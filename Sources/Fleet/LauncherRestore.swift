@@ -126,7 +126,8 @@ extension Launcher {
     func recordDevice(
         _ type: HistoryEvent.Kind, _ op: HistoryEvent.Operation, device: String, error: String? = nil, details: [String: String]
     ) {
-        let event = HistoryEvent(process: "launcher", type: type, op: op, device: device, error: error, details: details)
+        let event = HistoryEvent(
+            time: configuration.wall.secondsSince1970, process: "launcher", type: type, op: op, device: device, error: error, details: details)
         if type == .invoke, op == .snapshot, let id = details["id"] {
             mutable.withLock { $0.deviceSnapshots[id, default: [:]][device] = event.time }
         }

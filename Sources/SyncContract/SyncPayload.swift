@@ -162,3 +162,13 @@ public struct PayloadSignature: Hashable, Sendable, Codable {
         self.bindingSignature = bindingSignature
     }
 }
+
+extension Date {
+    /// This time as the payload's `*Nanos` fields carry it: nanoseconds since the Unix epoch,
+    /// rounded; 0 for a time outside `Int64`'s range (the conversion never traps).
+    public var nanosecondsSinceEpoch: Int64 {
+        let value = (timeIntervalSince1970 * 1e9).rounded()
+        guard value.isFinite, value > -9.2e18, value < 9.2e18 else { return 0 }
+        return Int64(value)
+    }
+}
