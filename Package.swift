@@ -228,7 +228,7 @@ let package = Package(
         .testTarget(
             name: "ChaosTests",
             dependencies: [
-                "Chaos", "ZeroMQ", "FleetTesting", "SignatureCapture",
+                "Chaos", "ZeroMQ", "FleetTesting", "SignatureCapture", "FleetProtocol", "FleetZeroMQTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

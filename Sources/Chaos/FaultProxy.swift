@@ -58,6 +58,9 @@ final class FaultProxy: Sendable {
     /// Connections open now.
     var connectionCount: Int { state.withLock { $0.links.count } }
 
+    /// Connections accepted since the proxy was made (open or closed since).
+    var connectionsAccepted: UInt64 { state.withLock { $0.connections } }
+
     // MARK: - Listening
 
     /// Binds the listener when the proxy is enabled and not yet listening.

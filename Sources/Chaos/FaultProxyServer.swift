@@ -124,6 +124,12 @@ public actor FaultProxyServer {
         try existing(name).connectionCount
     }
 
+    /// Connections a proxy has accepted since it was made, closed ones included (for tests: a
+    /// client that redials shows here).
+    public func connectionsAccepted(_ name: String) throws -> UInt64 {
+        try existing(name).connectionsAccepted
+    }
+
     // MARK: - Toxics
 
     /// `GET /proxies/{name}/toxics`.

@@ -85,9 +85,14 @@ public final class NodeHost: Sendable {
             }
         } else {
             guard let history else { return }
+            // One coordinator, one process: what one device's replies show about it (or about this
+            // process's own CPU) holds for the others that come online after it.
+            let roundTrips = RoundTripMemory()
             workers = plan.devices.map { device in
+                var configuration = SimulatedDeviceConfiguration(plan: plan, device: device)
+                configuration.roundTrips = roundTrips
                 let simulated = SimulatedDevice(
-                    configuration: SimulatedDeviceConfiguration(plan: plan, device: device), loop: loop, logger: logger,
+                    configuration: configuration, loop: loop, logger: logger,
                     history: history, process: plan.process, counters: counters)
                 return Worker(id: device.id, run: { try await simulated.run() }, drain: { await simulated.drain() })
             }

@@ -309,6 +309,7 @@ public actor SimulatedDevice {
             security: security, requestTimeout: configuration.requestTimeout, maxAttempts: 2)
         // The launcher handed over the coordinator's key it read itself: no monitor per device.
         clientConfiguration.reportsHandshakeFailures = false
+        clientConfiguration.roundTrips = configuration.roundTrips
         let link = FleetClientConnection.open(configuration: clientConfiguration, loop: loop, logger: logger)
         self.link = link
         session.attach(link.client)

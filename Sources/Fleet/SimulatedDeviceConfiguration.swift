@@ -45,6 +45,10 @@ public struct SimulatedDeviceConfiguration: Sendable {
     public var gapsFromIdle = false
     /// The coordinator's CURVE public key (32 bytes) the device pins; nil: plain TCP.
     public var serverKey: [UInt8]?
+    /// Round-trip times shared by the devices of one process (`RoundTripMemory`, RFC 9040): a
+    /// device that comes online starts from the delays the others see, not from ``requestTimeout``.
+    /// A node process gives all its devices one; nil: each link learns alone.
+    public var roundTrips: RoundTripMemory?
 
     public init(
         deviceID: String, endpoint: String, storeDirectory: String, email: String, secret: String, seed: UInt64,

@@ -72,3 +72,14 @@ public struct RetransmissionTimeout: Sendable, Hashable {
         return value < low ? low : value
     }
 }
+
+extension RetransmissionTimeout {
+    /// Starts from `other`'s round-trip estimate (`srtt`, `rttvar`), keeping this one's bounds and
+    /// no back-off: how a new connection takes over what earlier ones to the same server learnt.
+    public mutating func adopt(estimateOf other: RetransmissionTimeout) {
+        guard let smoothed = other.smoothed else { return }
+        self.smoothed = smoothed
+        self.variation = other.variation
+        backedOff = nil
+    }
+}

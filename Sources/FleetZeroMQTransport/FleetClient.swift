@@ -41,6 +41,17 @@ public struct FleetClientConfiguration: Sendable {
     /// Watching costs a libzmq monitor (two more sockets) and a task per client; a fleet node, whose
     /// devices get the key from the launcher, turns it off (docs/performance.md, "Memory per device").
     public var reportsHandshakeFailures: Bool = true
+    /// Round-trip times shared with the other clients of this process that talk to the same
+    /// coordinators (RFC 9040): this client starts from what they saw instead of from
+    /// ``requestTimeout``, and adds what it sees. Nil: this client learns alone.
+    public var roundTrips: RoundTripMemory?
+    /// ZeroMQ's own heartbeats on the connection (ZMTP `PING`/`PONG`, answered by the peer's
+    /// libzmq I/O thread, whatever its application is doing): libzmq drops and redials a TCP
+    /// connection on which nothing arrived for `timeout` after a `PING`. This is what cures a
+    /// half-open connection, so a slow `hello` never costs one (docs/protocol.md, "Heartbeats and
+    /// liveness"). Nil: none (a peer that vanishes without a reset is then noticed by the
+    /// application's heartbeats only once a `hello` was answered).
+    public var transportHeartbeat: TransportHeartbeat? = TransportHeartbeat()
 
     public init(
         endpoint: String,
@@ -77,6 +88,19 @@ public struct FleetClientConfiguration: Sendable {
     /// The adaptive timeout's bounds: ``requestTimeout`` to ``longestReplyTimeout``.
     var retransmissionTimeout: RetransmissionTimeout {
         RetransmissionTimeout(floor: requestTimeout, ceiling: longestReplyTimeout)
+    }
+}
+
+/// ZMTP heartbeats of a client's connection (``FleetClientConfiguration/transportHeartbeat``).
+public struct TransportHeartbeat: Sendable, Hashable {
+    /// A `PING` after this long without traffic.
+    public var interval: Duration
+    /// The connection is dropped and redialled when nothing arrived for this long after a `PING`.
+    public var timeout: Duration
+
+    public init(interval: Duration = .seconds(10), timeout: Duration = .seconds(60)) {
+        self.interval = max(.milliseconds(1), interval)
+        self.timeout = max(self.interval, timeout)
     }
 }
 
@@ -164,7 +188,7 @@ public actor FleetClient: ClientTransport {
             ? configuration.reconnectBackoff.jittered(seed: Backoff.jitterSeed(for: configuration.deviceID))
             : configuration.reconnectBackoff
         self.budget = configuration.retryBudget
-        self.retransmission = configuration.retransmissionTimeout
+        self.retransmission = configuration.roundTrips?.seeded(configuration.retransmissionTimeout) ?? configuration.retransmissionTimeout
         // Ids start from the wall clock so a restarted device cannot match a
         // stale reply meant for its previous run (ROUTER_HANDOVER routes it here).
         self.nextRequestID = UInt64(max(0, WallClock.system.secondsSince1970 * 1_000_000)) << 8
@@ -173,6 +197,10 @@ public actor FleetClient: ClientTransport {
 
     /// Tokens left in the retry budget (``FleetClientConfiguration/retryBudget``).
     public var retryTokens: Double { budget.tokens }
+
+    /// Sockets this client has opened: one per connection it made itself (libzmq's own redials
+    /// under one socket, ``FleetClientConfiguration/transportHeartbeat``, are not counted).
+    public var socketsOpened: UInt64 { connection }
 
     // MARK: Connection
 
@@ -221,6 +249,10 @@ public actor FleetClient: ClientTransport {
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
         options.reconnectInterval = .milliseconds(100)
         options.reconnectIntervalMax = .seconds(5)
+        if let heartbeat = configuration.transportHeartbeat {
+            options.heartbeatInterval = heartbeat.interval
+            options.heartbeatTimeout = heartbeat.timeout
+        }
         do {
             let socket = try await loop.makeSocket(.dealer, options: options)
             do {
@@ -275,20 +307,24 @@ public actor FleetClient: ClientTransport {
                     reply = try decodeReply(Hello.self, try await exchange(hello, id: helloID, on: socket, timeout: wait))
                 } catch is ReplyTimeout {
                     retransmission.timedOut()
-                    // A coordinator slow to answer (a crowd connecting at once) is asked again on
-                    // this connection, each wait twice the last: a new connection would cost it
-                    // another CURVE handshake, and reaches the same server by the same path. The
-                    // connection ends (a fresh one cures a half-open connection) once a wait of
-                    // the longest reply timeout went unanswered too, after at least maxAttempts
-                    // sends; with other endpoints to go to, at the first timeout.
-                    let exhausted = helloAttempts >= configuration.maxAttempts && wait >= retransmission.ceiling
+                    // A coordinator slow to answer (a crowd connecting at once, or this process
+                    // starved of CPU) is asked again on this connection, each wait twice the last
+                    // up to the longest: a new connection would cost it another CURVE handshake,
+                    // and reaches the same server by the same path. What a new one would cure, a
+                    // half-open connection, libzmq's ZMTP heartbeats cure on this socket
+                    // (transportHeartbeat). Without them the connection ends once a wait of the
+                    // longest reply timeout went unanswered too, after at least maxAttempts sends;
+                    // with other endpoints to go to, at the first timeout.
+                    let exhausted =
+                        configuration.transportHeartbeat == nil && helloAttempts >= configuration.maxAttempts
+                        && wait >= retransmission.ceiling
                     if !configuration.failoverEndpoints.isEmpty || exhausted { throw ReplyTimeout() }
                     logger.notice("hello unanswered; asking again on this connection", metadata: ["attempt": "\(helloAttempts)", "waited": "\(wait)"])
                 }
             }
             guard let reply else { throw ReplyTimeout() }
             // Karn's rule: only a hello sent once says how long a round trip takes.
-            if helloAttempts == 1 { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
+            if helloAttempts == 1 { recordRoundTrip(clock.elapsed(since: sent)) }
             liveness.interval = Self.heartbeatInterval(announced: reply.heartbeatIntervalMs)
             liveness.liveness = min(max(1, Int(reply.heartbeatLiveness)), 100)
             backoff.reset()
@@ -476,7 +512,7 @@ public actor FleetClient: ClientTransport {
                 // sheds must not buy its clients more resends.
                 if case .failure(let error as FleetError) = decoded, error.code == .busy {} else { budget.recordSuccess() }
                 // Karn's rule: only a request sent once says how long a round trip takes.
-                if attempt == 1, busyAnswers == 0, sentOn == connection { retransmission.record(roundTrip: clock.elapsed(since: sent)) }
+                if attempt == 1, busyAnswers == 0, sentOn == connection { recordRoundTrip(clock.elapsed(since: sent)) }
                 return try decoded.get()
             } catch let error as FleetError where error.code == .busy && busyAnswers < Self.maxBusyAnswers {
                 // The server is alive and says when to come back: that costs no attempt.
@@ -516,6 +552,12 @@ public actor FleetClient: ClientTransport {
         }
         throw FleetError(
             .timeout, "no reply to \(Request.messageType) after \(attempts) attempts (the last waited \(lastTimeout))", retryable: true)
+    }
+
+    /// A reply to a request sent once: this client's estimate and the process's shared one learn it.
+    private func recordRoundTrip(_ roundTrip: Duration) {
+        retransmission.record(roundTrip: roundTrip)
+        configuration.roundTrips?.record(roundTrip: roundTrip)
     }
 
     /// An announced heartbeat interval, kept between 10 ms and the longest a server announces

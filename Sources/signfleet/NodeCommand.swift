@@ -144,14 +144,15 @@ struct NodeCommand: AsyncParsableCommand {
             if let serverKey { try await Self.checkServerKey(serverKey, at: connect, loop: loop, logger: logger) }
             try FileManager.default.createDirectory(atPath: dataDir, withIntermediateDirectories: true)
             try await refuseOrphanedStores()
+            let roundTrips = RoundTripMemory()
             work = (1...devices).map { index in
                 var deviceSeeds = SeededRandom(mixing: seed, UInt64(index))
-                let device = SimulatedDevice(
-                    configuration: SimulatedDeviceConfiguration(
-                        deviceID: "\(devicePrefix)-\(index)", endpoint: connect, storeDirectory: dataDir, email: email,
-                        secret: secret, seed: deviceSeeds.next(), envelopes: envelopes,
-                        meanInterval: .milliseconds(intervalMs), requestTimeout: .milliseconds(requestTimeoutMs), serverKey: serverKey),
-                    loop: loop, logger: logger)
+                var configuration = SimulatedDeviceConfiguration(
+                    deviceID: "\(devicePrefix)-\(index)", endpoint: connect, storeDirectory: dataDir, email: email,
+                    secret: secret, seed: deviceSeeds.next(), envelopes: envelopes,
+                    meanInterval: .milliseconds(intervalMs), requestTimeout: .milliseconds(requestTimeoutMs), serverKey: serverKey)
+                configuration.roundTrips = roundTrips
+                let device = SimulatedDevice(configuration: configuration, loop: loop, logger: logger)
                 return { try await device.run() }
             }
         } else {

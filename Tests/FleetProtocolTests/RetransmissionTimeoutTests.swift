@@ -67,6 +67,39 @@ import Testing
     }
 }
 
+/// RFC 9040's sharing: a new timer starts from the estimate of the others, keeps its own bounds,
+/// and takes none of their back-off.
+@Suite struct RoundTripMemoryTests {
+    @Test func aSeededTimerStartsFromTheSharedEstimateWithinItsOwnBounds() {
+        let memory = RoundTripMemory()
+        let fresh = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(60))
+        #expect(memory.seeded(fresh).current == .seconds(1), "nothing recorded: the floor")
+        #expect(memory.observedDelay == nil)
+        memory.record(roundTrip: .seconds(2))  // srtt 2 s, rttvar 1 s
+        #expect(memory.seeded(fresh).current == .seconds(6))
+        #expect(memory.seeded(RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(4))).current == .seconds(4), "its own ceiling")
+        #expect(memory.seeded(RetransmissionTimeout(floor: .seconds(10), ceiling: .seconds(60))).current == .seconds(10), "its own floor")
+        memory.record(roundTrip: .seconds(2))  // rttvar ¾ · 1 = 0.75 s
+        #expect(memory.seeded(fresh).current == .seconds(5))
+    }
+
+    @Test func backOffIsNotShared() {
+        var backedOff = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(60))
+        backedOff.timedOut()
+        backedOff.timedOut()
+        #expect(backedOff.current == .seconds(4))
+        var adopting = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(60))
+        adopting.adopt(estimateOf: backedOff)
+        #expect(adopting.current == .seconds(1), "a timer with no sample has no estimate to give")
+        backedOff.record(roundTrip: .seconds(3))
+        backedOff.timedOut()
+        var other = RetransmissionTimeout(floor: .seconds(1), ceiling: .seconds(60))
+        other.timedOut()
+        other.adopt(estimateOf: backedOff)
+        #expect(other.current == .milliseconds(9_000), "srtt 3 + 4 × 1.5 s; the adopter's own back-off ends too")
+    }
+}
+
 @Suite struct AnnouncedHeartbeatIntervalTests {
     @Test func anAnnouncedIntervalIsKeptBetweenTenMillisecondsAndAMinute() {
         #expect(FleetClient.heartbeatInterval(announced: 0) == .milliseconds(10), "0 would make the keep-alive loop spin")

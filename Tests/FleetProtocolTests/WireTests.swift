@@ -51,7 +51,8 @@ final class RunningServer: Sendable {
 /// them passes a `ManualClock` that nobody advances, so none fires however slow the machine.
 func makeClient(
     _ endpoint: String, loop: ZMQIOLoop, device: String = "dev-1", timeout: Duration = .milliseconds(500), attempts: Int = 3,
-    clock: any FleetClock = ContinuousClock(), failover: [String] = [], longestTimeout: Duration? = nil
+    clock: any FleetClock = ContinuousClock(), failover: [String] = [], longestTimeout: Duration? = nil,
+    transportHeartbeat: TransportHeartbeat? = TransportHeartbeat(), roundTrips: RoundTripMemory? = nil
 ) -> FleetClient {
     var logger = Logger(label: "test-client")
     logger.logLevel = .warning
@@ -59,6 +60,8 @@ func makeClient(
         endpoint: endpoint, failoverEndpoints: failover, deviceID: device, requestTimeout: timeout, maxAttempts: attempts,
         reconnectBackoff: Backoff(initial: .milliseconds(20), maximum: .milliseconds(200)))
     configuration.maxRequestTimeout = longestTimeout
+    configuration.transportHeartbeat = transportHeartbeat
+    configuration.roundTrips = roundTrips
     return FleetClient(configuration: configuration, loop: loop, logger: logger, clock: clock)
 }
 
@@ -364,13 +367,46 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         await shutdown()
     }
 
-    /// A single endpoint's connection ends for an unanswered `hello` only once a wait of the
-    /// longest reply timeout went unanswered too: then a new connection (a new hello id) is tried.
-    @Test func aHelloEndsItsConnectionOnlyAfterTheLongestWaitWentUnanswered() async throws {
+    /// With ZMTP heartbeats (the default), a single endpoint's `hello` is asked again on its
+    /// connection for as long as it goes unanswered, each wait the longest once it got there: the
+    /// heartbeats, not a new connection, cure a half-open one (ChaosTests' HalfOpenConnectionTests),
+    /// and a coordinator or a process too slow to answer in time is not handed a new handshake.
+    @Test func aSingleEndpointsHelloIsAskedAgainAtTheLongestWaitOnTheSameConnection() async throws {
         let server = try await HelloCatcher.start(loop: loop)
         let endpoint = server.endpoint, hellos = server.hellos
         let clock = ManualClock()
         let client = makeClient(endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(2))
+        let events = client.events
+        let connection = Task { await client.run() }
+        let first = try await FleetProtocolTests.first(hellos, "the first hello") { _ in true }
+        var waits: [Duration] = []
+        for round in 1...6 {
+            try await withDeadline(.seconds(120), "wait \(round)") { await clock.sleeping(atLeast: 1) }
+            let wait = try #require(clock.pendingDeadlines.first)
+            waits.append(wait)
+            await clock.advance(by: wait)
+            let again = try await FleetProtocolTests.first(hellos, "the hello asked again (\(round))") { _ in true }
+            #expect(again.id == first.id && again.peer == first.peer, "the same hello on the same connection")
+        }
+        #expect(waits == [.seconds(1), .seconds(2), .seconds(2), .seconds(2), .seconds(2), .seconds(2)], "doubling up to the longest, then the longest")
+        try await server.answer(first, instance: "late")
+        let connected = try await FleetProtocolTests.first(events, "connected") { if case .connected = $0 { true } else { false } }
+        #expect(connected == .connected(serverInstance: "late"))
+        connection.cancel()
+        await connection.value
+        _ = await server.close()
+        await shutdown()
+    }
+
+    /// Without ZMTP heartbeats, a single endpoint's connection ends for an unanswered `hello` once
+    /// a wait of the longest reply timeout went unanswered too: then a new connection (a new hello
+    /// id) is tried, since nothing else would cure a half-open one.
+    @Test func withoutTransportHeartbeatsAHelloEndsItsConnectionAfterTheLongestWaitWentUnanswered() async throws {
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
+        let clock = ManualClock()
+        let client = makeClient(
+            endpoint, loop: loop, timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(2), transportHeartbeat: nil)
         let connection = Task { await client.run() }
         let first = try await FleetProtocolTests.first(hellos, "the first hello") { _ in true }
         try await withDeadline(.seconds(120), "the first wait") { await clock.sleeping(atLeast: 1) }
@@ -387,6 +423,51 @@ func rawExchange(_ socket: AsyncSocket, _ frames: [[UInt8]]) async throws -> (Me
         #expect(third.id != first.id, "a new connection says a new hello")
         connection.cancel()
         await connection.value
+        _ = await server.close()
+        await shutdown()
+    }
+
+    /// A client given the process's round-trip memory starts from what the others saw: here a
+    /// coordinator that took 3 s to answer the first client's `hello`. The second client's first
+    /// wait is the shared `srtt + 4 × rttvar` (3 + 6 s, at most its longest, 8 s), not the 1 s floor
+    /// a client learning alone starts from (the third).
+    @Test func aNewClientStartsFromTheRoundTripsItsProcessSaw() async throws {
+        let server = try await HelloCatcher.start(loop: loop)
+        let endpoint = server.endpoint, hellos = server.hellos
+        let memory = RoundTripMemory()
+        let clock = ManualClock()
+        // The first client waits 4 s, so its hello is answered once, at 3 s (Karn's rule: a reply
+        // to a hello sent again would teach nothing).
+        let firstClient = makeClient(
+            endpoint, loop: loop, device: "dev-1", timeout: .seconds(4), attempts: 1, clock: clock, longestTimeout: .seconds(32), roundTrips: memory)
+        let firstConnection = Task { await firstClient.run() }
+        let hello = try await FleetProtocolTests.first(hellos, "the first client's hello") { _ in true }
+        try await withDeadline(.seconds(120), "the first wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(4)], "nothing learnt yet: the floor")
+        await clock.advance(by: .seconds(3))
+        try await server.answer(hello, instance: "slow")
+        _ = try await FleetProtocolTests.first(firstClient.events, "connected") { if case .connected = $0 { true } else { false } }
+        firstConnection.cancel()
+        await firstConnection.value
+        #expect(memory.observedDelay != nil)
+
+        let sharing = makeClient(
+            endpoint, loop: loop, device: "dev-2", timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(8), roundTrips: memory)
+        let sharingConnection = Task { await sharing.run() }
+        _ = try await FleetProtocolTests.first(hellos, "the sharing client's hello") { _ in true }
+        try await withDeadline(.seconds(120), "the sharing client's wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(8)], "the shared estimate, capped at the longest wait")
+        sharingConnection.cancel()
+        await sharingConnection.value
+
+        let alone = makeClient(
+            endpoint, loop: loop, device: "dev-3", timeout: .seconds(1), attempts: 1, clock: clock, longestTimeout: .seconds(8))
+        let aloneConnection = Task { await alone.run() }
+        _ = try await FleetProtocolTests.first(hellos, "the lone client's hello") { _ in true }
+        try await withDeadline(.seconds(120), "the lone client's wait") { await clock.sleeping(atLeast: 1) }
+        #expect(clock.pendingDeadlines == [.seconds(1)], "a client without the memory starts from the floor")
+        aloneConnection.cancel()
+        await aloneConnection.value
         _ = await server.close()
         await shutdown()
     }
