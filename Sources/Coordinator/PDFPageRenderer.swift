@@ -1,12 +1,9 @@
 import Envelopes
 import FleetProtocol
 import Foundation
-import Subprocess
-import SystemPackage
 
 /// Draws one PDF page as a PNG with poppler's `pdftoppm` (Debian's `poppler-utils`), run as a
-/// child process: the PDF is hostile input, so a crash, a hang or a memory blow-up costs one
-/// child, never the coordinator. Bounded by the PDF's size, the image's pixels, the output's
+/// child process (``PopplerChild``). Bounded by the PDF's size, the image's pixels, the output's
 /// bytes and a deadline after which the child is killed.
 public struct PDFPageRenderer: Sendable {
     /// Why a page was not drawn.
@@ -80,52 +77,20 @@ public struct PDFPageRenderer: Sendable {
         guard isAvailable else { throw .missing(executable) }
         guard pdf.count <= limits.maxPDFBytes else { throw .tooLarge(bytes: pdf.count) }
         guard page >= 1 else { throw .noSuchPage(page) }
-        // The PDF goes in a private temporary file, not a pipe: a child that exits without reading
-        // its input (a crash, a refusal) would leave a pipe write failing mid-way.
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-page-\(UUID().uuidString).pdf")
-        guard FileManager.default.createFile(atPath: file.path, contents: pdf, attributes: [.posixPermissions: 0o600]) else {
-            throw .failed("the PDF could not be written to \(file.path)")
-        }
-        defer { try? FileManager.default.removeItem(at: file) }
-        let arguments = [
-            "-q", "-png", "-cropbox", "-singlefile", "-f", "\(page)", "-l", "\(page)",
-            "-r", String(format: "%.0f", dpi(for: geometry, scale: scale)), file.path,
-        ]
-        let executable = self.executable
-        let limits = self.limits
-        let clock = self.clock
-        let outcome: Result<[UInt8], Failure>? = await withTaskGroup(of: Result<[UInt8], Failure>?.self) { group in
-            group.addTask {
-                do {
-                    let result = try await Subprocess.run(
-                        .path(FilePath(executable)), arguments: Arguments(arguments), environment: .inherit,
-                        input: .none, output: .bytes(limit: limits.maxOutputBytes), error: .discarded)
-                    guard case .exited(0) = result.terminationStatus else {
-                        return .failure(.failed("pdftoppm ended with \(result.terminationStatus)"))
-                    }
-                    return .success(result.standardOutput)
-                } catch {
-                    return .failure(.failed("\(error)"))
-                }
-            }
-            group.addTask {
-                // Cancelling the run (below) kills the child.
-                try? await clock.sleep(for: limits.timeout)
-                return Task.isCancelled ? nil : .failure(.timedOut(limits.timeout))
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        let dpi = String(format: "%.0f", dpi(for: geometry, scale: scale))
+        let outcome = await PopplerChild.run(
+            executable, arguments: { ["-q", "-png", "-cropbox", "-singlefile", "-f", "\(page)", "-l", "\(page)", "-r", dpi, $0] },
+            pdf: pdf, outputLimit: limits.maxOutputBytes, timeout: limits.timeout, clock: clock)
         switch outcome {
-        case .success(let png)?:
+        case .output(let png):
             guard png.starts(with: [0x89, 0x50, 0x4E, 0x47]) else {
                 // pdftoppm exits 0 with no image for a page past the end.
                 throw png.isEmpty ? .noSuchPage(page) : .failed("the output is not a PNG")
             }
             return png
-        case .failure(let failure)?: throw failure
-        case nil: throw .failed("the render was cancelled")
+        case .failed(let why): throw .failed(why)
+        case .timedOut: throw .timedOut(limits.timeout)
+        case .cancelled: throw .failed("the render was cancelled")
         }
     }
 }

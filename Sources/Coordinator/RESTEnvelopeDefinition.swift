@@ -28,7 +28,25 @@ extension REST.EnvelopeDefinition {
         return status
     }
 
-    func envelope(transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
+    /// Whether any tab is placed by an anchor string (its documents' text must then be read).
+    var hasAnchorTabs: Bool {
+        let groups = recipients
+        let all = (groups?.signers ?? []) + (groups?.carbonCopies ?? []) + (groups?.certifiedDeliveries ?? [])
+        return all.contains { recipient in
+            let tabs = recipient.tabs
+            let lists = [
+                tabs?.signHereTabs, tabs?.initialHereTabs, tabs?.dateSignedTabs, tabs?.fullNameTabs, tabs?.textTabs, tabs?.checkboxTabs,
+                tabs?.companyTabs, tabs?.titleTabs,
+            ]
+            return lists.contains { ($0 ?? []).contains { !($0.anchorString ?? "").isEmpty } }
+        }
+    }
+
+    /// The envelope this definition describes. `anchors` holds the words of each document (by
+    /// `documentId`, in the definition's order) when a tab is placed by an anchor string.
+    func envelope(
+        transactionID: String, at now: Date, anchors: [(documentID: String, words: [PDFTextLocator.Word])] = []
+    ) throws(RESTRoutes.Failure) -> Envelope {
         if templateId != nil || compositeTemplates != nil { throw .unsupported("envelopes from templates (templateId, compositeTemplates) are not served yet") }
         if let groups = recipients {
             for (name, list) in [
@@ -86,9 +104,13 @@ extension REST.EnvelopeDefinition {
                 (.title, given?.titleTabs),
             ] {
                 for tab in list ?? [] {
-                    tabCount += 1
+                    let placed =
+                        (tab.anchorString ?? "").isEmpty
+                        ? [try Self.tab(tab, type: type, recipientID: recipientID)]
+                        : try Self.anchoredTabs(tab, type: type, recipientID: recipientID, anchors: anchors)
+                    tabCount += placed.count
                     guard tabCount <= Self.maxTabs else { throw .badBody("at most \(Self.maxTabs) tabs") }
-                    tabs.append(try Self.tab(tab, type: type, recipientID: recipientID))
+                    tabs += placed
                 }
             }
             do {
@@ -109,10 +131,71 @@ extension REST.EnvelopeDefinition {
         }
     }
 
-    static func tab(_ tab: TabDefinition, type: TabType, recipientID: String) throws(RESTRoutes.Failure) -> Tab {
-        if let anchor = tab.anchorString, !anchor.isEmpty {
-            throw .unsupported("anchor tabs (anchorString \"\(anchor)\") are not served yet; give documentId, pageNumber, xPosition and yPosition")
+    /// One tab at each place `tab.anchorString` is printed, in every document, in document order
+    /// (docs/rest-api.md, "Anchor tabs"): its top-left corner at the top-left corner of the anchor
+    /// text's box (its top-right with `anchorHorizontalAlignment` `right`), moved by the offsets.
+    static func anchoredTabs(
+        _ tab: TabDefinition, type: TabType, recipientID: String, anchors: [(documentID: String, words: [PDFTextLocator.Word])]
+    ) throws(RESTRoutes.Failure) -> [Tab] {
+        let anchor = tab.anchorString ?? ""
+        guard anchor.count <= 512 else { throw .badBody("anchorString is longer than 512 characters") }
+        func flag(_ text: RESTText?, _ name: String) throws(RESTRoutes.Failure) -> Bool {
+            switch text?.value.lowercased() {
+            case nil, "", "false": return false
+            case "true": return true
+            case let other?: throw .badBody("\(name) \"\(other)\" is not true or false")
+            }
         }
+        let perUnit: Double
+        switch (tab.anchorUnits ?? "pixels").lowercased() {
+        case "pixels", "": perUnit = 1
+        case "inches": perUnit = 72
+        case "mms": perUnit = 72 / 25.4
+        case "cms": perUnit = 72 / 2.54
+        case let other: throw .badBody("anchorUnits \"\(other)\" is not pixels, inches, mms or cms")
+        }
+        func offset(_ text: RESTText?, _ name: String) throws(RESTRoutes.Failure) -> Double {
+            guard let text, !text.value.isEmpty else { return 0 }
+            guard let value = Double(text.value), value.isFinite, abs(value) <= 100_000 else {
+                throw .badBody("\(name) \"\(text.value)\" is not a number")
+            }
+            return value * perUnit
+        }
+        let right: Bool
+        switch (tab.anchorHorizontalAlignment ?? "left").lowercased() {
+        case "left", "": right = false
+        case "right": right = true
+        case let other: throw .badBody("anchorHorizontalAlignment \"\(other)\" is not left or right")
+        }
+        let dx = try offset(tab.anchorXOffset, "anchorXOffset"), dy = try offset(tab.anchorYOffset, "anchorYOffset")
+        let matching = PDFTextLocator.Matching(
+            caseSensitive: try flag(tab.anchorCaseSensitive, "anchorCaseSensitive"),
+            wholeWord: try flag(tab.anchorMatchWholeWord, "anchorMatchWholeWord"))
+        var placed: [Tab] = []
+        for document in anchors {
+            for box in PDFTextLocator.occurrences(of: anchor, in: document.words, matching: matching) {
+                var positioned = tab
+                positioned.anchorString = nil
+                positioned.documentId = RESTText(document.documentID)
+                positioned.pageNumber = RESTText(String(box.page))
+                positioned.xPosition = RESTText(String(max(0, (right ? box.right : box.left) + dx)))
+                positioned.yPosition = RESTText(String(max(0, box.top + dy)))
+                placed.append(try Self.tab(positioned, type: type, recipientID: recipientID))
+            }
+        }
+        if placed.isEmpty, !(try flag(tab.anchorIgnoreIfNotPresent, "anchorIgnoreIfNotPresent")) {
+            throw RESTRoutes.Failure(
+                status: .badRequest, code: "ANCHOR_TAB_STRING_NOT_FOUND",
+                message: "The specified Anchor Tab string was not found in the document. Anchor Tab String [\(anchor)] not found.")
+        }
+        if placed.count > 1, tab.tabId != nil {
+            // One tab id cannot name several tabs: each placement gets its own.
+            for index in placed.indices { placed[index].tabId = nil }
+        }
+        return placed
+    }
+
+    static func tab(_ tab: TabDefinition, type: TabType, recipientID: String) throws(RESTRoutes.Failure) -> Tab {
         func number(_ text: RESTText?, _ name: String, default value: Double? = nil) throws(RESTRoutes.Failure) -> Double {
             guard let text else {
                 if let value { return value }

@@ -1,4 +1,5 @@
 import Crypto
+import Envelopes
 import Foundation
 import SyncContract
 
@@ -89,6 +90,39 @@ enum REST {
         var signedDateTime: String?
         var declinedDateTime: String?
         var declinedReason: String?
+        /// With `include_tabs=true`.
+        var tabs: RecipientTabs?
+    }
+
+    /// A recipient's tabs by type, as DocuSign lists them (radio buttons are not listed yet).
+    struct RecipientTabs: Codable, Sendable, Hashable {
+        var signHereTabs: [TabSummary]?
+        var initialHereTabs: [TabSummary]?
+        var dateSignedTabs: [TabSummary]?
+        var fullNameTabs: [TabSummary]?
+        var textTabs: [TabSummary]?
+        var checkboxTabs: [TabSummary]?
+        var companyTabs: [TabSummary]?
+        var titleTabs: [TabSummary]?
+        var formulaTabs: [TabSummary]?
+    }
+
+    /// One tab: where it is (points from the shown page's top-left corner, which DocuSign calls
+    /// pixels) and what it holds; numbers as strings, as DocuSign sends them.
+    struct TabSummary: Codable, Sendable, Hashable {
+        var tabId: String?
+        var tabType: String
+        var documentId: String
+        var recipientId: String
+        var pageNumber: String
+        var xPosition: String
+        var yPosition: String
+        var width: String
+        var height: String
+        var tabLabel: String?
+        var name: String?
+        var value: String?
+        var locked: String
     }
 
     /// `GET …/envelopes/{envelopeId}/recipients`: recipients grouped by type.
@@ -169,8 +203,9 @@ extension REST.Recipients {
     /// The recipients of a stored envelope: statuses and times from the server's rows (what
     /// devices, captive signers and the lifecycle changed), names, emails and client user ids
     /// from the signed payload.
-    init(rows: [EnvelopeRecipientRecord], payload: SyncPayload?) {
+    init(rows: [EnvelopeRecipientRecord], payload: SyncPayload?, includeTabs: Bool = false) {
         let byID = Dictionary((payload?.recipients ?? []).map { ($0.recipientId, $0) }, uniquingKeysWith: { first, _ in first })
+        let tabsByRecipient = includeTabs ? Dictionary(grouping: payload?.tabs ?? [], by: \.recipientId) : [:]
         for row in rows {
             let signed = byID[row.recipientID]
             let changed = row.statusChangedAt.map(REST.time)
@@ -186,6 +221,7 @@ extension REST.Recipients {
                 recipient.email = signed?.email
             }
             recipient.clientUserId = signed?.clientUserId
+            if includeTabs { recipient.tabs = REST.RecipientTabs(tabsByRecipient[row.recipientID] ?? []) }
             switch row.status {
             case "delivered": recipient.deliveredDateTime = changed
             case "signed", "completed": recipient.signedDateTime = changed
@@ -229,6 +265,8 @@ extension REST.Recipients {
 struct RESTText: Decodable, Sendable, Hashable {
     var value: String
 
+    init(_ value: String) { self.value = value }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let text = try? container.decode(String.self) {
@@ -263,6 +301,13 @@ extension REST {
             var width: RESTText?
             var height: RESTText?
             var anchorString: String?
+            var anchorXOffset: RESTText?
+            var anchorYOffset: RESTText?
+            var anchorUnits: String?
+            var anchorIgnoreIfNotPresent: RESTText?
+            var anchorCaseSensitive: RESTText?
+            var anchorMatchWholeWord: RESTText?
+            var anchorHorizontalAlignment: String?
             var tabLabel: String?
             var tabId: String?
             var name: String?
@@ -348,5 +393,38 @@ extension REST {
         }
         var envelopeId: String
         var envelopeDocuments: [Document]
+    }
+}
+
+
+extension REST.RecipientTabs {
+    /// `tabs` (one recipient's) grouped by type, each list absent when empty.
+    init(_ tabs: [Tab]) {
+        func list(_ type: TabType) -> [REST.TabSummary]? {
+            let summaries = tabs.filter { $0.type == type }.map(REST.TabSummary.init)
+            return summaries.isEmpty ? nil : summaries
+        }
+        self.init(
+            signHereTabs: list(.signHere), initialHereTabs: list(.initialHere), dateSignedTabs: list(.dateSigned),
+            fullNameTabs: list(.fullName), textTabs: list(.text), checkboxTabs: list(.checkbox), companyTabs: list(.company),
+            titleTabs: list(.title), formulaTabs: list(.formula))
+    }
+}
+
+extension REST.TabSummary {
+    init(_ tab: Tab) {
+        self.init(
+            tabId: tab.tabId, tabType: tab.type.rawValue, documentId: tab.documentId, recipientId: tab.recipientId,
+            pageNumber: String(tab.pageNumber), xPosition: Self.points(tab.frame.x), yPosition: Self.points(tab.frame.y),
+            width: Self.points(tab.frame.width), height: Self.points(tab.frame.height), tabLabel: tab.label, name: tab.name, value: tab.value,
+            locked: tab.locked ? "true" : "false")
+    }
+
+    /// A position in points: whole numbers as DocuSign writes them (`"72"`), others to two decimals.
+    static func points(_ value: Double) -> String {
+        guard value.isFinite else { return "0" }
+        let rounded = (value * 100).rounded() / 100
+        if rounded == rounded.rounded(), abs(rounded) < 1e15 { return String(Int64(rounded)) }
+        return String(format: "%.2f", rounded)
     }
 }

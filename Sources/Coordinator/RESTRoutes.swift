@@ -19,7 +19,7 @@ import Synchronization
 /// | `GET …/envelopes?from_date=…` | status changes since `from_date` (`status`, `envelope_ids`, `start_position`, `count`) |
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
-/// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type |
+/// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type (`include_tabs=true`: with their tabs) |
 /// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages, described (no bytes yet) |
 /// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
 ///
@@ -40,6 +40,8 @@ public struct RESTRoutes: Sendable {
     let sender: RESTEnvelopeSender
     /// The per-account limits devices are held to (one budget per account, whichever way it calls).
     let rateLimiter: RateLimiter
+    /// Reads documents' text for anchor tabs.
+    var textLocator = PDFTextLocator()
 
     /// The rate-limit headers of the request being answered, set once its account is known.
     @TaskLocal static var rateHeaders: RateHeaders?
@@ -106,7 +108,7 @@ public struct RESTRoutes: Sendable {
                 let now = routes.auth.now()
                 let transactionID = UUID().uuidString.lowercased()
                 // Checked in full now, draft or not: a draft that could never be sent is refused at once.
-                let envelope = try definition.envelope(transactionID: transactionID, at: now)
+                let envelope = try definition.envelope(transactionID: transactionID, at: now, anchors: try await routes.anchorWords(definition))
                 if try definition.creationStatus() == "created" {
                     let id = SyncIngest.serverEnvelopeID(accountID: account.id, transactionID: transactionID)
                     try await routes.store.insertDraft(
@@ -151,7 +153,9 @@ public struct RESTRoutes: Sendable {
                     return Self.draftRecipients(try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition))
                 }
                 let aggregate = try await routes.aggregate(id, account: account.id)
-                return REST.Recipients(rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope))
+                return REST.Recipients(
+                    rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope),
+                    includeTabs: request.uri.queryParameters.get("include_tabs")?.lowercased() == "true")
             }
         }
         accounts.get("envelopes/:envelopeId/documents") { request, context in
@@ -234,7 +238,7 @@ public struct RESTRoutes: Sendable {
         do {
             let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
             let now = auth.now()
-            let envelope = try definition.envelope(transactionID: draft.transactionID, at: now)
+            let envelope = try definition.envelope(transactionID: draft.transactionID, at: now, anchors: try await anchorWords(definition))
             _ = try await fleet { try await sender.send(envelope, accessToken: token, account: account, at: now) }
             return REST.EnvelopeUpdateSummary(envelopeId: id)
         } catch {
@@ -435,7 +439,32 @@ public struct RESTRoutes: Sendable {
         }
     }
 
-    func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(Failure) -> T {
+    /// The words of each document of `definition`, read only when one of its tabs is placed by an
+    /// anchor string (a document that is not base64 is left to the envelope's own check to name).
+    func anchorWords(_ definition: REST.EnvelopeDefinition) async throws -> [(documentID: String, words: [PDFTextLocator.Word])] {
+        guard definition.hasAnchorTabs else { return [] }
+        var words: [(documentID: String, words: [PDFTextLocator.Word])] = []
+        for document in (definition.documents ?? []).prefix(REST.EnvelopeDefinition.maxDocuments) {
+            let id = document.documentId?.value ?? ""
+            guard let base64 = document.documentBase64, let pdf = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else { continue }
+            do {
+                words.append((id, try await textLocator.words(in: pdf)))
+            } catch .missing(let path) {
+                throw Failure(
+                    status: .serviceUnavailable, code: "SERVICE_UNAVAILABLE",
+                    message: "anchor tabs need poppler's pdftotext, which is not installed at \(path) (scripts/install-deps.sh)")
+            } catch {
+                throw Failure(
+                    status: .badRequest, code: "FORMAT_CONVERSION_ERROR", message: "document \(id): its text could not be read for anchor tabs: \(error)")
+            }
+        }
+        return words
+    }
+
+    /// Throws ``Failure`` only, but is not declared `throws(Failure)`: with the typed throw, Swift
+    /// 6.3.1 crashes in release builds (signal 11 in LLVM's CoroSplit,
+    /// `emitSetAndGetSwiftErrorValueAround`) splitting the async `views/recipient` route that calls it.
+    func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {

@@ -125,6 +125,25 @@ import FoundationNetworking
         #expect(pages.count == 2, "the sample PDF has two pages: \(pages)")
         #expect(pages.first?.map { "\($0)" } == ["1", "612", "792"], "Letter, in points: \(pages)")
 
+        // Anchor tabs, placed where the sample PDF prints its text: each page has "NDA" at x 72,
+        // baseline 720, 24 pt, and "Page N of 2" at x 72, baseline 684, 14 pt, in Helvetica, whose
+        // ascender (0.718 em) puts a word's top at 792 − baseline − 0.718 × size.
+        let anchored = try #require(out["anchored"] as? [String: Any], "\(out)")
+        let pageTop = 792 - 684 - 0.718 * 14
+        let signHere = try #require(anchored["signHere"] as? [[String]], "\(anchored)")
+        #expect(signHere.map { $0[0] + "/" + $0[1] } == ["1/1", "1/2"], "one per page: \(signHere)")
+        for tab in signHere {
+            #expect(abs((Double(tab[2]) ?? 0) - (72 + 10)) < 0.5 && abs((Double(tab[3]) ?? 0) - (pageTop - 5)) < 0.5, "\(tab)")
+        }
+        let initials = try #require(anchored["initialHere"] as? [[String]], "\(anchored)")
+        #expect(initials.count == 2, "\(initials)")
+        // "NDA" in 24 pt Helvetica is 50.664 pt wide (N 722, D 722, A 667 thousandths of an em).
+        let ndaRight = 72 + 24 * (0.722 + 0.722 + 0.667), ndaTop = 792 - 720 - 0.718 * 24
+        for tab in initials {
+            #expect(abs((Double(tab[2]) ?? 0) - (ndaRight + 36)) < 0.5 && abs((Double(tab[3]) ?? 0) - ndaTop) < 0.5, "\(tab)")
+        }
+        #expect(anchored["dateSigned"] as? Int == 0, "an absent anchor with anchorIgnoreIfNotPresent places nothing")
+
         let list = try #require(out["list"] as? [String: Any])
         #expect(list["totalSetSize"] as? String == "2")
         #expect(Set(list["ids"] as? [String] ?? []) == [embedded, remote])
@@ -165,7 +184,7 @@ import FoundationNetworking
 
         let failures = try #require(out["errors"] as? [String: [String: Any]])
         #expect(failures["notAPDF"]?["errorCode"] as? String == "FORMAT_CONVERSION_ERROR", "\(failures["notAPDF"] ?? [:])")
-        #expect(failures["anchorTab"]?["status"] as? Int == 400 && (failures["anchorTab"]?["message"] as? String)?.contains("anchor") == true)
+        #expect(failures["anchorTab"]?["status"] as? Int == 400 && failures["anchorTab"]?["errorCode"] as? String == "ANCHOR_TAB_STRING_NOT_FOUND", "\(failures["anchorTab"] ?? [:])")
         #expect(failures["pageOutOfRange"]?["errorCode"] as? String == "TAB_PAGENUMBER_IS_NOT_IN_DOCUMENT", "\(failures["pageOutOfRange"] ?? [:])")
         #expect(failures["noDocuments"]?["errorCode"] as? String == "ENVELOPE_IS_INCOMPLETE")
         #expect(failures["unknownEnvelope"]?["status"] as? Int == 400 && failures["unknownEnvelope"]?["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST")

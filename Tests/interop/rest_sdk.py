@@ -16,8 +16,8 @@ import sys
 import docusign_esign
 import base64
 
-from docusign_esign import (ApiClient, CarbonCopy, Document, Envelope, EnvelopeDefinition, EnvelopesApi, Recipients,
-                            RecipientViewRequest, SignHere, Signer, Tabs, Text)
+from docusign_esign import (ApiClient, CarbonCopy, DateSigned, Document, Envelope, EnvelopeDefinition, EnvelopesApi,
+                            InitialHere, Recipients, RecipientViewRequest, SignHere, Signer, Tabs, Text)
 from docusign_esign.client.api_exception import ApiException
 
 
@@ -100,6 +100,26 @@ def main():
         "signers": [{"name": s.name, "clientUserId": s.client_user_id, "status": s.status} for s in created.recipients.signers or []],
         "carbonCopies": [{"name": c.name, "status": c.status} for c in created.recipients.carbon_copies or []],
         "viewUrl": rest_view.url,
+    }
+    # Anchor tabs: a sign-here 10 px right of and 5 px above every "page" (case-insensitive, one per
+    # page of the sample PDF), an initial-here half an inch right of the right edge of "NDA" (whole
+    # word), a date-signed at an anchor the document lacks, left out as asked; read back with tabs.
+    anchored_ok = EnvelopeDefinition(
+        email_subject="Anchored", status="sent",
+        documents=[Document(document_base64=pdf, name="NDA", file_extension="pdf", document_id="1")],
+        recipients=Recipients(signers=[Signer(
+            email="ann@example.com", name="Ann Anchor", recipient_id="1", client_user_id="cu-anchor", tabs=Tabs(
+                sign_here_tabs=[SignHere(anchor_string="page", anchor_x_offset="10", anchor_y_offset="-5", anchor_units="pixels")],
+                initial_here_tabs=[InitialHere(anchor_string="NDA", anchor_match_whole_word="true", anchor_units="inches",
+                                               anchor_x_offset="0.5", anchor_horizontal_alignment="right")],
+                date_signed_tabs=[DateSigned(anchor_string="Witness:", anchor_ignore_if_not_present="true")]))]))
+    anchored_id = envelopes.create_envelope(a.account, envelope_definition=anchored_ok).envelope_id
+    listed = envelopes.list_recipients(a.account, anchored_id, include_tabs="true")
+    tabs = listed.signers[0].tabs
+    out["anchored"] = {
+        "signHere": [[t.document_id, t.page_number, t.x_position, t.y_position] for t in (tabs.sign_here_tabs or [])],
+        "initialHere": [[t.document_id, t.page_number, t.x_position, t.y_position] for t in (tabs.initial_here_tabs or [])],
+        "dateSigned": len(tabs.date_signed_tabs or []),
     }
     # A draft, sent later (DocuSign's default status at creation is "created").
     definition.status = "created"

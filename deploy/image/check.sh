@@ -10,6 +10,8 @@
 #      coordinator gives it (Sources/Coordinator/PDFPageRenderer.swift), at 96 and 192 dpi, and
 #      each PNG is byte for byte the host's pdftoppm's; nothing on standard error (a missing
 #      library, a font fontconfig cannot find, a font cache it will not take);
+#   3b. the image's /usr/bin/pdftotext reads the same PDF's words and boxes as the coordinator asks
+#      for anchor tabs (Sources/Coordinator/PDFTextLocator.swift): the same TSV as the host's;
 #   4. the page image route through that coordinator: the host's `signfleet node` syncs one
 #      envelope with an embedded signer, POST /admin/signing-urls gives a signing URL, its page
 #      opens (the session cookie), and GET …/documents/doc1/pages/1 and /2 answer 200 image/png, byte
@@ -145,6 +147,17 @@ for dpi in 96 192; do
         fail "at $dpi dpi the image's pdftoppm drew $(wc -c <"$work/image-$dpi.png") bytes, the host's $(wc -c <"$work/host-$dpi.png"): not the same PNG"
     echo "pdftoppm ${args[*]}: $(wc -c <"$work/image-$dpi.png") bytes of PNG, byte-identical to the host's"
 done
+
+# 3b. The image's pdftotext, for anchor tabs: the words of the same PDF, with the coordinator's arguments.
+/usr/bin/pdftotext -q -tsv -cropbox "$work/page.pdf" - >"$work/host.tsv"
+status=0
+HOME_INSIDE=/nonexistent INPUT="$work/page.pdf" "${inside[@]}" /usr/bin/pdftotext -q -tsv -cropbox /tmp/input.pdf - \
+    >"$work/image.tsv" 2>"$work/pdftotext.err" || status=$?
+[ "$status" -eq 0 ] || { echo "FAIL: the image's /usr/bin/pdftotext exited $status"; cat "$work/pdftotext.err"; exit 1; }
+[ ! -s "$work/pdftotext.err" ] || { echo "FAIL: the image's pdftotext wrote on standard error:"; cat "$work/pdftotext.err"; exit 1; }
+grep -q "Mutual" "$work/image.tsv" || fail "the image's pdftotext found no word \"Mutual\" in the test PDF"
+cmp -s "$work/host.tsv" "$work/image.tsv" || fail "the image's pdftotext read other words or boxes than the host's"
+echo "pdftotext -tsv -cropbox: $(grep -c '^5' "$work/image.tsv") words, the same as the host's"
 
 # 4. A page image through the coordinator. The demo account's return URLs are limited to
 # http://127.0.0.1, so the node's device cannot open the signing page itself (its return URL is

@@ -1,0 +1,57 @@
+import FleetProtocol
+import Foundation
+import Subprocess
+import SystemPackage
+
+/// Runs one of poppler's command-line tools (`pdftoppm`, `pdftotext`) on a PDF as a child process:
+/// the PDF is hostile input, so a crash, a hang or a memory blow-up costs one child, never the
+/// coordinator. The PDF goes in a private temporary file, not a pipe (a child that exits without
+/// reading its input would leave a pipe write failing mid-way); standard output is read up to a
+/// limit; after the deadline the child is killed.
+enum PopplerChild {
+    enum Outcome: Sendable {
+        case output([UInt8])
+        /// The child exited non-zero, was killed, printed too much, or could not be started.
+        case failed(String)
+        case timedOut
+        case cancelled
+    }
+
+    /// Runs `executable` with `arguments(pdfPath)` and returns what it printed.
+    static func run(
+        _ executable: String, arguments: @Sendable (String) -> [String], pdf: Data, outputLimit: Int, timeout: Duration,
+        clock: any FleetClock
+    ) async -> Outcome {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-poppler-\(UUID().uuidString).pdf")
+        guard FileManager.default.createFile(atPath: file.path, contents: pdf, attributes: [.posixPermissions: 0o600]) else {
+            return .failed("the PDF could not be written to \(file.path)")
+        }
+        defer { try? FileManager.default.removeItem(at: file) }
+        let arguments = arguments(file.path)
+        let name = FilePath(executable).lastComponent?.string ?? executable
+        let outcome: Outcome? = await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                do {
+                    let result = try await Subprocess.run(
+                        .path(FilePath(executable)), arguments: Arguments(arguments), environment: .inherit,
+                        input: .none, output: .bytes(limit: outputLimit), error: .discarded)
+                    guard case .exited(0) = result.terminationStatus else {
+                        return .failed("\(name) ended with \(result.terminationStatus)")
+                    }
+                    return .output(result.standardOutput)
+                } catch {
+                    return .failed("\(error)")
+                }
+            }
+            group.addTask {
+                // Cancelling the run (below) kills the child.
+                try? await clock.sleep(for: timeout)
+                return Task.isCancelled ? nil : .timedOut
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        return outcome ?? .cancelled
+    }
+}
