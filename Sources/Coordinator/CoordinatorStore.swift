@@ -31,6 +31,8 @@ public final class CoordinatorStore: Sendable {
     /// Devices whose receipts reach further than this store (it went back in time): enrollment and
     /// ingest report to it.
     public let regressions: StoreRegressionMonitor
+    /// Every write goes through it: the writes waiting for the writer share a transaction.
+    let writes: StoreWriteBatcher
 
     /// Opens (creating if needed) the store at `path` and migrates it.
     /// - Parameters:
@@ -61,6 +63,7 @@ public final class CoordinatorStore: Sendable {
         self.durability = durability
         faults = StoreFaultMonitor(path: path, probesDisk: true, logger: logger, metricsFactory: metricsFactory)
         regressions = StoreRegressionMonitor(path: path, logger: logger, metricsFactory: metricsFactory)
+        writes = StoreWriteBatcher(database: database, faults: faults)
         try Self.migrator.migrate(database)
         // Opening and migrating may write nothing: a restart on a still-full disk would say `ok`
         // until its first write failed. A probe says now.

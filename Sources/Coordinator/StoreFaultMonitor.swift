@@ -250,16 +250,10 @@ public final class StoreFaultMonitor: Sendable {
 }
 
 extension CoordinatorStore {
-    /// A write transaction reported to ``faults``: every service writes through here, so a disk
-    /// fault anywhere starts (and any later write that changes the store ends) the same episode.
+    /// A write, in the next group-committed transaction (``StoreWriteBatcher``), reported to
+    /// ``faults``: every service writes through here, so a disk fault anywhere starts (and any
+    /// later write that changes the store ends) the same episode.
     func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        let (value, changed) = try await faults.observe(changed: { $0.1 }) {
-            try await database.write { db -> (T, Bool) in
-                let before = db.totalChangesCount
-                let value = try updates(db)
-                return (value, db.totalChangesCount != before)
-            }
-        }
-        return value
+        try await writes.write(updates)
     }
 }
