@@ -28,17 +28,17 @@ extension REST.EnvelopeDefinition {
         return status
     }
 
+    /// The recipients this server serves over REST, by type, in the definition's order.
+    var servedRecipients: [(RecipientType, RecipientDefinition)] {
+        let groups = recipients ?? RecipientGroups()
+        return (groups.signers ?? []).map { (.signer, $0) } + (groups.carbonCopies ?? []).map { (.carbonCopy, $0) }
+            + (groups.certifiedDeliveries ?? []).map { (.certifiedDelivery, $0) }
+    }
+
     /// Whether any tab is placed by an anchor string (its documents' text must then be read).
     var hasAnchorTabs: Bool {
-        let groups = recipients
-        let all = (groups?.signers ?? []) + (groups?.carbonCopies ?? []) + (groups?.certifiedDeliveries ?? [])
-        return all.contains { recipient in
-            let tabs = recipient.tabs
-            let lists = [
-                tabs?.signHereTabs, tabs?.initialHereTabs, tabs?.dateSignedTabs, tabs?.fullNameTabs, tabs?.textTabs, tabs?.checkboxTabs,
-                tabs?.companyTabs, tabs?.titleTabs,
-            ]
-            return lists.contains { ($0 ?? []).contains { !($0.anchorString ?? "").isEmpty } }
+        servedRecipients.contains { _, recipient in
+            (recipient.tabs?.byType ?? []).contains { _, tabs in tabs.contains { !($0.anchorString ?? "").isEmpty } }
         }
     }
 
@@ -82,10 +82,7 @@ extension REST.EnvelopeDefinition {
                 throw Self.failure(error)
             }
         }
-        let groups = recipients ?? REST.EnvelopeDefinition.RecipientGroups()
-        let all: [(RecipientType, RecipientDefinition)] =
-            (groups.signers ?? []).map { (.signer, $0) } + (groups.carbonCopies ?? []).map { (.carbonCopy, $0) }
-            + (groups.certifiedDeliveries ?? []).map { (.certifiedDelivery, $0) }
+        let all = servedRecipients
         guard all.count <= Self.maxRecipients else { throw .badBody("at most \(Self.maxRecipients) recipients") }
         var tabCount = 0
         for (type, definition) in all {
@@ -97,13 +94,8 @@ extension REST.EnvelopeDefinition {
             }
             if let client = definition.clientUserId, !client.isEmpty { recipient = recipient.clientUserId(client) }
             var tabs: [Tab] = []
-            let given = definition.tabs
-            for (type, list) in [
-                (TabType.signHere, given?.signHereTabs), (.initialHere, given?.initialHereTabs), (.dateSigned, given?.dateSignedTabs),
-                (.fullName, given?.fullNameTabs), (.text, given?.textTabs), (.checkbox, given?.checkboxTabs), (.company, given?.companyTabs),
-                (.title, given?.titleTabs),
-            ] {
-                for tab in list ?? [] {
+            for (type, list) in definition.tabs?.byType ?? [] {
+                for tab in list {
                     let placed =
                         (tab.anchorString ?? "").isEmpty
                         ? [try Self.tab(tab, type: type, recipientID: recipientID)]

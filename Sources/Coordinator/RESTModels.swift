@@ -326,6 +326,14 @@ extension REST {
             var checkboxTabs: [TabDefinition]?
             var companyTabs: [TabDefinition]?
             var titleTabs: [TabDefinition]?
+
+            /// Each list with the tab type it holds (absent lists empty).
+            var byType: [(TabType, [TabDefinition])] {
+                [
+                    (.signHere, signHereTabs), (.initialHere, initialHereTabs), (.dateSigned, dateSignedTabs), (.fullName, fullNameTabs),
+                    (.text, textTabs), (.checkbox, checkboxTabs), (.company, companyTabs), (.title, titleTabs),
+                ].map { ($0, $1 ?? []) }
+            }
         }
         struct RecipientDefinition: Decodable, Sendable {
             var recipientId: RESTText?

@@ -181,7 +181,9 @@ struct NodeCommand: AsyncParsableCommand {
                 }
                 if let duration {
                     group.addTask {
-                        try? await ContinuousClock().sleep(for: .milliseconds(Int64(duration * 1000)))
+                        // The process's own clock: --duration is wall time, at the command's edge
+                        // (checked finite and at most 1e9 s above).
+                        try? await ContinuousClock().sleep(for: .seconds(duration))
                         return !Task.isCancelled
                     }
                 }
