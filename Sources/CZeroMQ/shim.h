@@ -44,4 +44,11 @@ int pthread_setname_np(pthread_t thread, const char *name);
 static inline int signfleet_set_thread_name(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }
+
+#include <malloc.h>
+
+// glibc's malloc_trim (MemoryReturn.swift): <malloc.h> is outside Glibc's Swift module map.
+static inline int signfleet_malloc_trim(void) {
+    return malloc_trim(0);
+}
 #endif

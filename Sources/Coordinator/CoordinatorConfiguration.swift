@@ -7,7 +7,7 @@ import Logging
 ///
 /// ```json
 /// {"bind": "tcp://0.0.0.0:5555", "http": "0.0.0.0:8080", "store": "/var/lib/signfleet/coordinator.sqlite",
-///  "heartbeat-ms": 1000, "heartbeat-budget": 1000, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
+///  "heartbeat-ms": 1000, "heartbeat-budget": 1000, "io-threads": 2, "liveness": 3, "token-lifetime": 3600, "max-message-size": 16777216,
 ///  "seed-demo": false, "demo-hourly-limit": 3600, "demo-burst-limit": 100, "log-level": "info", "admin-token": "…",
 ///  "http-max-connections": 256, "signing-url-lifetime": 300, "signing-session-timeout": 1200}
 /// ```
@@ -30,6 +30,10 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// Heartbeats a second the coordinator plans for across the fleet: the interval it announces
     /// grows with the devices alive to stay within it (`FleetServerConfiguration.heartbeatBudget` (FleetProtocol)).
     public var heartbeatBudget = 1000
+    /// libzmq I/O threads of the coordinator's context: they run every connection's CURVE
+    /// handshake and encryption. Two spread a crowd of handshakes over two cores, so the devices
+    /// whose connections live on the other thread are not kept waiting (docs/coordinator.md).
+    public var ioThreads = 2
     /// Path of the SQLite store.
     public var store = "signfleet-coordinator.sqlite"
     /// Create the demo account and user if missing.
@@ -65,7 +69,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
-        "bind", "http", "probe-http", "heartbeat-ms", "heartbeat-budget", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
+        "bind", "http", "probe-http", "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
         "signing-url-lifetime", "signing-session-timeout",
     ]
@@ -131,6 +135,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 switch key {
                 case "heartbeat-ms": heartbeatMs = number
                 case "heartbeat-budget": heartbeatBudget = number
+                case "io-threads": ioThreads = number
                 case "liveness": liveness = number
                 case "token-lifetime": tokenLifetime = number
                 case "demo-hourly-limit": demoHourlyLimit = number
@@ -157,6 +162,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check(heartbeatMs >= 10, "heartbeat-ms", "must be at least 10")
         try check(liveness >= 1, "liveness", "must be at least 1")
         try check((1...1_000_000).contains(heartbeatBudget), "heartbeat-budget", "must be 1 to 1000000 heartbeats a second")
+        try check((1...64).contains(ioThreads), "io-threads", "must be 1 to 64")
         try check(maxMessageSize >= 1024, "max-message-size", "must be at least 1024")
         try check(tokenLifetime >= 1, "token-lifetime", "must be at least 1")
         try check(!bind.isEmpty, "bind", "must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555")
@@ -259,7 +265,7 @@ private struct ConfigurationFile: Decodable {
             switch key.stringValue {
             case "bind", "http", "probe-http", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
-            case "heartbeat-ms", "heartbeat-budget", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections",
+            case "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections",
                 "signing-url-lifetime", "signing-session-timeout":
                 // Decoded as a number first, so 1.5 is named as not an integer rather than bad JSON.
                 let number = try container.decode(Double.self, forKey: key)

@@ -61,7 +61,8 @@ public final class NodeHost: Sendable {
     public func run(output: @escaping @Sendable (String) -> Void) async throws {
         // Before any store opens: a node holds hundreds of stores, each cache grows as it is used.
         SQLiteProcessSettings.growPageCachesOnDemand()
-        let limit = Self.raiseOpenFileLimit()
+        // Each device holds a socket, its connection and its SQLite files.
+        let limit = OpenFileLimit.raiseToHardLimit()
         logger.info("open file limit", metadata: ["limit": "\(limit)"])
         try FileManager.default.createDirectory(atPath: plan.dataDirectory, withIntermediateDirectories: true)
         // Attackers keep no history: the checker's evidence is the honest devices'.
@@ -161,23 +162,5 @@ public final class NodeHost: Sendable {
         var id: String
         var run: @Sendable () async throws -> Void
         var drain: (@Sendable () async -> Void)?
-    }
-
-    /// Raises the soft limit of open files to the hard limit (each device holds a socket, its
-    /// connection and its SQLite files); returns the new soft limit.
-    @discardableResult
-    public static func raiseOpenFileLimit() -> UInt64 {
-        #if canImport(Glibc)
-        var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 0 }
-        if limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max
-            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-        }
-        return UInt64(limit.rlim_cur)
-        #else
-        return 0
-        #endif
     }
 }

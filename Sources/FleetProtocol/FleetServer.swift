@@ -59,6 +59,19 @@ public struct FleetServerConfiguration: Sendable {
     /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
     public var peerMessageBurst: Double
     public var peerMessageRate: Double
+    /// Requests of *strangers* (CURVE keys no request of which has yet succeeded, ``ProvenKeys``:
+    /// a login, an enrollment) taken at once; beyond it their requests are answered `busy` at once,
+    /// so a crowd of new keys cannot take the capacity the fleet's devices need. nil: a quarter of
+    /// ``maxConcurrentRequests`` (64 of 256). Plain TCP peers are never strangers.
+    public var maxStrangerRequests: Int?
+    /// How many proven keys the server remembers (the longest-proven is forgotten past it).
+    public var provenKeyCapacity: Int
+    /// When memory freed by peers that left is given back to the system; nil: never (and the
+    /// socket is not monitored: `signfleet_peer_connections` stays 0).
+    public var memoryReturn: MemoryReturnPolicy?
+
+    /// ``maxStrangerRequests``, or its default.
+    public var strangerRequestLimit: Int { max(1, maxStrangerRequests ?? maxConcurrentRequests / 4) }
 
     public init(
         endpoint: String = "tcp://127.0.0.1:5555",
@@ -74,8 +87,14 @@ public struct FleetServerConfiguration: Sendable {
         busyRetryAfter: Duration = .milliseconds(200),
         maxQueueDelay: Duration? = nil,
         peerMessageBurst: Double = 200,
-        peerMessageRate: Double = 200
+        peerMessageRate: Double = 200,
+        maxStrangerRequests: Int? = nil,
+        provenKeyCapacity: Int = 65_536,
+        memoryReturn: MemoryReturnPolicy? = MemoryReturnPolicy()
     ) {
+        self.maxStrangerRequests = maxStrangerRequests.map { max(1, $0) }
+        self.provenKeyCapacity = max(1, provenKeyCapacity)
+        self.memoryReturn = memoryReturn
         self.peerMessageBurst = peerMessageBurst
         self.peerMessageRate = peerMessageRate
         self.endpoint = endpoint
@@ -157,6 +176,17 @@ public actor FleetServer {
     private let metrics: FleetServerMetrics
     private var queues: PeerQueues<ReceivedRequest>
     private let budgets: PeerBudgetGate
+    /// Keys that have shown they belong to someone served (``FleetServerConfiguration/maxStrangerRequests``).
+    private var proven: ProvenKeys
+    /// Strangers' requests taken and not yet finished.
+    private var strangerWork = 0
+    private var memoryReturnGate: MemoryReturnGate?
+    /// TCP connections open on the socket (accepted and not yet closed), from its monitor.
+    private var openConnections = 0
+    /// Gives freed memory back to the system (``MemoryReturn`` unless a test counts the calls).
+    private let releaseMemory: @Sendable () -> Void
+    /// Runs ``releaseMemory`` off this actor: it walks the allocator's free lists.
+    private static let memoryReturnQueue = DispatchQueue(label: "signfleet.memory-return", qos: .utility)
 
     /// - Parameters:
     ///   - configuration: the server's settings.
@@ -168,9 +198,13 @@ public actor FleetServer {
     ///   - clock: what liveness, message budgets and request ages are timed on.
     public init(
         configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any FleetClock = ContinuousClock()
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any FleetClock = ContinuousClock(),
+        releaseMemory: @escaping @Sendable () -> Void = { MemoryReturn.releaseFreePages() }
     ) {
         self.clock = clock
+        self.releaseMemory = releaseMemory
+        self.proven = ProvenKeys(capacity: configuration.provenKeyCapacity)
+        self.memoryReturnGate = configuration.memoryReturn.map(MemoryReturnGate.init(policy:))
         self.refusalLog = RefusalLog(now: clock.now)
         self.metrics = FleetServerMetrics(factory: metricsFactory)
         self.configuration = configuration
@@ -210,6 +244,8 @@ public actor FleetServer {
                 Self.admit(request)
             }
         }
+        // Connections opening and closing, for ``FleetServerConfiguration/memoryReturn``.
+        options.monitor = configuration.memoryReturn != nil
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
         options.sendHighWaterMark = configuration.highWaterMark
         options.receiveHighWaterMark = configuration.highWaterMark
@@ -236,6 +272,7 @@ public actor FleetServer {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.serve(socket) }
             group.addTask { await self.sweepLiveness() }
+            if configuration.memoryReturn != nil { group.addTask { await self.watchConnections(socket) } }
             await group.next()
             group.cancelAll()
         }
@@ -281,9 +318,17 @@ public actor FleetServer {
                         shed(request, reason: .peerQueue, peer: peer, on: socket)
                         continue
                     }
+                    let stranger = isStranger(credential)
+                    if stranger {
+                        if strangerWork >= configuration.strangerRequestLimit {
+                            shed(request, reason: .strangers, peer: peer, on: socket)
+                            continue
+                        }
+                        strangerWork += 1
+                    }
                     // A device with a request in progress gets this one queued behind it;
                     // otherwise a task starts handling the device's requests.
-                    let queued = ReceivedRequest(request: request, receivedAt: receivedAt, credential: credential)
+                    let queued = ReceivedRequest(request: request, receivedAt: receivedAt, credential: credential, stranger: stranger)
                     if queues.enqueue(queued, for: peer) {
                         group.addTask { await self.handleRequests(of: peer, on: socket) }
                     }
@@ -394,6 +439,7 @@ public actor FleetServer {
             } else {
                 await answer(received.request, peer: peer, credential: received.credential, receivedAt: received.receivedAt, on: socket)
             }
+            if received.stranger { strangerWork -= 1 }
             queues.finished()
         }
     }
@@ -406,6 +452,14 @@ public actor FleetServer {
         case peerQueue = "peer_queue"
         /// It waited longer than ``FleetServerConfiguration/maxQueueDelay``.
         case queueAge = "queue_age"
+        /// Strangers' requests in progress were at ``FleetServerConfiguration/maxStrangerRequests``.
+        case strangers
+    }
+
+    /// Whether `credential` is a CURVE key none of whose requests has succeeded yet.
+    private func isStranger(_ credential: PeerCredential) -> Bool {
+        guard case .curveKey(let key) = credential else { return false }
+        return !proven.contains(key)
     }
 
     /// Answers `request` `busy` with the configured retry-after: no body decoded, no handler run.
@@ -456,6 +510,7 @@ public actor FleetServer {
         }
         let result = await responder.answer(request, context: context, heartbeatInterval: announced)
         metrics.countRequest(type: request.header.type, outcome: Self.outcome(of: result))
+        if announced == nil, case .success = result, case .curveKey(let key) = credential { proven.insert(key) }
         reply(result, to: peer, replyTo: request.header.id, rateLimit: context.replyMetadata.rateLimit, on: socket)
     }
 
@@ -518,6 +573,33 @@ public actor FleetServer {
         }
     }
 
+    /// Counts the socket's connections from its monitor events, and the closed ones for
+    /// ``FleetServerConfiguration/memoryReturn``.
+    private func watchConnections(_ socket: AsyncSocket) async {
+        for await event in socket.monitorEvents {
+            switch event.kind {
+            case .accepted:
+                openConnections += 1
+            case .disconnected:
+                openConnections = max(0, openConnections - 1)
+                // libzmq freed the connection's buffers as it closed; the allocator still holds the pages.
+                memoryReturnGate?.connectionClosed(at: clock.now)
+                returnMemoryIfDue()
+            default:
+                continue
+            }
+            metrics.peerConnections.record(openConnections)
+        }
+    }
+
+    /// Returns freed memory when the policy says so; asked at each closed connection and at each
+    /// liveness sweep (so that a crowd's memory goes back once it stopped leaving).
+    private func returnMemoryIfDue() {
+        guard memoryReturnGate?.isDue(at: clock.now) == true else { return }
+        metrics.countMemoryReturn()
+        Self.memoryReturnQueue.async(execute: releaseMemory)
+    }
+
     private func sweepLiveness() async {
         while !Task.isCancelled {
             let due = clock.now.advanced(by: configuration.heartbeatInterval)
@@ -543,6 +625,7 @@ public actor FleetServer {
                 peerEventsContinuation.yield(.lost(name))
             }
             metrics.connectedDevices.record(liveness.aliveCount)
+            returnMemoryIfDue()
         }
     }
 }

@@ -12,7 +12,9 @@ import Metrics
 /// | `signfleet_connected_devices` | gauge | — (devices alive in the liveness table) |
 /// | `signfleet_replies_dropped_total` | counter | `reason`: `peer_not_reading` (its queue was full), `peer_gone` (disconnected) |
 /// | `signfleet_requests_dropped_total` | counter | `reason`: `peer_over_budget` (the connection sent more than its message budget) |
-/// | `signfleet_requests_shed_total` | counter | `reason`: `capacity`, `peer_queue`, `queue_age` (answered `busy` without being worked on) |
+/// | `signfleet_requests_shed_total` | counter | `reason`: `capacity`, `peer_queue`, `queue_age`, `strangers` (answered `busy` without being worked on) |
+/// | `signfleet_memory_returns_total` | counter | — (times freed memory was given back to the system after peers left) |
+/// | `signfleet_peer_connections` | gauge | — (TCP connections open on the server's socket, handshaken or not) |
 public struct FleetServerMetrics: Sendable {
     /// Label of the request counter.
     public static let requestsLabel = "signfleet_requests_total"
@@ -21,12 +23,17 @@ public struct FleetServerMetrics: Sendable {
 
     let factory: any MetricsFactory
     let connectedDevices: Gauge
+    /// Label of the open-connections gauge.
+    public static let peerConnectionsLabel = "signfleet_peer_connections"
+    let peerConnections: Gauge
 
     /// Creates the server's metrics on `factory`.
     public init(factory: any MetricsFactory) {
         self.factory = factory
         connectedDevices = Gauge(label: Self.connectedDevicesLabel, factory: factory)
         connectedDevices.record(0)
+        peerConnections = Gauge(label: Self.peerConnectionsLabel, factory: factory)
+        peerConnections.record(0)
     }
 
     /// Label of the dropped-replies counter.
@@ -41,6 +48,14 @@ public struct FleetServerMetrics: Sendable {
     /// Counts a request answered `busy` without being worked on.
     func countShedRequest(reason: String) {
         Counter(label: Self.shedRequestsLabel, dimensions: [("reason", reason)], factory: factory).increment()
+    }
+
+    /// Label of the memory-returns counter.
+    public static let memoryReturnsLabel = "signfleet_memory_returns_total"
+
+    /// Counts one return of freed memory to the system.
+    func countMemoryReturn() {
+        Counter(label: Self.memoryReturnsLabel, factory: factory).increment()
     }
 
     /// Counts a message dropped unread (its connection was over its budget).

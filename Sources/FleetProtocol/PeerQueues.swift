@@ -3,6 +3,8 @@ struct ReceivedRequest: Sendable {
     var request: InboundMessage
     var receivedAt: ContinuousClock.Instant
     var credential: PeerCredential
+    /// Counted in the strangers' share of the capacity (``FleetServerConfiguration/maxStrangerRequests``).
+    var stranger = false
 }
 
 /// The bookkeeping behind ``FleetServer``'s concurrency: one FIFO per peer, so a peer's

@@ -57,6 +57,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
             """)
     var heartbeatBudget: Int?
 
+    @Option(help: "libzmq I/O threads, which run every connection's CURVE handshake and encryption (default 2, 1 to 64).")
+    var ioThreads: Int?
+
     @Option(
         help: """
             The coordinator's store: a SQLite file path, created if missing (default signfleet-coordinator.sqlite), or a \
@@ -112,6 +115,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let heartbeatMs { settings.heartbeatMs = heartbeatMs }
         if let liveness { settings.liveness = liveness }
         if let heartbeatBudget { settings.heartbeatBudget = heartbeatBudget }
+        if let ioThreads { settings.ioThreads = ioThreads }
         if let store { settings.store = store }
         if let seedDemo { settings.seedDemo = seedDemo }
         if let demoHourlyLimit { settings.demoHourlyLimit = demoHourlyLimit }
@@ -145,6 +149,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
         // The one place metrics are bootstrapped: libraries report to MetricsSystem.factory.
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        // A descriptor per connected peer: the soft limit (often 1,024) would cap the fleet and
+        // starve the store and the HTTP listener of descriptors first.
+        logger.info("open file limit", metadata: ["limit": "\(OpenFileLimit.raiseToHardLimit())"])
 
         let coordinatorStore: any CoordinatorStorage
         let security: WireSecurity
@@ -184,7 +191,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         }
         var router = RequestRouter(codec: WireCodec(limits: configuration.limits))
         services.register(in: &router)
-        let context = try ZMQContext()
+        let context = try ZMQContext(ioThreads: settings.ioThreads)
         let loop = try ZMQIOLoop(context: context, label: "coordinator-io")
         let server = FleetServer(configuration: configuration, router: router, loop: loop, logger: logger)
         do {

@@ -27,15 +27,16 @@ final class RunningServer: Sendable {
     init(
         loop: ZMQIOLoop, endpoint: String = "tcp://127.0.0.1:*", maxMessageSize: Int = 16 << 20, router: RequestRouter = RequestRouter(),
         maxConcurrentRequests: Int = 256, heartbeatInterval: Duration = .milliseconds(100), clock: any FleetClock = ContinuousClock(),
-        maxQueueDelay: Duration? = nil
+        maxQueueDelay: Duration? = nil, releaseMemory: @escaping @Sendable () -> Void = {},
+        configure: (inout FleetServerConfiguration) -> Void = { _ in }
     ) async throws {
         var logger = Logger(label: "test-server")
         logger.logLevel = .warning
-        server = FleetServer(
-            configuration: FleetServerConfiguration(
-                endpoint: endpoint, heartbeatInterval: heartbeatInterval, heartbeatLiveness: 3,
-                limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests, maxQueueDelay: maxQueueDelay),
-            router: router, loop: loop, logger: logger, clock: clock)
+        var configuration = FleetServerConfiguration(
+            endpoint: endpoint, heartbeatInterval: heartbeatInterval, heartbeatLiveness: 3,
+            limits: WireLimits(maxMessageSize: maxMessageSize), maxConcurrentRequests: maxConcurrentRequests, maxQueueDelay: maxQueueDelay)
+        configure(&configuration)
+        server = FleetServer(configuration: configuration, router: router, loop: loop, logger: logger, clock: clock, releaseMemory: releaseMemory)
         self.endpoint = try await server.bind()
         let server = self.server
         task = Task { try? await server.run() }

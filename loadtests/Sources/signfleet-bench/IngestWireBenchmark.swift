@@ -21,6 +21,12 @@ import ZeroMQ
 /// `--slow-reader N`, one more peer, a process of its own (`signfleet-bench flood`), sends N
 /// heartbeats during the open-loop phase, as fast as its socket takes them, and never reads a
 /// reply (issue #13's hostile peer): only the open loop runs, and its metric names carry `.slow_reader`.
+/// With `--crowd N` (CURVE only), a process of its own (`signfleet-bench crowd`) opens N connections
+/// with fresh keys one second into the open loop, each saying `hello` and sending one `auth.token`
+/// with wrong credentials, holds them `--crowd-hold` seconds (default 2) and closes them (issue #31's
+/// many peers): the open loop runs once without the crowd (`.crowd_reference`) and once with it
+/// (`.crowd`), and the process's resident memory is reported before the crowd, at its peak and
+/// 10 s after the crowd left; `--keep-memory` turns the server's memory return off (`.keep_memory`).
 func ingestWireBenchmark(_ arguments: [String]) async throws {
     func option(_ name: String) -> Double? {
         guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
@@ -39,6 +45,15 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     guard ["plaintext", "curve", nil].contains(transportName) else { throw BenchError("--transport takes plaintext or curve") }
     let curve = transportName == "curve"
     let slowReaderMessages = Int(option("--slow-reader") ?? 0)
+    guard let crowd = Int(exactly: option("--crowd") ?? 0), (0...100_000).contains(crowd) else {
+        throw BenchError("--crowd takes a whole number of peers from 0 to 100,000")
+    }
+    let crowdHold = option("--crowd-hold") ?? 2
+    // `--keep-memory`: the server never returns freed memory (the comparison for its memory return).
+    let keepMemory = arguments.contains("--keep-memory")
+    guard crowdHold.isFinite, (0...600).contains(crowdHold) else { throw BenchError("--crowd-hold takes 0 to 600 seconds") }
+    guard crowd == 0 || curve else { throw BenchError("--crowd needs --transport curve (peers are told apart by their keys)") }
+    if crowd > 0 { OpenFileLimit.raiseToHardLimit() }
     // `--split`: the closed loop's clients run in a process of their own (`ingest-clients`) on the
     // CPU given by `--clients-cpu` (default 1), so that their half of the encryption is not charged
     // to the coordinator; run this process with `taskset -c 0` to give the coordinator one core.
@@ -47,7 +62,7 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         throw BenchError("--clients-cpu takes a whole number from 0 to 1024")
     }
     let mode = (split ? ".split" : "") + (curve ? "_curve" : "") + (verification == .everySignature ? "" : ".payload_verify")
-        + (slowReaderMessages > 0 ? ".slow_reader" : "")
+        + (slowReaderMessages > 0 ? ".slow_reader" : "") + (crowd > 0 ? ".crowd\(crowd)" : "") + (keepMemory ? ".keep_memory" : "")
     let bench = "ingest"
     let root = NSTemporaryDirectory() + "signfleet-bench-wire-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -71,7 +86,7 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     /// `slowReader`, `startFlood` starts a peer that floods heartbeats from the wall-clock time it
     /// is given and never reads (a no-op without).
     func withWire<T: Sendable>(
-        _ name: String, perDevice: Int, slowReader: Int = 0, inProcessClients: Bool = true,
+        _ name: String, perDevice: Int, slowReader: Int = 0, crowdPeers: Int = 0, inProcessClients: Bool = true,
         _ body: @Sendable (WireSetup) async throws -> T
     ) async throws -> T {
         let clientKeys = try curve ? (0..<devices).map { _ in try CurveKeyPair.generate() } : nil
@@ -81,8 +96,10 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         var router = RequestRouter()
         rig.services.register(in: &router)
         let serverKeys = try CurveKeyPair.generate()
+        var serverConfiguration = FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*", security: curve ? .curve(serverKeys) : .plaintext)
+        if keepMemory { serverConfiguration.memoryReturn = nil }
         let server = FleetServer(
-            configuration: FleetServerConfiguration(endpoint: "tcp://127.0.0.1:*", security: curve ? .curve(serverKeys) : .plaintext),
+            configuration: serverConfiguration,
             router: router, loop: serverLoop, logger: logger,
             metricsFactory: timelineWanted ? CountingMetrics.shared : NOOPMetricsHandler.instance)
         let endpoint = try await server.bind()
@@ -99,14 +116,17 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
         // in this process its sends would compete with the honest clients for this process's threads.
         let flooder = Mutex<Process?>(nil)
         let startFlood: @Sendable (Date) throws -> Void = { at in
-            guard slowReader > 0 else { return }
+            guard slowReader > 0 || crowdPeers > 0 else { return }
             let process = Process()
             // At the lowest CPU priority: on this 2-core machine the flooder's own sending would
             // otherwise be charged to the coordinator (a real attacker sends from its own machine).
             process.executableURL = URL(fileURLWithPath: "/usr/bin/chrt")
+            let peer =
+                slowReader > 0
+                ? ["flood", "--count", "\(slowReader)"] : ["crowd", "--count", "\(crowdPeers)", "--hold", "\(crowdHold)"]
             process.arguments =
-                ["--idle", "0", CommandLine.arguments[0], "flood", "--endpoint", endpoint, "--count", "\(slowReader)",
-                 "--at-unix-ms", "\(Int64(at.timeIntervalSince1970 * 1000))"]
+                ["--idle", "0", CommandLine.arguments[0]] + peer
+                + ["--endpoint", endpoint, "--at-unix-ms", "\(Int64(at.timeIntervalSince1970 * 1000))"]
                 + (curve ? ["--server-key", Z85.encode(serverKeys.publicKey) ?? ""] : [])
             process.standardOutput = FileHandle.nullDevice
             try process.run()
@@ -120,6 +140,15 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
             rig: rig, clients: clients, pushes: rig.pushes(batch: batch), startFlood: startFlood, endpoint: endpoint,
             serverKey: curve ? serverKeys.publicKey : nil, clientKeys: clientKeys)
         let result = try await body(setup)
+        if crowdPeers > 0, let crowd = flooder.withLock({ $0 }) {
+            // The crowd leaves by itself after its hold; memory is read 10 s after it left (the
+            // server declares its peers lost after the liveness timeout, 3 heartbeat intervals of
+            // about 2 s with 2,000 more peers alive, and returns their memory then).
+            while crowd.isRunning { try await Task.sleep(for: .milliseconds(50)) }
+            try await Task.sleep(for: .seconds(10))
+            MemoryWatch.shared.noteAfter()
+            flooder.withLock { $0 = nil }
+        }
         // Gone before the server closes (libzmq 4.3.4 aborts when a non-reading peer leaves while the ROUTER closes).
         if let flooder = flooder.withLock({ $0 }) {
             flooder.terminate()
@@ -129,7 +158,7 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     }
 
     // Closed loop: every device pushes its items in order (not with a slow reader: the open loop is its measure).
-    if slowReaderMessages == 0 {
+    if slowReaderMessages == 0 && crowd == 0 {
         let perDevice = max(batch, items / devices)
         let closed = try await withWire("closed", perDevice: perDevice, inProcessClients: !split) { setup in
             let (rig, clients, pushes) = (setup.rig, setup.clients, setup.pushes)
@@ -172,11 +201,12 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     // second into the second one, so its effect falls inside the measured window.
     let totalPushes = max(devices, Int(rate * seconds) / batch)
     let openPerDevice = (totalPushes + devices - 1) / devices * batch
-    func openLoop(_ name: String, slowReader: Int) async throws -> (Double, [Double]) {
-        try await withWire(name, perDevice: openPerDevice, slowReader: slowReader) { setup in
+    func openLoop(_ name: String, slowReader: Int, crowdPeers: Int = 0) async throws -> (Double, [Double]) {
+        try await withWire(name, perDevice: openPerDevice, slowReader: slowReader, crowdPeers: crowdPeers) { setup in
             let (clients, pushes, startFlood) = (setup.clients, setup.pushes, setup.startFlood)
             let interval = Double(batch) / rate
             let start = ContinuousClock.now + .milliseconds(200)
+            if crowdPeers > 0 { MemoryWatch.shared.start() }
             try startFlood(Date().addingTimeInterval(1.2))
             let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
                 for (index, devicePushes) in pushes.enumerated() {
@@ -217,7 +247,16 @@ func ingestWireBenchmark(_ arguments: [String]) async throws {
     if slowReaderMessages > 0 {
         emitOpenLoop(mode.replacingOccurrences(of: ".slow_reader", with: ".slow_reader_reference"), try await openLoop("open-reference", slowReader: 0))
     }
-    emitOpenLoop(mode, try await openLoop("open", slowReader: slowReaderMessages))
+    if crowd > 0 {
+        emitOpenLoop(mode.replacingOccurrences(of: ".crowd\(crowd)", with: ".crowd_reference"), try await openLoop("open-reference", slowReader: 0))
+    }
+    emitOpenLoop(mode, try await openLoop("open", slowReader: slowReaderMessages, crowdPeers: crowd))
+    if crowd > 0 {
+        let memory = MemoryWatch.shared.figures()
+        Report.emit(bench, "ingest.zmq\(mode).rss_mb_before", memory.before, "MB")
+        Report.emit(bench, "ingest.zmq\(mode).rss_mb_peak", memory.peak, "MB")
+        Report.emit(bench, "ingest.zmq\(mode).rss_mb_after", memory.after, "MB")
+    }
     await serverLoop.shutdown()
     await clientLoop.shutdown()
     context.shutdown()
@@ -267,6 +306,47 @@ func floodBenchmark(_ arguments: [String]) async throws {
         _ = try socket.send(frames: frames)
     }
     while true { try await Task.sleep(for: .seconds(3600)) }
+}
+
+/// `signfleet-bench crowd --endpoint E --server-key Z85 --count N [--hold S] [--at-unix-ms T]`: the crowd
+/// of `ingest-wire --crowd`. At wall-clock time T opens N DEALERs, each with a fresh CURVE key, each
+/// saying `hello` and asking `auth.token` with credentials that do not exist (what a peer can do before
+/// it has any), never reading a reply, holds the connections S seconds (default 2), closes them all
+/// and exits.
+func crowdBenchmark(_ arguments: [String]) async throws {
+    func value(_ name: String) -> String? {
+        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
+        return arguments[i + 1]
+    }
+    guard let endpoint = value("--endpoint"), let count = value("--count").flatMap(Int.init), count > 0,
+        let serverKey = value("--server-key").flatMap(Z85.decode)
+    else { throw BenchError("crowd needs --endpoint E --server-key Z85 --count N") }
+    let hold = value("--hold").flatMap(Double.init) ?? 2
+    OpenFileLimit.raiseToHardLimit()
+    let context = try ZMQContext(maxSockets: count + 16)
+    var sockets: [Socket] = []
+    if let at = value("--at-unix-ms").flatMap(Int64.init) {
+        let wait = Double(at) / 1000 - Date().timeIntervalSince1970
+        if wait > 0 { try await Task.sleep(for: .seconds(wait)) }
+    }
+    let codec = WireCodec()
+    for n in 0..<count {
+        let socket = try Socket(context: context, type: .dealer)
+        var options = SocketOptions()
+        options.curve = .client(serverKey: serverKey, keys: try CurveKeyPair.generate())
+        options.linger = 0
+        try socket.apply(options)
+        try socket.connect(endpoint)
+        _ = try socket.send(frames: try codec.encode(
+            Hello(deviceID: "crowd-\(n)", client: "signfleet-bench-crowd"), header: MessageHeader(type: Hello.messageType, id: 1)))
+        _ = try socket.send(frames: try codec.encode(
+            AccessTokenRequest(email: "crowd-\(n)@crowd.invalid", secret: "not-a-secret"),
+            header: MessageHeader(type: AccessTokenRequest.messageType, id: 2)))
+        sockets.append(socket)
+    }
+    try await Task.sleep(for: .seconds(hold))
+    for socket in sockets { socket.close() }
+    context.shutdown()
 }
 
 /// `SIGNFLEET_BENCH_TIMELINE=1`: the open loop's worst and median ack latency per 250 ms of its
@@ -329,4 +409,41 @@ final class CountingMetrics: MetricsFactory, @unchecked Sendable {
     func destroyCounter(_ handler: any CounterHandler) {}
     func destroyRecorder(_ handler: any RecorderHandler) {}
     func destroyTimer(_ handler: any TimerHandler) {}
+}
+
+/// The process's resident memory (VmRSS) for `ingest-wire --crowd`: before the crowd, the peak
+/// while it is connected (sampled every 100 ms) and after it left.
+final class MemoryWatch: @unchecked Sendable {
+    static let shared = MemoryWatch()
+    private let lock = NSLock()
+    private var before = 0.0, peak = 0.0, after = 0.0
+    private var sampler: Task<Void, Never>?
+
+    static func residentMB() -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kB = line.split(separator: " ").dropFirst().first.flatMap({ Double($0) })
+        else { return 0 }
+        return kB / 1024
+    }
+
+    func start() {
+        let now = Self.residentMB()
+        lock.withLock { (before, peak) = (now, now) }
+        sampler = Task.detached { [self] in
+            while !Task.isCancelled {
+                let now = Self.residentMB()
+                lock.withLock { peak = max(peak, now) }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    func noteAfter() {
+        sampler?.cancel()
+        let now = Self.residentMB()
+        lock.withLock { after = now }
+    }
+
+    func figures() -> (before: Double, peak: Double, after: Double) { lock.withLock { (before, peak, after) } }
 }

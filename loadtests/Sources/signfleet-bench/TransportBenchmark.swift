@@ -11,7 +11,7 @@ import ZeroMQ
 func transportBenchmark(_ arguments: [String]) async throws {
     let seconds = arguments.first.flatMap(Double.init) ?? 2.0
     // Room for the idle sockets below (each DEALER and its monitor: two sockets, several fds).
-    raiseOpenFileLimit()
+    OpenFileLimit.raiseToHardLimit()
     let context = try ZMQContext(maxSockets: 2048)
 
     // Raw echo server on its own thread: the Socket is created, used and closed there.
@@ -140,10 +140,3 @@ private func rawEchoServer(context: ZMQContext, ready: CheckedContinuation<Strin
     }
 }
 
-/// Raises the soft limit of open files to the hard limit, as a node process does.
-private func raiseOpenFileLimit() {
-    var limit = rlimit()
-    guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
-    limit.rlim_cur = limit.rlim_max
-    _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-}

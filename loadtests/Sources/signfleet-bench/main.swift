@@ -12,6 +12,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
     "flood": floodBenchmark,
+    "crowd": crowdBenchmark,
     "ingest-clients": ingestClientsBenchmark,
     "store": storeBenchmark,
 ]
