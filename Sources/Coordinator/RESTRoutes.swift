@@ -72,6 +72,11 @@ public struct RESTRoutes: Sendable {
             status: .badRequest, code: "ENVELOPE_DOES_NOT_EXIST", message: "The envelope specified either does not exist or you have no rights to it.")
         static let notMember = Failure(
             status: .badRequest, code: "USER_LACKS_MEMBERSHIP", message: "The UserID does not have a valid membership in this Account.")
+        static func unknownRecipient(_ detail: String) -> Failure {
+            Failure(
+                status: .badRequest, code: "UNKNOWN_ENVELOPE_RECIPIENT",
+                message: "The recipient you have identified is not a valid recipient of the specified envelope. \(detail)")
+        }
         static func badParameter(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_PARAMETER", message: message) }
         static func badBody(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_BODY", message: message) }
     }
@@ -156,6 +161,14 @@ public struct RESTRoutes: Sendable {
                 return REST.Recipients(
                     rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope),
                     includeTabs: request.uri.queryParameters.get("include_tabs")?.lowercased() == "true")
+            }
+        }
+        accounts.get("envelopes/:envelopeId/recipients/:recipientId/tabs") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                return try await routes.tabs(
+                    envelopeID: context.parameters.get("envelopeId") ?? "", recipientID: context.parameters.get("recipientId") ?? "",
+                    account: account.id)
             }
         }
         accounts.get("envelopes/:envelopeId/documents") { request, context in
@@ -281,6 +294,27 @@ public struct RESTRoutes: Sendable {
         }
         recipients.recipientCount = String(recipients.signers.count + recipients.carbonCopies.count + recipients.certifiedDeliveries.count)
         return recipients
+    }
+
+    /// One recipient's tabs (`list_tabs`): a sent envelope's from its signed payload, with the
+    /// values its signers gave once the server has them; a draft's as sending it would place them
+    /// (anchors resolved against its documents).
+    func tabs(envelopeID: String, recipientID: String, account: String) async throws -> REST.RecipientTabs {
+        let recipients: [String]
+        let tabs: [Tab]
+        if let draft = try await store.draft(id: envelopeID, accountID: account) {
+            let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
+            let envelope = try definition.envelope(transactionID: draft.transactionID, at: auth.now(), anchors: try await anchorWords(definition))
+            (recipients, tabs) = (envelope.recipients.map(\.recipientId), envelope.tabs)
+        } else {
+            let aggregate = try await aggregate(envelopeID, account: account)
+            let payload = try? CaptiveSigningService.payload(of: aggregate.envelope)
+            (recipients, tabs) = (aggregate.recipients.map(\.recipientID), payload?.tabs ?? [])
+        }
+        guard recipients.contains(recipientID) else {
+            throw Failure.unknownRecipient("No recipient \(recipientID) in envelope \(envelopeID).")
+        }
+        return REST.RecipientTabs(tabs.filter { $0.recipientId == recipientID })
     }
 
     func aggregate(_ id: String, account: String) async throws -> EnvelopeAggregate {
@@ -479,9 +513,7 @@ public struct RESTRoutes: Sendable {
         } catch let error as FleetError {
             switch error.code {
             case .notFound where error.message.contains("recipient"):
-                throw Failure(
-                    status: .badRequest, code: "UNKNOWN_ENVELOPE_RECIPIENT",
-                    message: "The recipient you have identified is not a valid recipient of the specified envelope. \(error.message)")
+                throw Failure.unknownRecipient(error.message)
             case .notFound: throw Failure.noEnvelope
             case .invalidRequest, .invalidBody, .forbidden: throw Failure.badBody(error.message)
             case .unavailable: throw Failure(status: .serviceUnavailable, code: "SERVICE_UNAVAILABLE", message: error.message)

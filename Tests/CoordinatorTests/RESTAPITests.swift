@@ -143,6 +143,11 @@ import FoundationNetworking
             #expect(abs((Double(tab[2]) ?? 0) - (ndaRight + 36)) < 0.5 && abs((Double(tab[3]) ?? 0) - ndaTop) < 0.5, "\(tab)")
         }
         #expect(anchored["dateSigned"] as? Int == 0, "an absent anchor with anchorIgnoreIfNotPresent places nothing")
+        #expect(anchored["listTabs"] as? [[String]] == signHere, "list_tabs shows the tabs include_tabs shows")
+        let listTabs = try #require(out["listTabs"] as? [String: Any], "\(out)")
+        #expect(listTabs["text"] as? [[String]] == [["city", "Bern", "true", "1", "100", "300"]], "\(listTabs)")
+        #expect((listTabs["carbonCopy"] as? [String])?.isEmpty == true, "a carbon copy has no tabs: \(listTabs)")
+        #expect(listTabs["draftSignHere"] as? [[String]] == [["2", "100", "150"]], "a draft's tabs as sending would place them: \(listTabs)")
 
         let list = try #require(out["list"] as? [String: Any])
         #expect(list["totalSetSize"] as? String == "2")
@@ -191,6 +196,7 @@ import FoundationNetworking
         #expect(failures["otherAccount"]?["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
         #expect(failures["unknownRecipient"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
         #expect(failures["noFromDate"]?["errorCode"] as? String == "INVALID_REQUEST_PARAMETER")
+        #expect(failures["tabsOfNoOne"]?["status"] as? Int == 400 && failures["tabsOfNoOne"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
         #expect(failures["badToken"]?["status"] as? Int == 401 && failures["badToken"]?["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
         await rig.tearDown()
     }

@@ -121,10 +121,21 @@ def main():
         "initialHere": [[t.document_id, t.page_number, t.x_position, t.y_position] for t in (tabs.initial_here_tabs or [])],
         "dateSigned": len(tabs.date_signed_tabs or []),
     }
+    # One recipient's tabs (list_tabs): the same placed tabs; the REST envelope's text tab with its
+    # value; a carbon copy has none.
+    one = envelopes.list_tabs(a.account, anchored_id, "1")
+    out["anchored"]["listTabs"] = [[t.document_id, t.page_number, t.x_position, t.y_position] for t in (one.sign_here_tabs or [])]
+    texts = envelopes.list_tabs(a.account, summary.envelope_id, "1").text_tabs or []
+    out["listTabs"] = {
+        "text": [[t.tab_label, t.value, t.locked, t.page_number, t.x_position, t.y_position] for t in texts],
+        "carbonCopy": [name for name, value in envelopes.list_tabs(a.account, summary.envelope_id, "2").to_dict().items() if value],
+    }
     # A draft, sent later (DocuSign's default status at creation is "created").
     definition.status = "created"
     draft = envelopes.create_envelope(a.account, envelope_definition=definition)
     draft_before = envelopes.get_envelope(a.account, draft.envelope_id).status
+    out["listTabs"]["draftSignHere"] = [[t.page_number, t.x_position, t.y_position]
+                                        for t in (envelopes.list_tabs(a.account, draft.envelope_id, "1").sign_here_tabs or [])]
     envelopes.update(a.account, draft.envelope_id, envelope=Envelope(status="sent"))
     out["draft"] = {"created": draft.status, "before": draft_before,
                     "after": envelopes.get_envelope(a.account, draft.envelope_id).status}
@@ -154,6 +165,7 @@ def main():
                 authentication_method="none", client_user_id="nobody", user_name="No One", email="no@one.example",
                 return_url=a.return_url))),
         "noFromDate": error_of(lambda: envelopes.list_status_changes(a.account)),
+        "tabsOfNoOne": error_of(lambda: envelopes.list_tabs(a.account, a.envelope, "99")),
     }
     bad = ApiClient(host=a.base_url + "/restapi")
     bad.set_default_header("Authorization", "Bearer not-a-token")
