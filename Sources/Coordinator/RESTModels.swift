@@ -121,8 +121,14 @@ enum REST {
         var height: String
         var tabLabel: String?
         var name: String?
+        /// Absent for the types whose DocuSign model has no `value` (sign here, initial here,
+        /// checkbox: a checkbox says `selected`).
         var value: String?
-        var locked: String
+        /// `"true"`/`"false"` for checkboxes; absent for every other type.
+        var selected: String?
+        /// Absent for the types whose DocuSign model has no `locked` (sign here, initial here,
+        /// date signed, full name).
+        var locked: String?
     }
 
     /// `GET …/envelopes/{envelopeId}/recipients`: recipients grouped by type.
@@ -420,12 +426,17 @@ extension REST.RecipientTabs {
 }
 
 extension REST.TabSummary {
+    /// A tab with the fields DocuSign's model of its type has (the official SDK's models, generated
+    /// from DocuSign's OpenAPI definition, are the check: `Tests/interop/rest_sdk.py`).
     init(_ tab: Tab) {
+        let signing: Set<TabType> = [.signHere, .initialHere]
+        let valueless = signing.union([.checkbox]), lockless = signing.union([.dateSigned, .fullName])
         self.init(
             tabId: tab.tabId, tabType: tab.type.rawValue, documentId: tab.documentId, recipientId: tab.recipientId,
             pageNumber: String(tab.pageNumber), xPosition: Self.points(tab.frame.x), yPosition: Self.points(tab.frame.y),
-            width: Self.points(tab.frame.width), height: Self.points(tab.frame.height), tabLabel: tab.label, name: tab.name, value: tab.value,
-            locked: tab.locked ? "true" : "false")
+            width: Self.points(tab.frame.width), height: Self.points(tab.frame.height), tabLabel: tab.label, name: tab.name,
+            value: valueless.contains(tab.type) ? nil : tab.value, selected: tab.type == .checkbox ? (tab.selected ? "true" : "false") : nil,
+            locked: lockless.contains(tab.type) ? nil : (tab.locked ? "true" : "false"))
     }
 
     /// A position in points: whole numbers as DocuSign writes them (`"72"`), others to two decimals.

@@ -196,6 +196,9 @@ import FoundationNetworking
         #expect(failures["otherAccount"]?["errorCode"] as? String == "USER_LACKS_MEMBERSHIP")
         #expect(failures["unknownRecipient"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
         #expect(failures["noFromDate"]?["errorCode"] as? String == "INVALID_REQUEST_PARAMETER")
+        let schema = try #require(out["schema"] as? [String: Any], "\(out)")
+        #expect(schema["checked"] as? Int == 9 && (schema["problems"] as? [String])?.isEmpty == true,
+            "every answer has only fields the SDK's models declare, of their JSON types: \(schema)")
         #expect(failures["tabsOfNoOne"]?["status"] as? Int == 400 && failures["tabsOfNoOne"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
         #expect(failures["badToken"]?["status"] as? Int == 401 && failures["badToken"]?["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
         await rig.tearDown()

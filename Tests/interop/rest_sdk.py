@@ -12,6 +12,8 @@ exits 1 with the SDK's exception on the first unexpected failure.
 import argparse
 import json
 import sys
+import urllib.error
+import urllib.request
 
 import docusign_esign
 import base64
@@ -29,6 +31,49 @@ def error_of(call):
         body = json.loads(e.body) if e.body else {}
         return {"status": e.status, "errorCode": body.get("errorCode"), "message": body.get("message")}
     return None
+
+
+def type_problems(type_name, value, path):
+    """Where `value` (raw JSON) is not what the SDK's model `type_name` declares: a key that is not
+    one of the model's fields, or a value of another JSON type (DocuSign's numbers and booleans are
+    strings). The SDK's models (`swagger_types`, `attribute_map`) are generated from DocuSign's
+    OpenAPI definition, so this checks the answers against it as the SDK reads them."""
+    if value is None:
+        return []
+    simple = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object}
+    if type_name in simple:
+        ok = isinstance(value, simple[type_name]) and not (type_name == "int" and isinstance(value, bool))
+        return [] if ok else [f"{path}: {type(value).__name__} where the SDK expects {type_name}"]
+    if type_name.startswith("list["):
+        if not isinstance(value, list):
+            return [f"{path}: {type(value).__name__} where the SDK expects {type_name}"]
+        return [p for i, item in enumerate(value) for p in type_problems(type_name[5:-1], item, f"{path}[{i}]")]
+    if type_name.startswith("dict("):
+        return [] if isinstance(value, dict) else [f"{path}: {type(value).__name__} where the SDK expects {type_name}"]
+    model = getattr(docusign_esign.models, type_name, None)
+    if model is None:
+        return [f"{path}: the SDK has no model {type_name}"]
+    if not isinstance(value, dict):
+        return [f"{path}: {type(value).__name__} where the SDK expects a {type_name} object"]
+    fields = {json_name: attribute for attribute, json_name in model.attribute_map.items()}
+    problems = []
+    for key, item in value.items():
+        if key not in fields:
+            problems.append(f"{path}.{key}: not a field of {type_name}")
+        else:
+            problems += type_problems(model.swagger_types[fields[key]], item, f"{path}.{key}")
+    return problems
+
+
+def raw(a, path):
+    """The JSON body of GET `path` under the account, as the server sent it (errors included)."""
+    request = urllib.request.Request(f"{a.base_url}/restapi/v2.1/accounts/{a.account}{path}",
+                                     headers={"Authorization": "Bearer " + a.token})
+    try:
+        with urllib.request.urlopen(request) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as e:
+        return json.load(e)
 
 
 def main():
@@ -167,6 +212,21 @@ def main():
         "noFromDate": error_of(lambda: envelopes.list_status_changes(a.account)),
         "tabsOfNoOne": error_of(lambda: envelopes.list_tabs(a.account, a.envelope, "99")),
     }
+    # Every kind of answer, raw, against the SDK's models (generated from DocuSign's OpenAPI definition).
+    checked = [
+        ("Envelope", f"/envelopes/{a.envelope}?include=recipients"),
+        ("Envelope", f"/envelopes/{draft.envelope_id}?include=recipients"),
+        ("EnvelopesInformation", f"/envelopes?from_date={a.from_date}"),
+        ("Recipients", f"/envelopes/{anchored_id}/recipients?include_tabs=true"),
+        ("Recipients", f"/envelopes/{a.void_envelope}/recipients"),
+        ("Tabs", f"/envelopes/{anchored_id}/recipients/1/tabs"),
+        ("Tabs", f"/envelopes/{summary.envelope_id}/recipients/1/tabs"),
+        ("EnvelopeDocumentsResult", f"/envelopes/{a.envelope}/documents"),
+        ("ErrorDetails", "/envelopes/no-such-envelope"),
+    ]
+    out["schema"] = {"checked": len(checked),
+                     "problems": [p for model, path in checked for p in type_problems(model, raw(a, path), model)]}
+
     bad = ApiClient(host=a.base_url + "/restapi")
     bad.set_default_header("Authorization", "Bearer not-a-token")
     out["errors"]["badToken"] = error_of(lambda: EnvelopesApi(bad).get_envelope(a.account, a.envelope))
