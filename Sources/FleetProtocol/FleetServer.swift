@@ -59,9 +59,10 @@ public struct FleetServerConfiguration: Sendable {
     /// beyond, its messages are dropped unread and counted in `signfleet_requests_dropped_total`.
     public var peerMessageBurst: Double
     public var peerMessageRate: Double
-    /// Requests of *strangers* (CURVE keys no request of which has yet succeeded, ``ProvenKeys``:
-    /// a login, an enrollment) taken at once; beyond it their requests are answered `busy` at once,
-    /// so a crowd of new keys cannot take the capacity the fleet's devices need. nil: a quarter of
+    /// Requests of *strangers* (CURVE keys none of whose requests other than `hello` and `heartbeat`
+    /// has yet succeeded, ``ProvenKeys``) taken at once, in progress or waiting, and at most one
+    /// per stranger; beyond it their requests are answered `busy` at once, so a crowd of new keys
+    /// cannot take the capacity the fleet's devices need. nil: a quarter of
     /// ``maxConcurrentRequests`` (64 of 256). Plain TCP peers are never strangers.
     public var maxStrangerRequests: Int?
     /// How many proven keys the server remembers (the longest-proven is forgotten past it).
@@ -244,8 +245,11 @@ public actor FleetServer {
                 Self.admit(request)
             }
         }
-        // Connections opening and closing, for ``FleetServerConfiguration/memoryReturn``.
+        // Connections opening and closing, for ``FleetServerConfiguration/memoryReturn``: only those
+        // two events (each is a message the server reads), with room for a fleet's worth of them.
         options.monitor = configuration.memoryReturn != nil
+        options.monitoredEvents = SocketOptions.connectionEvents
+        options.monitorBufferLimit = 65_536
         options.maxMessageSize = Int64(configuration.limits.maxMessageSize)
         options.sendHighWaterMark = configuration.highWaterMark
         options.receiveHighWaterMark = configuration.highWaterMark
@@ -270,10 +274,11 @@ public actor FleetServer {
         try await bind()
         guard let socket else { return }
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.serve(socket) }
+            // The server runs as long as its receive loop: the sweep and the connection watcher
+            // only help (a monitor that could not start ends the watcher, not the server).
             group.addTask { await self.sweepLiveness() }
             if configuration.memoryReturn != nil { group.addTask { await self.watchConnections(socket) } }
-            await group.next()
+            await self.serve(socket)
             group.cancelAll()
         }
         await socket.close()
@@ -320,7 +325,8 @@ public actor FleetServer {
                     }
                     let stranger = isStranger(credential)
                     if stranger {
-                        if strangerWork >= configuration.strangerRequestLimit {
+                        // One request at a time per stranger, so that one connection cannot take the share.
+                        if strangerWork >= configuration.strangerRequestLimit || queues.isActive(peer) {
                             shed(request, reason: .strangers, peer: peer, on: socket)
                             continue
                         }

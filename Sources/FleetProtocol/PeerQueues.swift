@@ -29,6 +29,9 @@ struct PeerQueues<Element> {
     /// Peers with requests in progress or queued.
     var activePeers: Int { queues.count }
 
+    /// Whether `peer` has a request in progress or waiting.
+    func isActive(_ peer: [UInt8]) -> Bool { queues[peer] != nil }
+
     /// Requests of `peer` waiting behind the one in progress.
     func queued(for peer: [UInt8]) -> Int { queues[peer]?.count ?? 0 }
 

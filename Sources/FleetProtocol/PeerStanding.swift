@@ -1,39 +1,49 @@
 /// Which CURVE keys have shown they belong to someone the server serves (docs/coordinator.md,
 /// "Many peers at once"): a key is *proven* once one of its requests other than `hello` and
 /// `heartbeat` was answered with success (a login with real credentials, an enrollment, a push
-/// of an enrolled device). Every other key is a *stranger*: what it may ask before it is proven
-/// (`auth.*`, `device.enroll`) shares a bounded part of the server's request capacity, so a crowd
+/// of an enrolled device). Every other key is a *stranger*: its requests, whatever their type,
+/// share a bounded part of the server's request capacity, one at a time per stranger, so a crowd
 /// of new keys cannot take the capacity the fleet's devices need.
 ///
-/// Bounded: past `capacity` keys the longest-proven is forgotten (it is a stranger again until
-/// its next successful request, which it makes at its next login). Under plain TCP there are no
-/// keys, and every peer counts as proven.
+/// Bounded: past `capacity` keys the one whose latest success is oldest is forgotten (it is a
+/// stranger again until its next successful request). Under plain TCP there are no keys, and
+/// every peer counts as proven.
 struct ProvenKeys: Sendable {
     let capacity: Int
-    private var keys: Set<[UInt8]> = []
-    /// Insertion order, for forgetting the oldest; `head` is the next to forget.
-    private var order: [[UInt8]] = []
+    /// Each key with the stamp of its latest success.
+    private var stamps: [[UInt8]: UInt64] = [:]
+    /// Successes in order, oldest first from `head`; an entry whose stamp is no longer its key's is
+    /// stale (the key succeeded again since) and is skipped when forgetting.
+    private var order: [(key: [UInt8], stamp: UInt64)] = []
     private var head = 0
+    private var clock: UInt64 = 0
 
     init(capacity: Int) {
         self.capacity = max(1, capacity)
     }
 
-    var count: Int { keys.count }
+    var count: Int { stamps.count }
 
-    func contains(_ key: [UInt8]) -> Bool { keys.contains(key) }
+    func contains(_ key: [UInt8]) -> Bool { stamps[key] != nil }
 
-    /// Marks `key` proven (a key already proven keeps its place).
+    /// Marks `key` proven now: past `capacity`, the key whose latest success is oldest is forgotten
+    /// (least recently proven first, so devices that keep succeeding stay).
     mutating func insert(_ key: [UInt8]) {
-        guard keys.insert(key).inserted else { return }
-        order.append(key)
-        if keys.count > capacity {
-            keys.remove(order[head])
+        clock &+= 1
+        stamps[key] = clock
+        order.append((key, clock))
+        while stamps.count > capacity, head < order.count {
+            let oldest = order[head]
             head += 1
+            if stamps[oldest.key] == oldest.stamp { stamps[oldest.key] = nil }
         }
-        // Compacts the order once half of it is forgotten keys.
+        // Compacts the order once half of it is skipped or stale entries.
         if head > 0, head * 2 >= order.count {
             order.removeFirst(head)
+            head = 0
+        }
+        if order.count > 4 * capacity + 64 {
+            order = order.filter { stamps[$0.key] == $0.stamp }
             head = 0
         }
     }

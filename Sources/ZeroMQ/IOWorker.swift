@@ -239,7 +239,7 @@ final class IOWorker {
             if let monitor = request.monitor {
                 let endpoint = "inproc://signfleet-zmq-monitor-\(shared.instance)-\(request.socket)"
                 do throws(ZMQError) {
-                    try socket.monitor(endpoint: endpoint)
+                    try socket.monitor(endpoint: endpoint, events: request.options.monitoredEvents)
                     let reader = try Socket(context: shared.context, type: .pair)
                     entry.monitorReader = reader
                     try reader.setOption(ZMQ_LINGER, Int32(0))

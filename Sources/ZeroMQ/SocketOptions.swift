@@ -63,6 +63,13 @@ public struct SocketOptions: Sendable {
     public var inboundFilter: (@Sendable (_ frames: [[UInt8]], _ sourceDescriptor: Int32) -> Bool)?
     /// Publishes ``MonitorEvent``s on ``AsyncSocket/monitorEvents``.
     public var monitor: Bool = false
+    /// Which events the monitor publishes (`ZMQ_EVENT_*` flags; all by default). A socket with
+    /// many connections asks only for the ones it uses: each event is a message to read.
+    public var monitoredEvents: Int32 = ZMQ_EVENT_ALL
+    /// ``monitoredEvents`` for counting a listening socket's connections: accepted and disconnected.
+    public static let connectionEvents: Int32 = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+    /// How many monitor events wait for a slow reader before the oldest are dropped.
+    public var monitorBufferLimit: Int = 4096
     /// How many received messages an ``AsyncSocket`` buffers for a slow consumer before the
     /// I/O thread stops reading that socket (so libzmq's `RCVHWM` pushes back on the peer).
     public var receiveBufferLimit: Int = 1000

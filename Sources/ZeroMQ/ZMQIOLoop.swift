@@ -68,7 +68,7 @@ public final class ZMQIOLoop: TaskExecutor, Sendable {
         var monitorContinuation: AsyncStream<MonitorEvent>.Continuation?
         let monitorEvents: AsyncStream<MonitorEvent>
         if options.monitor {
-            let (stream, continuation) = AsyncStream.makeStream(of: MonitorEvent.self, bufferingPolicy: .bufferingNewest(4096))
+            let (stream, continuation) = AsyncStream.makeStream(of: MonitorEvent.self, bufferingPolicy: .bufferingNewest(max(1, options.monitorBufferLimit)))
             monitorEvents = stream
             monitorContinuation = continuation
         } else {

@@ -50,9 +50,10 @@ import ZeroMQ
         return (try MessagePackDecoder().decode(MessageHeader.self, from: frames[0]), frames[1])
     }
 
-    /// With one stranger's request in progress and a share of one, a second stranger is answered
-    /// `busy` without its handler running, while a key that once succeeded is served at once; once
-    /// the first finishes, the second stranger is served.
+    /// With a share of two: a stranger's second request, while its first is in progress, is
+    /// answered `busy` (one at a time per stranger); with two strangers' requests in progress a
+    /// third stranger is answered `busy`; neither handler runs; a key that once succeeded is served
+    /// at once; once the held requests finish, the third stranger is served.
     @Test func strangersShareABoundedPartOfTheCapacityProvenKeysDoNot() async throws {
         let gate = Gate()
         let log = CallLog()
@@ -61,33 +62,40 @@ import ZeroMQ
             loop: loop, router: gatedRouter(gate: gate, log: log), heartbeatInterval: .seconds(10), clock: ManualClock(),
             configure: { configuration in
                 configuration.security = .curve(keys)
-                configuration.maxStrangerRequests = 1
+                configuration.maxStrangerRequests = 2
             })
         let known = try await peer(server.endpoint, serverKey: keys.publicKey)
-        let holder = try await peer(server.endpoint, serverKey: keys.publicKey)
+        let holders = [try await peer(server.endpoint, serverKey: keys.publicKey), try await peer(server.endpoint, serverKey: keys.publicKey)]
         let stranger = try await peer(server.endpoint, serverKey: keys.publicKey)
+        func isBusy(_ socket: AsyncSocket, _ id: UInt64) async throws -> Bool {
+            let (header, body) = try await reply(on: socket, to: id)
+            guard header.type == FleetError.messageType else { return false }
+            let error = try MessagePackDecoder().decode(FleetError.self, from: body)
+            return error.code == .busy && error.retryable && error.retryAfterMs == 200
+        }
 
         try await send(known, "first", id: 1)
         #expect(try await reply(on: known, to: 1).0.type == UserInfoReply.messageType)  // now proven
-        try await send(holder, "hold", id: 1)
-        _ = try await first(log.entries, within: .seconds(120), "the held request handled") { $0.hasSuffix(":hold") }
-
+        try await send(holders[0], "hold", id: 1)
+        _ = try await first(log.entries, within: .seconds(120), "the first held request handled") { $0.hasSuffix(":hold") }
+        try await send(holders[0], "second", id: 2)
+        #expect(try await isBusy(holders[0], 2), "one request at a time per stranger")
+        try await send(holders[1], "hold", id: 1)
+        while log.calls.filter({ $0.hasSuffix(":hold") }).count < 2 {
+            _ = try await first(log.entries, within: .seconds(120), "the second held request handled") { $0.hasSuffix(":hold") }
+        }
         try await send(stranger, "turned-away", id: 1)
-        let (header, body) = try await reply(on: stranger, to: 1)
-        #expect(header.type == FleetError.messageType)
-        let error = try MessagePackDecoder().decode(FleetError.self, from: body)
-        #expect(error.code == .busy && error.retryable && error.retryAfterMs == 200)
-
+        #expect(try await isBusy(stranger, 1), "the strangers' share is taken")
         try await send(known, "served", id: 2)
         #expect(try await reply(on: known, to: 2).0.type == UserInfoReply.messageType)
 
         gate.open()
-        #expect(try await reply(on: holder, to: 1).0.type == UserInfoReply.messageType)
+        for holder in holders { #expect(try await reply(on: holder, to: 1).0.type == UserInfoReply.messageType) }
         try await send(stranger, "later", id: 2)
         #expect(try await reply(on: stranger, to: 2).0.type == UserInfoReply.messageType)
-        #expect(!log.calls.contains { $0.hasSuffix(":turned-away") }, "the shed request's handler never ran")
+        #expect(!log.calls.contains { $0.hasSuffix(":turned-away") || $0.hasSuffix(":second") }, "the shed requests' handlers never ran")
 
-        for socket in [known, holder, stranger] { await socket.close() }
+        for socket in [known, stranger] + holders { await socket.close() }
         await server.stop()
         await shutdown()
     }
@@ -160,9 +168,15 @@ import ZeroMQ
         #expect(keys.count == 3)
         #expect((0..<7).allSatisfy { !keys.contains([UInt8($0)]) })
         #expect((7..<10).allSatisfy { keys.contains([UInt8($0)]) })
-        keys.insert([9])  // already proven: keeps its place
+        keys.insert([7])  // proven again: now the most recent
         keys.insert([10])
-        #expect(!keys.contains([7]) && keys.contains([8]) && keys.contains([9]) && keys.contains([10]))
+        #expect(keys.contains([7]) && !keys.contains([8]) && keys.contains([9]) && keys.contains([10]))
+        // A device that keeps succeeding stays while a crowd of new keys passes through.
+        for n in 11..<1_000 {
+            keys.insert([UInt8(n % 256), UInt8(n / 256)])
+            if n % 2 == 0 { keys.insert([7]) }
+        }
+        #expect(keys.contains([7]) && keys.count == 3)
     }
 }
 
