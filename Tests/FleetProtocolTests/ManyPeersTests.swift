@@ -145,12 +145,12 @@ import ZeroMQ
         await peers[0].close()
         await peers[1].close()
         #expect(returns.calls.isEmpty, "not at the close: the policy waits for a quiet sweep")
-        // One heartbeat interval at a time (never more, or the sweep would excuse the silence as its
-        // own): the wall-clock pause only paces the steps.
+        // One heartbeat interval at a time, each once the sweep is asleep again (its pass done), until
+        // a pass after the closes returns the memory.
         let stepping = Task {
             while !Task.isCancelled {
+                await clock.sleeping(atLeast: 1)
                 await clock.advance(by: .seconds(10))
-                try? await Task.sleep(for: .milliseconds(20))
             }
         }
         _ = try await first(returns.entries, within: .seconds(120), "the memory return") { $0 == "returned" }
@@ -181,7 +181,8 @@ import ZeroMQ
 }
 
 @Suite struct MemoryReturnGateTests {
-    let start = ContinuousClock.now
+    /// A fixed origin: the gate is given instants, never the machine's time.
+    let start = ManualClock().now
 
     func at(_ seconds: Int64) -> ContinuousClock.Instant { start + .seconds(seconds) }
 
