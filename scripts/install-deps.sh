@@ -17,6 +17,9 @@ APT_PACKAGES+=(iproute2 tar)
 # poppler's pdftoppm draws the captive page's PDF pages (and pdfinfo reads their boxes in the
 # tests); Ghostscript produces test PDFs (docs/captive-signing.md).
 APT_PACKAGES+=(poppler-utils ghostscript)
+# qpdf lays a completed envelope's ink and values over its documents (docs/rest-api.md,
+# "Completed documents").
+APT_PACKAGES+=(qpdf)
 PYTHON=${SIGNFLEET_PYTHON:-python3}
 
 apt_install() {

@@ -3,7 +3,7 @@ import FleetProtocol
 import Foundation
 
 /// Draws one PDF page as a PNG with poppler's `pdftoppm` (Debian's `poppler-utils`), run as a
-/// child process (``PopplerChild``). Bounded by the PDF's size, the image's pixels, the output's
+/// child process (``PDFToolChild``). Bounded by the PDF's size, the image's pixels, the output's
 /// bytes and a deadline after which the child is killed.
 public struct PDFPageRenderer: Sendable {
     /// Why a page was not drawn.
@@ -78,7 +78,7 @@ public struct PDFPageRenderer: Sendable {
         guard pdf.count <= limits.maxPDFBytes else { throw .tooLarge(bytes: pdf.count) }
         guard page >= 1 else { throw .noSuchPage(page) }
         let dpi = String(format: "%.0f", dpi(for: geometry, scale: scale))
-        let outcome = await PopplerChild.run(
+        let outcome = await PDFToolChild.run(
             executable, arguments: { ["-q", "-png", "-cropbox", "-singlefile", "-f", "\(page)", "-l", "\(page)", "-r", dpi, $0] },
             pdf: pdf, outputLimit: limits.maxOutputBytes, timeout: limits.timeout, clock: clock)
         switch outcome {

@@ -209,9 +209,10 @@ extension REST.Recipients {
     /// The recipients of a stored envelope: statuses and times from the server's rows (what
     /// devices, captive signers and the lifecycle changed), names, emails and client user ids
     /// from the signed payload.
-    init(rows: [EnvelopeRecipientRecord], payload: SyncPayload?, includeTabs: Bool = false) {
+    /// `tabs`: each recipient's tabs are listed when given (an envelope's filled tabs, ``EnvelopeFill``).
+    init(rows: [EnvelopeRecipientRecord], payload: SyncPayload?, tabs: [Tab]? = nil) {
         let byID = Dictionary((payload?.recipients ?? []).map { ($0.recipientId, $0) }, uniquingKeysWith: { first, _ in first })
-        let tabsByRecipient = includeTabs ? Dictionary(grouping: payload?.tabs ?? [], by: \.recipientId) : [:]
+        let tabsByRecipient = Dictionary(grouping: tabs ?? [], by: \.recipientId)
         for row in rows {
             let signed = byID[row.recipientID]
             let changed = row.statusChangedAt.map(REST.time)
@@ -227,7 +228,7 @@ extension REST.Recipients {
                 recipient.email = signed?.email
             }
             recipient.clientUserId = signed?.clientUserId
-            if includeTabs { recipient.tabs = REST.RecipientTabs(tabsByRecipient[row.recipientID] ?? []) }
+            if tabs != nil { recipient.tabs = REST.RecipientTabs(tabsByRecipient[row.recipientID] ?? []) }
             switch row.status {
             case "delivered": recipient.deliveredDateTime = changed
             case "signed", "completed": recipient.signedDateTime = changed
@@ -398,7 +399,7 @@ extension REST {
             var type: String
             var uri: String
             var order: String
-            var pages: [Page]
+            var pages: [Page]?
             var containsPdfFormFields: String
             var display: String
             var includeInDownload: String

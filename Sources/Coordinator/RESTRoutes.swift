@@ -5,6 +5,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import Synchronization
+import SyncContract
 
 /// The eSignature REST API v2.1 subset served under `/restapi` (docs/rest-api.md), over the same
 /// envelopes devices sync and captive signers sign: each route maps onto an existing service
@@ -42,6 +43,7 @@ public struct RESTRoutes: Sendable {
     let rateLimiter: RateLimiter
     /// Reads documents' text for anchor tabs.
     var textLocator = PDFTextLocator()
+    var documents = CompletedDocuments()
 
     /// The rate-limit headers of the request being answered, set once its account is known.
     @TaskLocal static var rateHeaders: RateHeaders?
@@ -79,6 +81,9 @@ public struct RESTRoutes: Sendable {
         }
         static func badParameter(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_PARAMETER", message: message) }
         static func badBody(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_BODY", message: message) }
+        static func noDocument(_ id: String) -> Failure {
+            Failure(status: .badRequest, code: "DOCUMENT_DOES_NOT_EXIST", message: "The document specified was not found. No document \"\(id)\" in the envelope.")
+        }
     }
 
     func register(on router: Router<BasicRequestContext>) {
@@ -158,9 +163,11 @@ public struct RESTRoutes: Sendable {
                     return Self.draftRecipients(try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition))
                 }
                 let aggregate = try await routes.aggregate(id, account: account.id)
+                let payload = try? CaptiveSigningService.payload(of: aggregate.envelope)
+                let includeTabs = request.uri.queryParameters.get("include_tabs")?.lowercased() == "true"
                 return REST.Recipients(
-                    rows: aggregate.recipients, payload: try? CaptiveSigningService.payload(of: aggregate.envelope),
-                    includeTabs: request.uri.queryParameters.get("include_tabs")?.lowercased() == "true")
+                    rows: aggregate.recipients, payload: payload,
+                    tabs: includeTabs ? try await routes.fill(aggregate, payload: payload)?.tabs ?? [] : nil)
             }
         }
         accounts.get("envelopes/:envelopeId/recipients/:recipientId/tabs") { request, context in
@@ -176,18 +183,24 @@ public struct RESTRoutes: Sendable {
                 let account = try await routes.account(request, context)
                 let id = context.parameters.get("envelopeId") ?? ""
                 let documents: [(id: String, name: String, pdf: Data)]
+                var sent = false
                 if let draft = try await routes.store.draft(id: id, accountID: account.id) {
-                    let definition = try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition)
-                    documents = (definition.documents ?? []).map { document in
-                        (document.documentId?.value ?? "", document.name ?? "",
-                         document.documentBase64.flatMap { Data(base64Encoded: $0, options: .ignoreUnknownCharacters) } ?? Data())
-                    }
+                    documents = Self.documents(of: try routes.decode(REST.EnvelopeDefinition.self, from: draft.definition))
                 } else {
                     let aggregate = try await routes.aggregate(id, account: account.id)
                     let payload = try CaptiveSigningService.payload(of: aggregate.envelope)
                     documents = payload.documents.map { ($0.documentId, $0.name, $0.pdf) }
+                    sent = true
                 }
-                return Self.documents(documents, envelopeID: id)
+                return Self.documents(documents, envelopeID: id, withCertificate: sent)
+            }
+        }
+        accounts.get("envelopes/:envelopeId/documents/:documentId") { request, context in
+            await routes.file {
+                let account = try await routes.account(request, context)
+                return try await routes.document(
+                    context.parameters.get("documentId") ?? "", envelopeID: context.parameters.get("envelopeId") ?? "", account: account.id,
+                    withCertificate: request.uri.queryParameters.get("certificate")?.lowercased() != "false")
             }
         }
         accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
@@ -309,12 +322,71 @@ public struct RESTRoutes: Sendable {
         } else {
             let aggregate = try await aggregate(envelopeID, account: account)
             let payload = try? CaptiveSigningService.payload(of: aggregate.envelope)
-            (recipients, tabs) = (aggregate.recipients.map(\.recipientID), payload?.tabs ?? [])
+            (recipients, tabs) = (aggregate.recipients.map(\.recipientID), try await fill(aggregate, payload: payload)?.tabs ?? [])
         }
         guard recipients.contains(recipientID) else {
             throw Failure.unknownRecipient("No recipient \(recipientID) in envelope \(envelopeID).")
         }
         return REST.RecipientTabs(tabs.filter { $0.recipientId == recipientID })
+    }
+
+    /// The envelope's tabs with what its signers gave, on devices and in captive sessions.
+    func fill(_ aggregate: EnvelopeAggregate, payload: SyncPayload?) async throws -> EnvelopeFill? {
+        guard let payload else { return nil }
+        return EnvelopeFill(
+            payload: payload, deviceID: aggregate.envelope.deviceID, captive: try await store.captiveTabs(envelopeID: aggregate.envelope.id))
+    }
+
+    /// `GET …/documents/{documentId}`: one document, `combined` or `certificate`, as a PDF with
+    /// its filled tabs drawn. A draft's documents are its originals; it has no certificate yet.
+    func document(_ documentID: String, envelopeID: String, account: String, withCertificate: Bool) async throws -> (name: String, pdf: Data) {
+        if let draft = try await store.draft(id: envelopeID, accountID: account) {
+            let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
+            let originals = Self.documents(of: definition)
+            if documentID == "certificate" {
+                throw Failure(status: .badRequest, code: "ENVELOPE_HAS_NOT_BEEN_SENT", message: "envelope \(envelopeID) is a draft; it has no certificate yet")
+            }
+            if documentID == "combined" {
+                return ("combined", try await completing { try await documents.combined(originals.map { ($0.id, $0.pdf) }, fill: EnvelopeFill(), certificate: nil) })
+            }
+            guard let original = originals.first(where: { $0.id == documentID }) else { throw Failure.noDocument(documentID) }
+            return (original.name, original.pdf)
+        }
+        let aggregate = try await aggregate(envelopeID, account: account)
+        let payload = try CaptiveSigningService.payload(of: aggregate.envelope)
+        guard let fill = try await fill(aggregate, payload: payload) else { throw Failure.noEnvelope }
+        switch documentID {
+        case "certificate":
+            return ("certificate", try await certificate(aggregate, payload: payload, fill: fill).pdf)
+        case "combined":
+            let summary = withCertificate ? try await certificate(aggregate, payload: payload, fill: fill).pdf : nil
+            let all = payload.documents.map { ($0.documentId, $0.pdf) }
+            return ("combined", try await completing { try await documents.combined(all, fill: fill, certificate: summary) })
+        default:
+            guard let document = payload.documents.first(where: { $0.documentId == documentID }) else { throw Failure.noDocument(documentID) }
+            return (document.name, try await completing { try await documents.document((document.documentId, document.pdf), fill: fill) })
+        }
+    }
+
+    func certificate(_ aggregate: EnvelopeAggregate, payload: SyncPayload, fill: EnvelopeFill) async throws -> CompletionCertificate {
+        let device = try await store.devices(id: aggregate.envelope.deviceID, limit: 64).first { $0.accountID == aggregate.envelope.accountID }
+        return CompletionCertificate(aggregate: aggregate, payload: payload, fill: fill, deviceKey: device?.publicKey)
+    }
+
+    /// Runs the document tool, its failures as DocuSign-shaped errors.
+    func completing(_ body: () async throws -> Data) async throws -> Data {
+        do {
+            return try await body()
+        } catch let failure as CompletedDocuments.Failure {
+            switch failure {
+            case .missing(let path):
+                throw Failure(status: .serviceUnavailable, code: "SERVICE_UNAVAILABLE", message: "the PDF tool \(path) is not installed on this server")
+            case .unreadable(let why):
+                throw Failure(status: .badRequest, code: "FORMAT_CONVERSION_ERROR", message: "a document of the envelope cannot be read: \(why)")
+            case .failed, .timedOut:
+                throw Failure(status: .internalServerError, code: "UNSPECIFIED_ERROR", message: failure.description)
+            }
+        }
     }
 
     func aggregate(_ id: String, account: String) async throws -> EnvelopeAggregate {
@@ -350,9 +422,18 @@ public struct RESTRoutes: Sendable {
     }
 
     /// The documents list: each document with its pages' shown sizes (read from the PDF).
-    static func documents(_ documents: [(id: String, name: String, pdf: Data)], envelopeID: String) -> REST.EnvelopeDocumentsResult {
+    /// A draft's documents as its definition gives them.
+    static func documents(of definition: REST.EnvelopeDefinition) -> [(id: String, name: String, pdf: Data)] {
+        (definition.documents ?? []).map { document in
+            (document.documentId?.value ?? "", document.name ?? "",
+             document.documentBase64.flatMap { Data(base64Encoded: $0, options: .ignoreUnknownCharacters) } ?? Data())
+        }
+    }
+
+    /// The documents list; a sent envelope's ends with its certificate of completion (type `summary`).
+    static func documents(_ documents: [(id: String, name: String, pdf: Data)], envelopeID: String, withCertificate: Bool) -> REST.EnvelopeDocumentsResult {
         let inspector = PDFInspector()
-        return REST.EnvelopeDocumentsResult(
+        var result = REST.EnvelopeDocumentsResult(
             envelopeId: envelopeID,
             envelopeDocuments: documents.enumerated().map { index, document in
                 let pages = ((try? inspector.pageGeometry(document.pdf)) ?? []).enumerated().map { number, page in
@@ -366,6 +447,15 @@ public struct RESTRoutes: Sendable {
                     containsPdfFormFields: "false", display: "inline", includeInDownload: "true", signerMustAcknowledge: "no_interaction",
                     authoritativeCopy: "false")
             })
+        if withCertificate {
+            result.envelopeDocuments.append(
+                REST.EnvelopeDocumentsResult.Document(
+                    documentId: "certificate", documentIdGuid: REST.Recipients.guid(envelopeID, "document/certificate"), name: "Summary",
+                    type: "summary", uri: "/envelopes/\(envelopeID)/documents/certificate", order: "999", pages: nil,
+                    containsPdfFormFields: "false", display: "inline", includeInDownload: "true", signerMustAcknowledge: "no_interaction",
+                    authoritativeCopy: "false"))
+        }
+        return result
     }
 
     /// A page size read from a client's PDF, in whole points: never a trap, whatever the file says.
@@ -538,10 +628,30 @@ public struct RESTRoutes: Sendable {
     /// `body`'s value as JSON, or DocuSign's error body; with the rate-limit headers once the
     /// request's account was counted.
     func answer(status: HTTPResponse.Status = .ok, _ body: () async throws -> some Encodable) async -> Response {
+        await respond { Self.json(try await body(), status: status) }
+    }
+
+    /// A PDF answer (`application/pdf`, named by `Content-Disposition` as DocuSign names it).
+    func file(_ body: () async throws -> (name: String, pdf: Data)) async -> Response {
+        await respond {
+            let (name, pdf) = try await body()
+            // The file name is the client's text: kept to a safe set of characters, with .pdf once.
+            var safe = String(name.unicodeScalars.prefix(120).map { $0.isASCII && ($0.properties.isAlphabetic || $0.properties.numericType != nil || "-_. ".unicodeScalars.contains($0)) ? Character($0) : "_" })
+            if safe.isEmpty { safe = "document" }
+            if !safe.lowercased().hasSuffix(".pdf") { safe += ".pdf" }
+            return Response(
+                status: .ok, headers: [.contentType: "application/pdf", .contentDisposition: "file; filename=\"\(safe)\""],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: pdf)))
+        }
+    }
+
+    /// Runs a route's work: its failures as DocuSign's error bodies, and the rate-limit headers on
+    /// every answer.
+    func respond(_ body: () async throws -> Response) async -> Response {
         let headers = RateHeaders()
         var response: Response = await Self.$rateHeaders.withValue(headers) {
             do {
-                return Self.json(try await body(), status: status)
+                return try await body()
             } catch let failure as Failure {
                 return Self.json(REST.ErrorDetails(errorCode: failure.code, message: failure.message), status: failure.status)
             } catch {

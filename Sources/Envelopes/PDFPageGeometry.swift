@@ -33,6 +33,9 @@ public struct PDFPageGeometry: Hashable, Sendable {
     public var cropBox: PDFRect
     /// `/Rotate`, normalised to 0, 90, 180 or 270 (clockwise, as viewers turn the page).
     public var rotation: Int
+    /// The TrimBox clipped to the CropBox: where a printed page is cut (the CropBox when absent).
+    /// Tools that place one page on another (qpdf's overlay) fit it to this box.
+    public var trimBox: PDFRect
 
     /// The shown width in points (the CropBox's, turned by the rotation).
     public var width: Double { rotation % 180 == 0 ? cropBox.width : cropBox.height }
@@ -42,10 +45,30 @@ public struct PDFPageGeometry: Hashable, Sendable {
     /// US Letter, upright: what a page without readable boxes is taken to be.
     public static let letter = PDFPageGeometry(mediaBox: PDFRect(0, 0, 612, 792), cropBox: PDFRect(0, 0, 612, 792), rotation: 0)
 
-    public init(mediaBox: PDFRect, cropBox: PDFRect, rotation: Int) {
+    public init(mediaBox: PDFRect, cropBox: PDFRect, rotation: Int, trimBox: PDFRect? = nil) {
         self.mediaBox = mediaBox
         self.cropBox = cropBox
         self.rotation = rotation
+        self.trimBox = trimBox ?? cropBox
+    }
+
+    /// A point of the page's user space as a viewer shows it: points from the shown page's
+    /// top-left corner, x to the right and y down, after the CropBox and `/Rotate`.
+    public func shown(x: Double, y: Double) -> (x: Double, y: Double) {
+        let c = cropBox
+        switch rotation {
+        case 90: return (y - c.y0, x - c.x0)
+        case 180: return (c.x1 - x, y - c.y0)
+        case 270: return (c.y1 - y, c.x1 - x)
+        default: return (x - c.x0, c.y1 - y)
+        }
+    }
+
+    /// ``trimBox`` as a viewer shows it (top-left origin, y down), normalised.
+    public var shownTrimBox: PDFRect {
+        let a = shown(x: trimBox.x0, y: trimBox.y0)
+        let b = shown(x: trimBox.x1, y: trimBox.y1)
+        return PDFRect(a.x, a.y, b.x, b.y)
     }
 
     /// The PDF's limits on a page side (ISO 32000-1, annex C): anything outside is damaged or hostile.
@@ -54,7 +77,7 @@ public struct PDFPageGeometry: Hashable, Sendable {
 
 extension PDFInspector {
     /// The shown geometry of every page, in page-tree order, read from the page tree with
-    /// inheritance of `/MediaBox`, `/CropBox` and `/Rotate`.
+    /// inheritance of `/MediaBox`, `/CropBox` and `/Rotate` (and each page's own `/TrimBox`).
     ///
     /// Bounded like ``inspect(_:)``: at most ``Limits/maxPages`` pages, a page tree at most 32
     /// levels deep, cycles cut. A box that is missing, malformed or outside 3–14,400 points falls
@@ -120,7 +143,9 @@ extension Reader {
             // A CropBox never reaches past the MediaBox; one that misses it entirely is ignored.
             var crop = here.crop.flatMap { $0.intersection(here.media) } ?? here.media
             if !PDFPageGeometry.sides.contains(crop.width) || !PDFPageGeometry.sides.contains(crop.height) { crop = here.media }
-            pages.append(PDFPageGeometry(mediaBox: here.media, cropBox: crop, rotation: here.rotation))
+            // The TrimBox is the page's own (not inherited); one that misses the CropBox is ignored.
+            let trim = rect(dict["TrimBox"], table: table).flatMap { $0.intersection(crop) } ?? crop
+            pages.append(PDFPageGeometry(mediaBox: here.media, cropBox: crop, rotation: here.rotation, trimBox: trim))
             return
         }
         guard case .array(let kids)? = resolve(dict["Kids"], in: table) else { return }

@@ -35,27 +35,7 @@ public enum SamplePDF {
             objects.append("<< /Length \(text.utf8.count) >>\nstream\n\(text)\nendstream")
         }
 
-        var out = Data()
-        // The comment with high bytes tells transfer tools the file is binary.
-        out.append(contentsOf: Array("%PDF-1.4\n%".utf8) + [0xE2, 0xE3, 0xCF, 0xD3, 0x0A])
-        var offsets: [Int] = []
-        for (index, body) in objects.enumerated() {
-            offsets.append(out.count)
-            out.append(contentsOf: Array("\(index + 1) 0 obj\n\(body)\nendobj\n".utf8))
-        }
-        let xrefOffset = out.count
-        var xref = "xref\n0 \(objects.count + 1)\n0000000000 65535 f \n"
-        for offset in offsets {
-            xref += pad(offset) + " 00000 n \n"
-        }
-        xref += "trailer\n<< /Size \(objects.count + 1) /Root 1 0 R /Info 4 0 R >>\nstartxref\n\(xrefOffset)\n%%EOF\n"
-        out.append(contentsOf: Array(xref.utf8))
-        return out
-    }
-
-    private static func pad(_ offset: Int) -> String {
-        let digits = String(offset)
-        return String(repeating: "0", count: max(0, 10 - digits.count)) + digits
+        return PDFWriter.serialize(objects: objects, trailer: "/Root 1 0 R /Info 4 0 R")
     }
 
     /// Escapes a PDF literal string and keeps it to printable ASCII.

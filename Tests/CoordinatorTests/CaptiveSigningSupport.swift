@@ -108,8 +108,8 @@ final class CaptiveRig: Sendable {
     }
 
     /// Composes `envelope` on the sender device, queues it and syncs it; returns the server id.
-    func sync(_ envelope: Envelope) async throws -> String {
-        let id = try await node.compose(envelope, mode: .online)
+    func sync(_ envelope: Envelope, mode: SigningMode = .online) async throws -> String {
+        let id = try await node.compose(envelope, mode: mode)
         _ = try await node.resumeSigning(envelopeId: id, driver: SyntheticSigner(seed: 1))
         let engine = SyncEngine(node: node, client: client, accessToken: token)
         let summary = try await engine.syncAll()

@@ -119,7 +119,7 @@ import FoundationNetworking
         #expect(signers.first?["routingOrder"] as? String == "1", "numbers are strings, as DocuSign sends them")
         #expect(out["recipientCount"] as? String == "1")
         let documents = try #require(out["documents"] as? [[String: Any]])
-        #expect(documents.count == 1 && documents.first?["documentId"] as? String == "doc1" && documents.first?["name"] as? String == "Lease")
+        #expect(documents.count == 2 && documents.first?["documentId"] as? String == "doc1" && documents.first?["name"] as? String == "Lease")
         #expect(documents.first?["uri"] as? String == "/envelopes/\(embedded)/documents/doc1")
         let pages = try #require(documents.first?["pages"] as? [[Any]], "\(documents)")
         #expect(pages.count == 2, "the sample PDF has two pages: \(pages)")
@@ -148,6 +148,18 @@ import FoundationNetworking
         #expect(listTabs["text"] as? [[String]] == [["city", "Bern", "true", "1", "100", "300"]], "\(listTabs)")
         #expect((listTabs["carbonCopy"] as? [String])?.isEmpty == true, "a carbon copy has no tabs: \(listTabs)")
         #expect(listTabs["draftSignHere"] as? [[String]] == [["2", "100", "150"]], "a draft's tabs as sending would place them: \(listTabs)")
+
+        // Files through the SDK: the device envelope's document (its signer signs in a captive
+        // view, not yet: nothing drawn), combined with and without its certificate, the certificate.
+        let downloads = try #require(out["downloads"] as? [String: String], "\(out)")
+        let document = try Data(contentsOf: URL(fileURLWithPath: try #require(downloads["document"])))
+        #expect(try CompletedDocumentTests.pageCount(document) == 2)
+        let combined = try Data(contentsOf: URL(fileURLWithPath: try #require(downloads["combined"])))
+        let bare = try Data(contentsOf: URL(fileURLWithPath: try #require(downloads["combinedBare"])))
+        #expect(try CompletedDocumentTests.pageCount(bare) == 2 && CompletedDocumentTests.pageCount(combined) == 3, "the certificate is one more page")
+        let certificate = try await CompletedDocumentTests.text(try Data(contentsOf: URL(fileURLWithPath: try #require(downloads["certificate"]))))
+        #expect(certificate.contains("Certificate of Completion") && certificate.contains(embedded) && certificate.contains("Bea Buyer"), "\(certificate)")
+        #expect(documents.last?["documentId"] as? String == "certificate" && documents.last?["type"] as? String == "summary", "\(documents)")
 
         let list = try #require(out["list"] as? [String: Any])
         #expect(list["totalSetSize"] as? String == "2")
@@ -199,6 +211,7 @@ import FoundationNetworking
         let schema = try #require(out["schema"] as? [String: Any], "\(out)")
         #expect(schema["checked"] as? Int == 9 && (schema["problems"] as? [String])?.isEmpty == true,
             "every answer has only fields the SDK's models declare, of their JSON types: \(schema)")
+        #expect(failures["noDocument"]?["status"] as? Int == 400 && failures["noDocument"]?["errorCode"] as? String == "DOCUMENT_DOES_NOT_EXIST", "\(failures["noDocument"] ?? [:])")
         #expect(failures["tabsOfNoOne"]?["status"] as? Int == 400 && failures["tabsOfNoOne"]?["errorCode"] as? String == "UNKNOWN_ENVELOPE_RECIPIENT")
         #expect(failures["badToken"]?["status"] as? Int == 401 && failures["badToken"]?["errorCode"] as? String == "AUTHORIZATION_INVALID_TOKEN")
         await rig.tearDown()
@@ -232,6 +245,10 @@ import FoundationNetworking
         #expect(answer.json["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "another account's envelope does not exist for it")
         answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes/\(id)/documents", token: rival)
         #expect(answer.json["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "nor do its documents")
+        for document in ["doc1", "combined", "certificate"] {
+            answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes/\(id)/documents/\(document)", token: rival)
+            #expect(answer.status == 400 && answer.json["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "nor their bytes (\(document))")
+        }
         answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes?from_date=2000-01-01", token: rival)
         #expect(answer.status == 200 && answer.json["totalSetSize"] as? String == "0", "\(answer.json)")
         answer = try await Self.call(rig, "GET", "\(base)/rival/envelopes?envelope_ids=\(id)", token: rival)

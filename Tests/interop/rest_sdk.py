@@ -11,6 +11,8 @@ exits 1 with the SDK's exception on the first unexpected failure.
 """
 import argparse
 import json
+import os
+import tempfile
 import sys
 import urllib.error
 import urllib.request
@@ -104,6 +106,19 @@ def main():
 
     recipients = envelopes.list_recipients(a.account, a.envelope)
     out["recipientCount"] = recipients.recipient_count
+
+    # Documents as files (the SDK hands back the body's bytes): one document, the combined PDF
+    # with its certificate and without, the certificate alone. The test reads them with poppler.
+    downloads = {}
+    for name, document_id, options in [("document", "doc1", {}), ("combined", "combined", {}),
+                                       ("combinedBare", "combined", {"certificate": "false"}),
+                                       ("certificate", "certificate", {})]:
+        body = envelopes.get_document(a.account, document_id, a.envelope, **options)
+        path = os.path.join(tempfile.mkdtemp(prefix="signfleet-sdk-"), name + ".pdf")
+        with open(path, "wb") as f:
+            f.write(body if isinstance(body, bytes) else body.encode("latin-1"))
+        downloads[name] = path
+    out["downloads"] = downloads
 
     changes = envelopes.list_status_changes(a.account, from_date=a.from_date)
     out["list"] = {"totalSetSize": changes.total_set_size, "resultSetSize": changes.result_set_size,
@@ -211,6 +226,7 @@ def main():
                 return_url=a.return_url))),
         "noFromDate": error_of(lambda: envelopes.list_status_changes(a.account)),
         "tabsOfNoOne": error_of(lambda: envelopes.list_tabs(a.account, a.envelope, "99")),
+        "noDocument": error_of(lambda: envelopes.get_document(a.account, "no-such-document", a.envelope)),
     }
     # Every kind of answer, raw, against the SDK's models (generated from DocuSign's OpenAPI definition).
     checked = [

@@ -4,8 +4,8 @@
 # libsqlite3, zlib, glibc …) and the dynamic loader are copied into a root file system, which a
 # `FROM scratch` Containerfile copies into the image (deploy/README.md). For the captive signing
 # page's images (docs/captive-signing.md, "Page images") the host's poppler `pdftoppm` goes in at
-# /usr/bin/pdftoppm (and `pdftotext`, which finds anchor tabs' strings, docs/rest-api.md) with the
-# libraries `ldd` lists for them, the fontconfig configuration, the 14
+# /usr/bin/pdftoppm (and `pdftotext`, which finds anchor tabs' strings, and `qpdf`, which lays a
+# completed envelope's ink over its documents, docs/rest-api.md) with the libraries `ldd` lists for them, the fontconfig configuration, the 14
 # URW fonts poppler draws the PDF standard fonts with when a PDF does not embed them, and a
 # fontconfig cache of them.
 #
@@ -14,7 +14,7 @@
 #   IMAGE=localhost/signfleet:dev build.sh
 #
 # Prints `image <name> <id>` last. Needs podman (Debian: apt-get install podman buildah), and from
-# the host: poppler-utils, fonts-urw-base35, fontconfig.
+# the host: poppler-utils, qpdf, fonts-urw-base35, fontconfig.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -25,6 +25,7 @@ command -v podman >/dev/null || { echo "error: podman is missing (apt-get instal
 # What the page renderer needs from the host, checked before anything is built.
 pdftoppm=/usr/bin/pdftoppm
 pdftotext=/usr/bin/pdftotext
+qpdf=/usr/bin/qpdf
 urw=/usr/share/fonts/opentype/urw-base35
 # The fonts poppler substitutes (through fontconfig's aliases, conf.d/61-urw-*.conf) for the 14
 # standard PDF fonts a PDF need not embed: Helvetica, Times and Courier in their four styles,
@@ -35,6 +36,7 @@ NimbusMonoPS-Regular NimbusMonoPS-Bold NimbusMonoPS-Italic NimbusMonoPS-BoldItal
 StandardSymbolsPS D050000L"
 [ -x "$pdftoppm" ] || { echo "error: $pdftoppm is missing (apt-get install poppler-utils): the image's page renderer" >&2; exit 1; }
 [ -x "$pdftotext" ] || { echo "error: $pdftotext is missing (apt-get install poppler-utils): the image's anchor tab locator" >&2; exit 1; }
+[ -x "$qpdf" ] || { echo "error: $qpdf is missing (apt-get install qpdf): the image's completed documents" >&2; exit 1; }
 for font in $fonts; do
     [ -f "$urw/$font.otf" ] || { echo "error: $urw/$font.otf is missing (apt-get install fonts-urw-base35): the fonts of non-embedded standard PDF fonts" >&2; exit 1; }
 done
@@ -58,6 +60,7 @@ install -m 0755 "$bin" "$root/usr/local/bin/signfleet"
 strip --strip-unneeded "$root/usr/local/bin/signfleet" 2>/dev/null || true
 install -m 0755 "$pdftoppm" "$root/usr/bin/pdftoppm"
 install -m 0755 "$pdftotext" "$root/usr/bin/pdftotext"
+install -m 0755 "$qpdf" "$root/usr/bin/qpdf"
 
 # Every library ldd resolves, at the path the loader looks for it (symbolic links followed, so
 # the image holds the file itself under the name the binary asks for), and the loader itself.
@@ -81,6 +84,7 @@ libraries() {
 libraries "$bin"
 libraries "$pdftoppm"
 libraries "$pdftotext"
+libraries "$qpdf"
 
 # Fonts for pdftoppm: poppler finds a font a PDF does not embed through fontconfig, so the image
 # has the host's configuration (/etc/fonts, conf.d's links followed), the 14 URW fonts above at

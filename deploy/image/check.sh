@@ -12,6 +12,9 @@
 #      library, a font fontconfig cannot find, a font cache it will not take);
 #   3b. the image's /usr/bin/pdftotext reads the same PDF's words and boxes as the coordinator asks
 #      for anchor tabs (Sources/Coordinator/PDFTextLocator.swift): the same TSV as the host's;
+#   3c. the image's /usr/bin/qpdf lays that PDF over itself with the options the coordinator gives
+#      it for completed documents (Sources/Coordinator/CompletedDocuments.swift): the same bytes
+#      as the host's qpdf (`--deterministic-id`);
 #   4. the page image route through that coordinator: the host's `signfleet node` syncs one
 #      envelope with an embedded signer, POST /admin/signing-urls gives a signing URL, its page
 #      opens (the session cookie), and GET …/documents/doc1/pages/1 and /2 answer 200 image/png, byte
@@ -19,7 +22,7 @@
 # Run as root, after deploy/image/build.sh, on the machine that built it (the host's pdftoppm,
 # Ghostscript and signfleet are the reference):
 #   deploy/image/check.sh        IMAGE=localhost/signfleet:dev   SIGNFLEET_RELEASE_BIN=<host signfleet>
-# Needs: podman, curl, poppler-utils and ghostscript on the host; the host's signfleet for the node
+# Needs: podman, curl, poppler-utils, qpdf and ghostscript on the host; the host's signfleet for the node
 # (SIGNFLEET_RELEASE_BIN, default .build/release/signfleet).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -158,6 +161,16 @@ HOME_INSIDE=/nonexistent INPUT="$work/page.pdf" "${inside[@]}" /usr/bin/pdftotex
 grep -q "Mutual" "$work/image.tsv" || fail "the image's pdftotext found no word \"Mutual\" in the test PDF"
 cmp -s "$work/host.tsv" "$work/image.tsv" || fail "the image's pdftotext read other words or boxes than the host's"
 echo "pdftotext -tsv -cropbox: $(grep -c '^5' "$work/image.tsv") words, the same as the host's"
+
+# 3c. The image's qpdf, for completed documents: the PDF laid over itself, with the coordinator's options.
+qpdf_args=(--warning-exit-0 --no-warn --deterministic-id --decrypt)
+/usr/bin/qpdf "${qpdf_args[@]}" "$work/page.pdf" --overlay "$work/page.pdf" -- - >"$work/host-overlay.pdf"
+status=0
+HOME_INSIDE=/nonexistent INPUT="$work/page.pdf" "${inside[@]}" /usr/bin/qpdf "${qpdf_args[@]}" /tmp/input.pdf --overlay /tmp/input.pdf -- - \
+    >"$work/image-overlay.pdf" 2>"$work/qpdf.err" || status=$?
+[ "$status" -eq 0 ] || { echo "FAIL: the image's /usr/bin/qpdf exited $status"; cat "$work/qpdf.err"; exit 1; }
+cmp -s "$work/host-overlay.pdf" "$work/image-overlay.pdf" || fail "the image's qpdf wrote another PDF than the host's"
+echo "qpdf --overlay: $(wc -c <"$work/image-overlay.pdf") bytes of PDF, byte-identical to the host's"
 
 # 4. A page image through the coordinator. The demo account's return URLs are limited to
 # http://127.0.0.1, so the node's device cannot open the signing page itself (its return URL is

@@ -3,12 +3,12 @@ import Foundation
 import Subprocess
 import SystemPackage
 
-/// Runs one of poppler's command-line tools (`pdftoppm`, `pdftotext`) on a PDF as a child process:
-/// the PDF is hostile input, so a crash, a hang or a memory blow-up costs one child, never the
-/// coordinator. The PDF goes in a private temporary file, not a pipe (a child that exits without
-/// reading its input would leave a pipe write failing mid-way); standard output is read up to a
-/// limit; after the deadline the child is killed.
-enum PopplerChild {
+/// Runs a PDF command-line tool (poppler's `pdftoppm` and `pdftotext`, `qpdf`) on PDFs as a child
+/// process: the PDFs are hostile input, so a crash, a hang or a memory blow-up costs one child,
+/// never the coordinator. Each PDF goes in a private temporary file, not a pipe (a child that exits
+/// without reading its input would leave a pipe write failing mid-way); standard output is read up
+/// to a limit; after the deadline the child is killed.
+enum PDFToolChild {
     enum Outcome: Sendable {
         case output([UInt8])
         /// The child exited non-zero, was killed, printed too much, or could not be started.
@@ -22,12 +22,24 @@ enum PopplerChild {
         _ executable: String, arguments: @Sendable (String) -> [String], pdf: Data, outputLimit: Int, timeout: Duration,
         clock: any FleetClock
     ) async -> Outcome {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-poppler-\(UUID().uuidString).pdf")
-        guard FileManager.default.createFile(atPath: file.path, contents: pdf, attributes: [.posixPermissions: 0o600]) else {
-            return .failed("the PDF could not be written to \(file.path)")
+        await run(executable, arguments: { arguments($0[0]) }, pdfs: [pdf], outputLimit: outputLimit, timeout: timeout, clock: clock)
+    }
+
+    /// Runs `executable` with `arguments(paths)`, the paths of `pdfs` in order, and returns what it printed.
+    static func run(
+        _ executable: String, arguments: @Sendable ([String]) -> [String], pdfs: [Data], outputLimit: Int, timeout: Duration,
+        clock: any FleetClock
+    ) async -> Outcome {
+        var files: [URL] = []
+        defer { for file in files { try? FileManager.default.removeItem(at: file) } }
+        for pdf in pdfs {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-pdf-\(UUID().uuidString).pdf")
+            guard FileManager.default.createFile(atPath: file.path, contents: pdf, attributes: [.posixPermissions: 0o600]) else {
+                return .failed("a PDF could not be written to \(file.path)")
+            }
+            files.append(file)
         }
-        defer { try? FileManager.default.removeItem(at: file) }
-        let arguments = arguments(file.path)
+        let arguments = arguments(files.map(\.path))
         let name = FilePath(executable).lastComponent?.string ?? executable
         let outcome: Outcome? = await withTaskGroup(of: Outcome?.self) { group in
             group.addTask {

@@ -1,0 +1,119 @@
+import Envelopes
+import Foundation
+import SignatureCapture
+
+/// The ink and values of an envelope's filled tabs, drawn as overlay pages for one document: page
+/// *n* of the stamp is page *n* of the document as a viewer shows it (its CropBox turned by
+/// `/Rotate`), so the stamp's coordinates are the tabs' own (points from the shown page's top-left
+/// corner) flipped to PDF's bottom-left origin. `qpdf --overlay` puts it on the document, fitting
+/// each stamp page's TrimBox to the page's — the stamp carries the page's shown TrimBox, so the fit
+/// is the identity.
+///
+/// What is drawn (docs/rest-api.md, "Completed documents"):
+/// - `signHere` / `initialHere` with a signature: its strokes scaled to fit the tab (aspect kept, 5%
+///   margin), centred, 1 pt wide, in dark blue; a typed signature: the name in Helvetica-Oblique;
+/// - text-like tabs with a value: the value in Helvetica on one line, the font as tall as 75% of the
+///   tab (at most 12 pt), narrowed until it fits the tab's width (at least 5 pt);
+/// - a selected checkbox: an X across it; a selected radio button: a filled square at its centre.
+enum DocumentStamp {
+    /// The stamp pages of one document, or nil when nothing is drawn on any of its pages.
+    static func pages(for documentID: String, geometry: [PDFPageGeometry], fill: EnvelopeFill) -> [PDFWriter.Page]? {
+        var contents = [String](repeating: "", count: geometry.count)
+        var drawn = false
+        for entry in fill.entries where entry.tab.documentId == documentID {
+            let index = entry.tab.pageNumber - 1
+            guard geometry.indices.contains(index) else { continue }
+            let ops = operators(for: entry, pageHeight: geometry[index].height)
+            guard !ops.isEmpty else { continue }
+            contents[index] += ops
+            drawn = true
+        }
+        guard drawn else { return nil }
+        return zip(geometry, contents).map { page, content in
+            let trim = page.shownTrimBox
+            let full = trim.x0 <= 0.001 && trim.y0 <= 0.001 && trim.x1 >= page.width - 0.001 && trim.y1 >= page.height - 0.001
+            return PDFWriter.Page(
+                width: page.width, height: page.height, content: content,
+                trimBox: full ? nil : PDFRect(trim.x0, page.height - trim.y1, trim.x1, page.height - trim.y0))
+        }
+    }
+
+    /// Blank pages of these sizes (a stamp's pages under pages that get nothing, such as a certificate's).
+    static func blank(_ geometry: [PDFPageGeometry]) -> [PDFWriter.Page] {
+        geometry.map { PDFWriter.Page(width: $0.width, height: $0.height, content: "") }
+    }
+
+    /// The content-stream operators that draw one tab's fill, in a `q … Q` of their own; empty when
+    /// there is nothing to draw.
+    static func operators(for entry: EnvelopeFill.Entry, pageHeight: Double) -> String {
+        let frame = entry.tab.frame
+        guard frame.x.isFinite, frame.y.isFinite, frame.width.isFinite, frame.height.isFinite, frame.width > 0, frame.height > 0 else {
+            return ""
+        }
+        // The tab's rectangle in PDF coordinates (bottom-left origin).
+        let left = frame.x, bottom = pageHeight - frame.y - frame.height
+        let n = PDFWriter.number
+        switch entry.tab.type {
+        case .signHere, .initialHere:
+            if let bytes = entry.signature, let record = try? ISOSignatureRecord(bytes: bytes) {
+                return ink(record.strokes(), left: left, bottom: bottom, width: frame.width, height: frame.height)
+            }
+            // A typed signature (the captive page's "type your name") is its name, in an oblique face.
+            return line(entry.tab.value, font: "F3", color: "0.05 0.1 0.45", left: left, bottom: bottom, width: frame.width, height: frame.height)
+        case .checkbox:
+            guard entry.tab.selected else { return "" }
+            let inset = min(frame.width, frame.height) * 0.15
+            let (x0, y0, x1, y1) = (left + inset, bottom + inset, left + frame.width - inset, bottom + frame.height - inset)
+            return "q 0 0 0 RG 1.2 w 1 J \(n(x0)) \(n(y0)) m \(n(x1)) \(n(y1)) l S \(n(x0)) \(n(y1)) m \(n(x1)) \(n(y0)) l S Q\n"
+        case .radio:
+            guard entry.tab.selected else { return "" }
+            let side = min(frame.width, frame.height) * 0.5
+            return "q 0 0 0 rg \(n(left + (frame.width - side) / 2)) \(n(bottom + (frame.height - side) / 2)) \(n(side)) \(n(side)) re f Q\n"
+        default:
+            return line(entry.tab.value, font: "F1", color: "0 0 0", left: left, bottom: bottom, width: frame.width, height: frame.height)
+        }
+    }
+
+    /// A value on one line in a rectangle: as tall as 75% of it (at most 12 pt), narrowed until it
+    /// fits its width (at least 5 pt), vertically centred.
+    static func line(_ value: String?, font: String, color: String, left: Double, bottom: Double, width: Double, height: Double) -> String {
+        guard let value = value?.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty else { return "" }
+        let text = String(value.unicodeScalars.prefix(500).map { CharacterSet.newlines.contains($0) ? " " : Character($0) })
+        var size = min(height * 0.75, 12)
+        let natural = PDFWriter.helveticaWidth(text, size: size)
+        if natural > width - 2, natural > 0 { size = max(5, size * (width - 2) / natural) }
+        let baseline = bottom + (height - size) / 2 + size * 0.22
+        let n = PDFWriter.number
+        return "q \(color) rg BT /\(font) \(n(size)) Tf \(n(left + 1)) \(n(baseline)) Td \(PDFWriter.text(text)) Tj ET Q\n"
+    }
+
+    /// Strokes (millimetres, y down) fitted into a rectangle (points, bottom-left origin).
+    static func ink(_ strokes: [ISOSignatureRecord.Stroke], left: Double, bottom: Double, width: Double, height: Double) -> String {
+        let points = strokes.joined()
+        guard let first = points.first else { return "" }
+        var (minX, maxX, minY, maxY) = (first.x, first.x, first.y, first.y)
+        for p in points {
+            minX = min(minX, p.x); maxX = max(maxX, p.x); minY = min(minY, p.y); maxY = max(maxY, p.y)
+        }
+        let spanX = max(maxX - minX, 0.001), spanY = max(maxY - minY, 0.001)
+        let scale = min(width * 0.9 / spanX, height * 0.9 / spanY)
+        guard scale.isFinite, scale > 0 else { return "" }
+        let offsetX = left + (width - spanX * scale) / 2, offsetY = bottom + (height - spanY * scale) / 2
+        let n = PDFWriter.number
+        var out = "q 0.05 0.1 0.45 RG 1 w 1 J 1 j\n"
+        for stroke in strokes {
+            for (i, p) in stroke.enumerated() {
+                let x = offsetX + (p.x - minX) * scale
+                // The record's y grows downwards; PDF's upwards.
+                let y = offsetY + (maxY - p.y) * scale
+                out += "\(n(x)) \(n(y)) \(i == 0 ? "m" : "l")\n"
+            }
+            // A stroke of one point is a dot: a zero-length line with round caps.
+            if stroke.count == 1, let p = stroke.first {
+                out += "\(n(offsetX + (p.x - minX) * scale)) \(n(offsetY + (maxY - p.y) * scale)) l\n"
+            }
+            out += "S\n"
+        }
+        return out + "Q\n"
+    }
+}
