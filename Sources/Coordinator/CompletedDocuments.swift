@@ -31,51 +31,49 @@ struct CompletedDocuments: Sendable {
 
     struct Limits: Sendable {
         /// The largest PDF written back.
-        var maxOutputBytes = 256 << 20
+        var maxOutputBytes = 128 << 20
         /// After this the child is killed.
         var timeout: Duration = .seconds(30)
+        /// qpdf runs at once, shared fairly between accounts; more wait their turn.
+        var concurrentRuns = 2
     }
 
     /// The `qpdf` executable: `SIGNFLEET_QPDF` when set, else Debian's path.
     var executable = ProcessInfo.processInfo.environment["SIGNFLEET_QPDF"] ?? "/usr/bin/qpdf"
     var limits = Limits()
     var clock: any FleetClock = ContinuousClock()
+    /// Shared by every copy of this value: the bound on qpdf runs at once.
+    let slots: ToolSlots
+
+    init(limits: Limits = Limits()) {
+        self.limits = limits
+        slots = ToolSlots(capacity: limits.concurrentRuns)
+    }
 
     /// A document of the envelope: its id (what tabs name) and bytes.
     typealias Document = (id: String, pdf: Data)
 
-    /// One document with its tabs drawn.
-    func document(_ document: Document, fill: EnvelopeFill) async throws(Failure) -> Data {
+    /// One document with its tabs drawn; `account` shares the qpdf runs fairly.
+    func document(_ document: Document, fill: EnvelopeFill, account: String = "") async throws(Failure) -> Data {
         guard let stamp = try DocumentStamp.pages(for: document.id, geometry: geometry(document.pdf), fill: fill) else {
             return document.pdf
         }
-        return try await qpdf(inputs: [document.pdf, PDFWriter.document(pages: stamp)]) { paths in
+        // The stamp's pages go on the document's first pages, as many as there are: a page
+        // tree qpdf counts otherwise (a page listed twice) cannot make qpdf refuse the overlay.
+        return try await qpdf(inputs: [document.pdf, PDFWriter.document(pages: stamp)], account: account) { paths in
             Self.options + [paths[0], "--overlay", paths[1], "--", "-"]
         }
     }
 
-    /// Every document in envelope order with its tabs drawn, then `certificate` when given.
-    func combined(_ documents: [Document], fill: EnvelopeFill, certificate: Data?) async throws(Failure) -> Data {
-        var inputs = documents.map(\.pdf)
-        var stamp: [PDFWriter.Page] = []
-        var drawn = false
-        for document in documents {
-            let pages = try geometry(document.pdf)
-            if let drawing = DocumentStamp.pages(for: document.id, geometry: pages, fill: fill) {
-                stamp += drawing
-                drawn = true
-            } else {
-                stamp += DocumentStamp.blank(pages)
-            }
-        }
+    /// Every document in envelope order with its tabs drawn, then `certificate` when given. Each
+    /// document is drawn on by itself first, so one document's page count (as qpdf reads it)
+    /// never shifts another's ink.
+    func combined(_ documents: [Document], fill: EnvelopeFill, certificate: Data?, account: String = "") async throws(Failure) -> Data {
+        var inputs: [Data] = []
+        for document in documents { inputs.append(try await self.document(document, fill: fill, account: account)) }
         if let certificate { inputs.append(certificate) }
-        let count = inputs.count
-        if drawn { inputs.append(PDFWriter.document(pages: stamp)) }
-        let (overlay, stampPages) = (drawn, stamp.count)
-        return try await qpdf(inputs: inputs) { paths in
-            // The stamp's pages cover the documents' and stop there: the certificate gets none.
-            Self.options + ["--empty", "--pages"] + paths.prefix(count) + ["--"]
-                + (overlay ? ["--overlay", paths[count], "--to=1-\(stampPages)", "--"] : []) + ["-"]
+        return try await qpdf(inputs: inputs, account: account) { paths in
+            Self.options + ["--empty", "--pages"] + paths + ["--", "-"]
         }
     }
 
@@ -90,10 +88,12 @@ struct CompletedDocuments: Sendable {
         }
     }
 
-    func qpdf(inputs: [Data], arguments: @escaping @Sendable ([String]) -> [String]) async throws(Failure) -> Data {
+    func qpdf(inputs: [Data], account: String, arguments: @escaping @Sendable ([String]) -> [String]) async throws(Failure) -> Data {
         guard FileManager.default.isExecutableFile(atPath: executable) else { throw .missing(executable) }
+        await slots.acquire(account: account)
         let outcome = await PDFToolChild.run(
             executable, arguments: arguments, pdfs: inputs, outputLimit: limits.maxOutputBytes, timeout: limits.timeout, clock: clock)
+        await slots.release(account: account)
         switch outcome {
         case .output(let bytes):
             guard bytes.starts(with: Array("%PDF-".utf8)) else { throw .failed("qpdf wrote no PDF") }
@@ -102,5 +102,21 @@ struct CompletedDocuments: Sendable {
         case .timedOut: throw .timedOut(limits.timeout)
         case .cancelled: throw .failed("cancelled")
         }
+    }
+}
+
+/// Runs of a child tool at once, shared fairly between accounts (``FairRenderSlots``).
+actor ToolSlots {
+    private var slots: FairRenderSlots
+
+    init(capacity: Int) { slots = FairRenderSlots(capacity: capacity) }
+
+    func acquire(account: String) async {
+        if slots.tryAcquire(account: account) { return }
+        await withCheckedContinuation { slots.enqueue($0, account: account) }
+    }
+
+    func release(account: String) {
+        slots.release(account: account)?.resume()
     }
 }

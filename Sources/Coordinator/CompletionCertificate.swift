@@ -41,14 +41,14 @@ struct CompletionCertificate {
         out.append(Line(text: ""))
         out.append(Line(text: "Recipients", bold: true))
         let given = Dictionary(payload.recipients.map { ($0.recipientId, $0) }, uniquingKeysWith: { first, _ in first })
+        let signedByRecipient = Dictionary(grouping: fill.entries.filter(\.isSigned), by: \.tab.recipientId)
         for recipient in aggregate.recipients {
             let email = given[recipient.recipientID]?.email.map { " <\($0)>" } ?? ""
             out.append(Line(text: "\(recipient.recipientID): \(recipient.name)\(email), \(recipient.type), routing order \(recipient.routingOrder)", indent: 12))
             out.append(Line(text: "Sent \(REST.time(envelope.createdAt))", indent: 24))
             let when = recipient.statusChangedAt.map { " at \(REST.time($0))" } ?? ""
             out.append(Line(text: "Status \(recipient.status)\(when)\(recipient.declineReason.map { ", reason: \($0)" } ?? "")", indent: 24))
-            let signed = fill.entries.filter { $0.tab.recipientId == recipient.recipientID && $0.signature != nil }
-            for entry in signed {
+            for entry in signedByRecipient[recipient.recipientID] ?? [] {
                 let tab = entry.tab
                 let place: String
                 switch entry.source {
@@ -58,7 +58,11 @@ struct CompletionCertificate {
                 case .none: place = "(source unknown)"
                 }
                 out.append(Line(text: "\(tab.type.rawValue) \(tab.tabId ?? "") on \(tab.documentId) page \(tab.pageNumber), signed \(place)", indent: 24))
-                out.append(Line(text: "signature record SHA-256 \(Self.hex(Array(SHA256.hash(data: entry.signature ?? []))))", indent: 36))
+                if let record = entry.signature {
+                    out.append(Line(text: "signature record SHA-256 \(Self.hex(Array(SHA256.hash(data: record))))", indent: 36))
+                } else {
+                    out.append(Line(text: "typed signature: \(entry.tab.value ?? "")", indent: 36))
+                }
             }
         }
         return out

@@ -2,27 +2,36 @@ import Envelopes
 import Foundation
 import SignatureCapture
 
-/// The ink and values of an envelope's filled tabs, drawn as overlay pages for one document: page
-/// *n* of the stamp is page *n* of the document as a viewer shows it (its CropBox turned by
-/// `/Rotate`), so the stamp's coordinates are the tabs' own (points from the shown page's top-left
-/// corner) flipped to PDF's bottom-left origin. `qpdf --overlay` puts it on the document, fitting
-/// each stamp page's TrimBox to the page's — the stamp carries the page's shown TrimBox, so the fit
-/// is the identity.
+/// The ink and values of an envelope's filled tabs, drawn as overlay pages for one document.
+/// Tabs are placed in points from the top-left corner of the page as a viewer shows it (its
+/// CropBox, clipped to the MediaBox, turned by `/Rotate`); each stamp page is drawn in those
+/// coordinates (flipped to PDF's bottom-left origin) and mapped into the document page's user
+/// space by a `cm` (``PDFPageGeometry/shownToUserSpace``). The stamp page carries the document
+/// page's boxes, `/Rotate` and `/UserUnit` as written, so that `qpdf --overlay`, which fits each
+/// overlay page's TrimBox (else CropBox, else MediaBox) to the page's and undoes both pages'
+/// rotation, places it with the identity.
 ///
 /// What is drawn (docs/rest-api.md, "Completed documents"):
 /// - `signHere` / `initialHere` with a signature: its strokes scaled to fit the tab (aspect kept, 5%
-///   margin), centred, 1 pt wide, in dark blue; a typed signature: the name in Helvetica-Oblique;
-/// - text-like tabs with a value: the value in Helvetica on one line, the font as tall as 75% of the
-///   tab (at most 12 pt), narrowed until it fits the tab's width (at least 5 pt);
+///   margin), centred, 1 pt wide, in dark blue; a name typed on the captive page: the name in
+///   Helvetica-Oblique;
+/// - text-like tabs with a value: the value in Helvetica on one line (`dateSigned` and `fullName`
+///   only once their recipient signed);
 /// - a selected checkbox: an X across it; a selected radio button: a filled square at its centre.
 enum DocumentStamp {
+    /// Frames beyond this many points from the page's corner are not drawn (hostile or damaged).
+    static let maxCoordinate = 100_000.0
+
     /// The stamp pages of one document, or nil when nothing is drawn on any of its pages.
     static func pages(for documentID: String, geometry: [PDFPageGeometry], fill: EnvelopeFill) -> [PDFWriter.Page]? {
         var contents = [String](repeating: "", count: geometry.count)
         var drawn = false
+        let signers = Set(fill.entries.filter(\.isSigned).map(\.tab.recipientId))
         for entry in fill.entries where entry.tab.documentId == documentID {
+            guard entry.tab.pageNumber >= 1, entry.tab.pageNumber <= geometry.count else { continue }
             let index = entry.tab.pageNumber - 1
-            guard geometry.indices.contains(index) else { continue }
+            // The signing date and name are the signer's act: drawn once they signed, not from a sender's value.
+            if entry.tab.type == .dateSigned || entry.tab.type == .fullName, !signers.contains(entry.tab.recipientId) { continue }
             let ops = operators(for: entry, pageHeight: geometry[index].height)
             guard !ops.isEmpty else { continue }
             contents[index] += ops
@@ -30,25 +39,20 @@ enum DocumentStamp {
         }
         guard drawn else { return nil }
         return zip(geometry, contents).map { page, content in
-            let trim = page.shownTrimBox
-            let full = trim.x0 <= 0.001 && trim.y0 <= 0.001 && trim.x1 >= page.width - 0.001 && trim.y1 >= page.height - 0.001
+            let matrix = page.shownToUserSpace.map(PDFWriter.number).joined(separator: " ")
             return PDFWriter.Page(
-                width: page.width, height: page.height, content: content,
-                trimBox: full ? nil : PDFRect(trim.x0, page.height - trim.y1, trim.x1, page.height - trim.y0))
+                mediaBox: page.mediaBox, content: content.isEmpty ? "" : "q \(matrix) cm\n\(content)Q\n", cropBox: page.written.cropBox,
+                trimBox: page.written.trimBox, rotation: page.written.rotation, userUnit: page.written.userUnit)
         }
-    }
-
-    /// Blank pages of these sizes (a stamp's pages under pages that get nothing, such as a certificate's).
-    static func blank(_ geometry: [PDFPageGeometry]) -> [PDFWriter.Page] {
-        geometry.map { PDFWriter.Page(width: $0.width, height: $0.height, content: "") }
     }
 
     /// The content-stream operators that draw one tab's fill, in a `q … Q` of their own; empty when
     /// there is nothing to draw.
     static func operators(for entry: EnvelopeFill.Entry, pageHeight: Double) -> String {
         let frame = entry.tab.frame
-        guard frame.x.isFinite, frame.y.isFinite, frame.width.isFinite, frame.height.isFinite, frame.width > 0, frame.height > 0 else {
-            return ""
+        let limit = maxCoordinate
+        guard abs(frame.x) <= limit, abs(frame.y) <= limit, frame.width > 0, frame.height > 0, frame.width <= limit, frame.height <= limit else {
+            return ""  // also every frame with a NaN, which fails each comparison
         }
         // The tab's rectangle in PDF coordinates (bottom-left origin).
         let left = frame.x, bottom = pageHeight - frame.y - frame.height
@@ -58,7 +62,9 @@ enum DocumentStamp {
             if let bytes = entry.signature, let record = try? ISOSignatureRecord(bytes: bytes) {
                 return ink(record.strokes(), left: left, bottom: bottom, width: frame.width, height: frame.height)
             }
-            // A typed signature (the captive page's "type your name") is its name, in an oblique face.
+            // A typed signature (the captive page's "type your name") is its name, in an oblique face;
+            // a value a sender put on a signing tab is no signature and is not drawn.
+            guard entry.typed else { return "" }
             return line(entry.tab.value, font: "F3", color: "0.05 0.1 0.45", left: left, bottom: bottom, width: frame.width, height: frame.height)
         case .checkbox:
             guard entry.tab.selected else { return "" }

@@ -23,6 +23,11 @@ struct EnvelopeFill: Sendable {
         /// The ISO/IEC 19794-7 record of a signed `signHere` / `initialHere`.
         var signature: [UInt8]?
         var source: Source
+        /// A `signHere` / `initialHere` signed on the captive page by typing a name (the tab's `value`).
+        var typed = false
+
+        /// Signed, drawn or typed.
+        var isSigned: Bool { signature != nil || typed }
     }
 
     /// In the payload's tab order.
@@ -38,9 +43,13 @@ struct EnvelopeFill: Sendable {
                 entry.source = .device(deviceID)
             }
             if let record = entered[index], record.recipientID == tab.recipientId {
+                // What the captive page stored wins over the payload, a signature included.
                 if let value = record.value { entry.tab.value = value }
                 if let selected = record.selected { entry.tab.selected = selected }
-                if let iso = record.isoRecord { entry.signature = [UInt8](iso) }
+                if signing {
+                    entry.signature = record.isoRecord.map { [UInt8]($0) }
+                    entry.typed = record.isoRecord == nil && record.pointerType == "typed" && record.value?.isEmpty == false
+                }
                 entry.source = .captive(record.capturedAt)
             }
             return entry

@@ -347,7 +347,7 @@ public struct RESTRoutes: Sendable {
                 throw Failure(status: .badRequest, code: "ENVELOPE_HAS_NOT_BEEN_SENT", message: "envelope \(envelopeID) is a draft; it has no certificate yet")
             }
             if documentID == "combined" {
-                return ("combined", try await completing { try await documents.combined(originals.map { ($0.id, $0.pdf) }, fill: EnvelopeFill(), certificate: nil) })
+                return ("combined", try await completing { try await documents.combined(originals.map { ($0.id, $0.pdf) }, fill: EnvelopeFill(), certificate: nil, account: account) })
             }
             guard let original = originals.first(where: { $0.id == documentID }) else { throw Failure.noDocument(documentID) }
             return (original.name, original.pdf)
@@ -361,10 +361,10 @@ public struct RESTRoutes: Sendable {
         case "combined":
             let summary = withCertificate ? try await certificate(aggregate, payload: payload, fill: fill).pdf : nil
             let all = payload.documents.map { ($0.documentId, $0.pdf) }
-            return ("combined", try await completing { try await documents.combined(all, fill: fill, certificate: summary) })
+            return ("combined", try await completing { try await documents.combined(all, fill: fill, certificate: summary, account: account) })
         default:
             guard let document = payload.documents.first(where: { $0.documentId == documentID }) else { throw Failure.noDocument(documentID) }
-            return (document.name, try await completing { try await documents.document((document.documentId, document.pdf), fill: fill) })
+            return (document.name, try await completing { try await documents.document((document.documentId, document.pdf), fill: fill, account: account) })
         }
     }
 

@@ -33,9 +33,26 @@ public struct PDFPageGeometry: Hashable, Sendable {
     public var cropBox: PDFRect
     /// `/Rotate`, normalised to 0, 90, 180 or 270 (clockwise, as viewers turn the page).
     public var rotation: Int
-    /// The TrimBox clipped to the CropBox: where a printed page is cut (the CropBox when absent).
-    /// Tools that place one page on another (qpdf's overlay) fit it to this box.
-    public var trimBox: PDFRect
+    /// The page's boxes and rotation as the file writes them (inherited where the PDF inherits
+    /// them, nothing clipped or normalised): what another tool that places one page on another
+    /// (qpdf's overlay) reads, so that a page made with the same values lines up with this one.
+    public var written: Written
+
+    public struct Written: Sendable, Hashable {
+        public var cropBox: PDFRect?
+        public var trimBox: PDFRect?
+        /// `/Rotate` as written (0 when absent).
+        public var rotation: Int
+        /// `/UserUnit` when the page has one.
+        public var userUnit: Double?
+
+        public init(cropBox: PDFRect? = nil, trimBox: PDFRect? = nil, rotation: Int = 0, userUnit: Double? = nil) {
+            self.cropBox = cropBox
+            self.trimBox = trimBox
+            self.rotation = rotation
+            self.userUnit = userUnit
+        }
+    }
 
     /// The shown width in points (the CropBox's, turned by the rotation).
     public var width: Double { rotation % 180 == 0 ? cropBox.width : cropBox.height }
@@ -45,30 +62,24 @@ public struct PDFPageGeometry: Hashable, Sendable {
     /// US Letter, upright: what a page without readable boxes is taken to be.
     public static let letter = PDFPageGeometry(mediaBox: PDFRect(0, 0, 612, 792), cropBox: PDFRect(0, 0, 612, 792), rotation: 0)
 
-    public init(mediaBox: PDFRect, cropBox: PDFRect, rotation: Int, trimBox: PDFRect? = nil) {
+    public init(mediaBox: PDFRect, cropBox: PDFRect, rotation: Int, written: Written? = nil) {
         self.mediaBox = mediaBox
         self.cropBox = cropBox
         self.rotation = rotation
-        self.trimBox = trimBox ?? cropBox
+        self.written = written ?? Written(rotation: rotation)
     }
 
-    /// A point of the page's user space as a viewer shows it: points from the shown page's
-    /// top-left corner, x to the right and y down, after the CropBox and `/Rotate`.
-    public func shown(x: Double, y: Double) -> (x: Double, y: Double) {
+    /// The matrix `[a b c d e f]` (a content stream's `cm`) that maps the shown page — points from
+    /// its bottom-left corner as a viewer shows it, x right, y up — to the page's user space:
+    /// the CropBox's origin and `/Rotate` undone.
+    public var shownToUserSpace: [Double] {
         let c = cropBox
         switch rotation {
-        case 90: return (y - c.y0, x - c.x0)
-        case 180: return (c.x1 - x, y - c.y0)
-        case 270: return (c.y1 - y, c.x1 - x)
-        default: return (x - c.x0, c.y1 - y)
+        case 90: return [0, 1, -1, 0, c.x1, c.y0]
+        case 180: return [-1, 0, 0, -1, c.x1, c.y1]
+        case 270: return [0, -1, 1, 0, c.x0, c.y1]
+        default: return [1, 0, 0, 1, c.x0, c.y0]
         }
-    }
-
-    /// ``trimBox`` as a viewer shows it (top-left origin, y down), normalised.
-    public var shownTrimBox: PDFRect {
-        let a = shown(x: trimBox.x0, y: trimBox.y0)
-        let b = shown(x: trimBox.x1, y: trimBox.y1)
-        return PDFRect(a.x, a.y, b.x, b.y)
     }
 
     /// The PDF's limits on a page side (ISO 32000-1, annex C): anything outside is damaged or hostile.
@@ -77,7 +88,7 @@ public struct PDFPageGeometry: Hashable, Sendable {
 
 extension PDFInspector {
     /// The shown geometry of every page, in page-tree order, read from the page tree with
-    /// inheritance of `/MediaBox`, `/CropBox` and `/Rotate` (and each page's own `/TrimBox`).
+    /// inheritance of `/MediaBox`, `/CropBox` and `/Rotate` (and each page's own `/TrimBox` and `/UserUnit`).
     ///
     /// Bounded like ``inspect(_:)``: at most ``Limits/maxPages`` pages, a page tree at most 32
     /// levels deep, cycles cut. A box that is missing, malformed or outside 3–14,400 points falls
@@ -112,6 +123,8 @@ extension Reader {
         var media = PDFPageGeometry.letter.mediaBox
         var crop: PDFRect?
         var rotation = 0
+        var writtenCrop: PDFRect?
+        var writtenRotation = 0
     }
 
     /// Walks the page tree under the catalog `root` names, depth first.
@@ -136,16 +149,25 @@ extension Reader {
         var here = inherited
         if let media = rect(dict["MediaBox"], table: table) { here.media = media }
         if let crop = rect(dict["CropBox"], table: table) { here.crop = crop }
+        if let crop = rect(dict["CropBox"], table: table, anySize: true) { here.writtenCrop = crop }
         if case .int(let rotate)? = resolve(dict["Rotate"], in: table) {
+            here.writtenRotation = rotate
             here.rotation = rotate % 90 == 0 ? ((rotate % 360) + 360) % 360 : 0
         }
         if dict["Type"] == .name("Page") || (dict["Type"] == nil && dict["Kids"] == nil) {
             // A CropBox never reaches past the MediaBox; one that misses it entirely is ignored.
             var crop = here.crop.flatMap { $0.intersection(here.media) } ?? here.media
             if !PDFPageGeometry.sides.contains(crop.width) || !PDFPageGeometry.sides.contains(crop.height) { crop = here.media }
-            // The TrimBox is the page's own (not inherited); one that misses the CropBox is ignored.
-            let trim = rect(dict["TrimBox"], table: table).flatMap { $0.intersection(crop) } ?? crop
-            pages.append(PDFPageGeometry(mediaBox: here.media, cropBox: crop, rotation: here.rotation, trimBox: trim))
+            let userUnit: Double? =
+                switch resolve(dict["UserUnit"], in: table) {
+                case .int(let value)?: Double(value)
+                case .real(let value)?: value.isFinite ? value : nil
+                default: nil
+                }
+            let written = PDFPageGeometry.Written(
+                cropBox: here.writtenCrop, trimBox: rect(dict["TrimBox"], table: table, anySize: true), rotation: here.writtenRotation,
+                userUnit: userUnit)
+            pages.append(PDFPageGeometry(mediaBox: here.media, cropBox: crop, rotation: here.rotation, written: written))
             return
         }
         guard case .array(let kids)? = resolve(dict["Kids"], in: table) else { return }
@@ -156,7 +178,9 @@ extension Reader {
     }
 
     /// A rectangle from a four-number array, or `nil` when it is not one or is implausibly sized.
-    func rect(_ object: PDFObject?, table: [Int: Int]) -> PDFRect? {
+    /// With `anySize`, any four finite numbers under a million in size (what the file says, for
+    /// ``PDFPageGeometry/written``).
+    func rect(_ object: PDFObject?, table: [Int: Int], anySize: Bool = false) -> PDFRect? {
         guard case .array(let items)? = resolve(object, in: table), items.count == 4 else { return nil }
         var numbers: [Double] = []
         for item in items {
@@ -167,6 +191,7 @@ extension Reader {
             }
         }
         let box = PDFRect(numbers[0], numbers[1], numbers[2], numbers[3])
+        if anySize { return numbers.allSatisfy({ $0.isFinite && abs($0) < 1e6 }) ? box : nil }
         guard PDFPageGeometry.sides.contains(box.width), PDFPageGeometry.sides.contains(box.height),
             abs(box.x0) < 1e6, abs(box.y0) < 1e6
         else { return nil }

@@ -7,19 +7,30 @@ import Foundation
 /// accepts it), uncompressed content streams, and three standard fonts that need no embedding:
 /// `/F1` Helvetica, `/F2` Helvetica-Bold and `/F3` Helvetica-Oblique, in WinAnsiEncoding (``text(_:)``).
 public enum PDFWriter {
-    /// One page: its size in points and its content stream (PDF operators, origin bottom-left).
+    /// One page: its boxes and its content stream (PDF operators in the page's user space).
     public struct Page: Sendable, Hashable {
-        public var width: Double
-        public var height: Double
+        public var mediaBox: PDFRect
         public var content: String
-        /// A `/TrimBox` in the page's own coordinates, when it must differ from the page.
+        /// `/CropBox`, `/TrimBox`, `/Rotate` and `/UserUnit`, when the page must carry them (an
+        /// overlay that mirrors another page's boxes).
+        public var cropBox: PDFRect?
         public var trimBox: PDFRect?
+        public var rotation: Int?
+        public var userUnit: Double?
 
-        public init(width: Double, height: Double, content: String, trimBox: PDFRect? = nil) {
-            self.width = width
-            self.height = height
+        /// A page of `width` × `height` points, origin bottom-left.
+        public init(width: Double, height: Double, content: String) {
+            self.mediaBox = PDFRect(0, 0, width, height)
             self.content = content
+        }
+
+        public init(mediaBox: PDFRect, content: String, cropBox: PDFRect? = nil, trimBox: PDFRect? = nil, rotation: Int? = nil, userUnit: Double? = nil) {
+            self.mediaBox = mediaBox
+            self.content = content
+            self.cropBox = cropBox
             self.trimBox = trimBox
+            self.rotation = rotation
+            self.userUnit = userUnit
         }
     }
 
@@ -35,9 +46,13 @@ public enum PDFWriter {
         objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Oblique /Encoding /WinAnsiEncoding >>")
         objects.append("<< /Title \(text(title ?? "")) /Producer \(text(producer)) >>")
         for (index, page) in pages.enumerated() {
-            let trim = page.trimBox.map { " /TrimBox [\(number($0.x0)) \(number($0.y0)) \(number($0.x1)) \(number($0.y1))]" } ?? ""
+            var boxes = "/MediaBox \(box(page.mediaBox))"
+            if let crop = page.cropBox { boxes += " /CropBox \(box(crop))" }
+            if let trim = page.trimBox { boxes += " /TrimBox \(box(trim))" }
+            if let rotation = page.rotation { boxes += " /Rotate \(rotation)" }
+            if let unit = page.userUnit { boxes += " /UserUnit \(number(unit))" }
             objects.append(
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 \(number(page.width)) \(number(page.height))]\(trim) "
+                "<< /Type /Page /Parent 2 0 R \(boxes) "
                     + "/Resources << /Font << /F1 3 0 R /F2 4 0 R /F3 5 0 R >> >> /Contents \(8 + 2 * index) 0 R >>")
             objects.append("<< /Length \(page.content.utf8.count) >>\nstream\n\(page.content)\nendstream")
         }
@@ -82,12 +97,18 @@ public enum PDFWriter {
         return out + ")"
     }
 
-    /// A number as content streams want it: finite, at most three decimals, no exponent.
+    /// A number as content streams want it: at most three decimals, no exponent, within ±10⁹
+    /// (larger values are clamped; not a number is 0).
     public static func number(_ value: Double) -> String {
-        guard value.isFinite else { return "0" }
-        let rounded = (value * 1000).rounded() / 1000
-        if rounded == rounded.rounded(), abs(rounded) < 1e9 { return String(Int(rounded)) }
+        guard value.isFinite else { return value.isNaN ? "0" : (value > 0 ? "1000000000" : "-1000000000") }
+        let rounded = (min(max(value, -1e9), 1e9) * 1000).rounded() / 1000
+        if rounded == rounded.rounded() { return String(Int(rounded)) }
         return String(format: "%.3f", rounded)
+    }
+
+    /// A rectangle as `[x0 y0 x1 y1]`.
+    public static func box(_ rect: PDFRect) -> String {
+        "[\(number(rect.x0)) \(number(rect.y0)) \(number(rect.x1)) \(number(rect.y1))]"
     }
 
     /// Helvetica's advance widths (per 1,000 units of the font size) for printable ASCII, from

@@ -112,8 +112,11 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> String {
         #expect(pages[0].rotation == 270)
         #expect(pages[0].cropBox == PDFRect(10, 20, 590.5, 780))
         #expect(pages[0].width == 760 && pages[0].height == 580.5)
-        // A CropBox outside the MediaBox is ignored: the MediaBox shows.
-        #expect(pages[1] == PDFPageGeometry(mediaBox: PDFRect(0, 0, 842, 595), cropBox: PDFRect(0, 0, 842, 595), rotation: 180))
+        // A CropBox outside the MediaBox is ignored: the MediaBox shows (and the box as written is kept).
+        #expect(
+            pages[1] == PDFPageGeometry(
+                mediaBox: PDFRect(0, 0, 842, 595), cropBox: PDFRect(0, 0, 842, 595), rotation: 180,
+                written: .init(cropBox: PDFRect(900, 900, 1000, 1000), rotation: 180)))
         #expect(throws: PDFInspectionError.self) { try PDFInspector().pageGeometry(Data("not a pdf".utf8)) }
     }
 

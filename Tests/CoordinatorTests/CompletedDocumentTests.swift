@@ -87,13 +87,14 @@ import FoundationNetworking
 
     static func pageCount(_ pdf: Data) throws -> Int { try PDFInspector().pageGeometry(pdf).count }
 
-    /// A one-page PDF with these boxes and rotation, and nothing printed on it.
-    static func blankPage(crop: String, rotate: Int, trim: String? = nil) -> Data {
+    /// A one-page PDF with these page entries (boxes, rotation) besides `/MediaBox [0 0 612 792]`,
+    /// and nothing printed on it; `kids` lists the page that many times in the page tree.
+    static func blankPage(_ entries: String, kids: Int = 1) -> Data {
         PDFWriter.serialize(
             objects: [
                 "<< /Type /Catalog /Pages 2 0 R >>",
-                "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /CropBox \(crop) /Rotate \(rotate)\(trim.map { " /TrimBox \($0)" } ?? "") /Contents 4 0 R >>",
+                "<< /Type /Pages /Kids [\(Array(repeating: "3 0 R", count: kids).joined(separator: " "))] /Count \(kids) >>",
+                "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] \(entries) /Contents 4 0 R >>",
                 "<< /Length 0 >>\nstream\n\nendstream",
             ], trailer: "/Root 1 0 R")
     }
@@ -136,14 +137,21 @@ import FoundationNetworking
         ])
     }
 
+    /// Uneven boxes (a transposed or unflipped coordinate shows), boxes reaching past their parent,
+    /// rotations as written in any form, a TrimBox larger than the CropBox.
     @Test(arguments: [
-        ("[0 0 612 792]", 0, nil as String?),
-        ("[36 36 576 756]", 90, nil),
-        ("[36 36 576 756]", 180, nil),
-        ("[36 36 576 756]", 270, "[72 72 540 720]"),
+        "",
+        "/CropBox [20 30 600 780] /TrimBox [25 35 590 770]",
+        "/CropBox [20 30 600 780] /TrimBox [25 35 590 770] /Rotate 90",
+        "/CropBox [20 30 600 780] /TrimBox [25 35 590 770] /Rotate 180",
+        "/CropBox [20 30 600 780] /TrimBox [25 35 590 770] /Rotate 270",
+        "/CropBox [20 30 600 780] /Rotate -90",
+        "/CropBox [20 30 600 780] /Rotate 450",
+        "/CropBox [-100 -100 612 792]",
+        "/CropBox [40 40 560 740] /TrimBox [0 0 612 792] /Rotate 90",
     ])
-    func inkAndValuesLandInTheirTabsWhateverThePagesBoxes(crop: String, rotate: Int, trim: String?) async throws {
-        let original = Self.blankPage(crop: crop, rotate: rotate, trim: trim)
+    func inkAndValuesLandInTheirTabsWhateverThePagesBoxes(entries: String) async throws {
+        let original = Self.blankPage(entries)
         let drawn = try await CompletedDocuments().document((id: "d", pdf: original), fill: try Self.fill())
         let raster = try await Self.render(drawn, page: 1)
         let shown = try #require(try PDFInspector().pageGeometry(original).first)
@@ -151,7 +159,7 @@ import FoundationNetworking
         #expect(raster.dark(in: Self.frames[0]) > 60, "the signature's ink is in its tab")
         #expect(raster.dark(in: Self.frames[1]) > 20, "the text value is in its tab")
         #expect(raster.dark(in: Self.frames[2]) > 10, "the checkbox is ticked")
-        #expect(raster.dark(outside: Self.frames) == 0, "nothing is drawn anywhere else (rotate \(rotate), crop \(crop))")
+        #expect(raster.dark(outside: Self.frames) == 0, "nothing is drawn anywhere else (\(entries))")
         let text = try await Self.text(drawn)
         #expect(text.contains("Bern") && !text.contains("Nowhere"), "\(text)")
     }
@@ -164,7 +172,7 @@ import FoundationNetworking
 
     @Test func combinedPutsDocumentsInOrderThenTheCertificateWithInkOnlyOnTheDocuments() async throws {
         let first = SamplePDF.make(pages: 2, title: "First")
-        let second = Self.blankPage(crop: "[0 0 612 792]", rotate: 0)
+        let second = Self.blankPage("")
         let certificate = PDFWriter.document(pages: [PDFWriter.Page(width: 612, height: 792, content: "BT /F1 12 Tf 72 700 Td (Certificate here) Tj ET")])
         let combined = try await CompletedDocuments().combined(
             [(id: "first", pdf: first), (id: "d", pdf: second)], fill: try Self.fill(), certificate: certificate)
@@ -189,14 +197,17 @@ import FoundationNetworking
         missing.executable = "/nonexistent/qpdf"
         let fill = try Self.fill()
         do {
-            _ = try await missing.document((id: "d", pdf: Self.blankPage(crop: "[0 0 612 792]", rotate: 0)), fill: fill)
+            _ = try await missing.document((id: "d", pdf: Self.blankPage("")), fill: fill)
             Issue.record("a fill without qpdf must fail")
         } catch {
             guard case .missing = error else { Issue.record("\(error)"); return }
         }
         var tab = try TabBuilder(type: .text).documentId("d").recipientId("1").pageNumber(1).frame(x: 10, y: 10, width: 40, height: 18).build()
         tab.value = "x"
-        for frame in [TabFrame(x: .nan, y: 1, width: 1, height: 1), TabFrame(x: 1, y: 1, width: -5, height: 1), TabFrame(x: .infinity, y: 0, width: 1, height: 1)] {
+        for frame in [
+            TabFrame(x: .nan, y: 1, width: 1, height: 1), TabFrame(x: 1, y: 1, width: -5, height: 1), TabFrame(x: .infinity, y: 0, width: 1, height: 1),
+            TabFrame(x: 1e306, y: 0, width: 1, height: 1), TabFrame(x: 0, y: 0, width: 1e306, height: 10),
+        ] {
             tab.frame = frame
             #expect(DocumentStamp.operators(for: .init(tab: tab, signature: nil, source: .none), pageHeight: 792).isEmpty)
         }
@@ -205,6 +216,53 @@ import FoundationNetworking
         sign.value = nil
         sign.frame = TabFrame(x: 10, y: 10, width: 100, height: 40)
         #expect(DocumentStamp.operators(for: .init(tab: sign, signature: [0x53, 0x44, 0x49], source: .none), pageHeight: 792).isEmpty, "an unreadable record draws nothing")
+    }
+
+    @Test func pagesOutOfRangeSenderValuesOnSigningTabsAndUnsignedDatesDrawNothing() async throws {
+        var tab = try TabBuilder(type: .text).documentId("d").recipientId("1").pageNumber(1).frame(x: 100, y: 100, width: 100, height: 20).build()
+        tab.value = "drawn"
+        var entries: [EnvelopeFill.Entry] = []
+        for page in [Int.min, -1, 0, 2, Int.max] {
+            tab.pageNumber = page
+            entries.append(.init(tab: tab, signature: nil, source: .none))
+        }
+        #expect(DocumentStamp.pages(for: "d", geometry: [.letter], fill: EnvelopeFill(entries: entries)) == nil, "no page of the document: nothing")
+        var sign = try TabBuilder(type: .signHere).documentId("d").recipientId("1").pageNumber(1).frame(x: 100, y: 150, width: 120, height: 40).build()
+        sign.value = "Sender's guess"
+        var date = try TabBuilder(type: .dateSigned).documentId("d").recipientId("1").pageNumber(1).frame(x: 300, y: 300, width: 140, height: 18).build()
+        date.value = "2027-01-15"
+        let unsigned = EnvelopeFill(entries: [.init(tab: sign, signature: nil, source: .none), .init(tab: date, signature: nil, source: .none)])
+        #expect(DocumentStamp.pages(for: "d", geometry: [.letter], fill: unsigned) == nil, "a value on a signing tab is no signature; a date is not drawn before signing")
+        sign.value = "Dora Typed"
+        var typed = EnvelopeFill.Entry(tab: sign, signature: nil, source: .captive(Date(timeIntervalSince1970: 0)))
+        typed.typed = true
+        let signed = EnvelopeFill(entries: [typed, .init(tab: date, signature: nil, source: .none)])
+        let drawn = try await CompletedDocuments().document((id: "d", pdf: Self.blankPage("")), fill: signed)
+        let text = try await Self.text(drawn)
+        #expect(text.contains("Dora Typed") && text.contains("2027-01-15"), "a typed signature and, once signed, the date: \(text)")
+    }
+
+    /// qpdf clips an overlay to the page's TrimBox (docs/rest-api.md): ink outside it is cut off.
+    @Test func inkOutsideASmallerTrimBoxIsCutOff() async throws {
+        var outside = try TabBuilder(type: .checkbox).documentId("d").recipientId("1").pageNumber(1).frame(x: 500, y: 50, width: 14, height: 14).build()
+        outside.selected = true
+        var fill = try Self.fill()
+        fill.entries.append(.init(tab: outside, signature: nil, source: .device("dev-1")))
+        // Shown, the TrimBox spans x 30…460, y 180…680.
+        let drawn = try await CompletedDocuments().document((id: "d", pdf: Self.blankPage("/CropBox [20 30 600 780] /TrimBox [50 100 480 600]")), fill: fill)
+        let raster = try await Self.render(drawn, page: 1)
+        #expect(raster.dark(in: (x: 500, y: 50, width: 14, height: 14)) == 0)
+        #expect(raster.dark(in: Self.frames[1]) > 20 && raster.dark(in: Self.frames[2]) > 10, "inside it, drawn")
+    }
+
+    @Test func aPageListedTwiceInThePageTreeNeitherFailsNorShiftsTheInk() async throws {
+        let twice = Self.blankPage("", kids: 2)
+        let drawn = try await CompletedDocuments().document((id: "d", pdf: twice), fill: try Self.fill())
+        let raster = try await Self.render(drawn, page: 1)
+        #expect(raster.dark(in: Self.frames[0]) > 60)
+        let combined = try await CompletedDocuments().combined([(id: "d", pdf: twice), (id: "d", pdf: Self.blankPage(""))], fill: try Self.fill(), certificate: nil)
+        let last = try await Self.render(combined, page: try Self.pageCount(combined))
+        #expect(last.dark(in: Self.frames[0]) > 60, "the second document's ink stays on its own page")
     }
 
     @Test func certificateLinesWrapToThePageAndHostileNamesStayBounded() {
