@@ -53,6 +53,19 @@ public struct AuthService: Sendable {
         return AccessTokenReply(accessToken: token, expiresAt: expiresAt)
     }
 
+    /// Issues a token for a user without their secret: for a grant that proved itself otherwise
+    /// (the OAuth JWT grant), living `lifetime` or the configured lifetime, whichever is shorter.
+    func issueToken(for user: UserRecord, lifetime: TimeInterval) async throws -> AccessTokenReply {
+        let token = Self.makeToken()
+        let issuedAt = now()
+        let expiresAt = issuedAt.addingTimeInterval(min(lifetime, Double(tokenLifetime.components.seconds)))
+        try await store.issueToken(email: user.email) { found in
+            guard let found, found.id == user.id else { throw FleetError(.unauthenticated, "the user is gone") }
+            return AccessTokenRecord(tokenHash: Self.hash(token), userID: found.id, issuedAt: issuedAt, expiresAt: expiresAt)
+        }
+        return AccessTokenReply(accessToken: token, expiresAt: expiresAt)
+    }
+
     /// The user, and their account, that a token belongs to.
     /// - Throws: `FleetError` `unauthenticated` for an unknown token, `token_expired` for an expired one.
     public func authenticate(_ token: String) async throws -> (User, Account) {

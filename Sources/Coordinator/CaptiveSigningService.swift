@@ -23,6 +23,7 @@ public struct CaptiveSigningConfiguration: Sendable, Hashable {
 /// (port 0 picks a free port), so URLs issued over ZeroMQ point at the real address.
 public final class CaptiveSigningLinks: Sendable {
     private let base: Mutex<String?>
+    private let secureBase = Mutex<String?>(nil)
 
     /// - Parameter baseURL: e.g. `http://127.0.0.1:8080`; `nil` until ``publish(baseURL:)``.
     public init(baseURL: String? = nil) {
@@ -38,6 +39,31 @@ public final class CaptiveSigningLinks: Sendable {
 
     /// The base URL, or `nil` while no listener is up.
     public var baseURL: String? { base.withLock { $0 } }
+
+    /// Records the HTTPS listener's base URL (`https://host:port`).
+    public func publish(secureBaseURL: String) {
+        var url = secureBaseURL
+        while url.hasSuffix("/") { url.removeLast() }
+        secureBase.withLock { $0 = url }
+    }
+
+    /// The HTTPS listener's base URL, or `nil` while it is not up.
+    public var secureBaseURL: String? { secureBase.withLock { $0 } }
+
+    /// `host:port` of each listener up: what an OAuth assertion's `aud` names (the official
+    /// SDK's `oauth_host_name`); a loopback listener also answers to `localhost:port`.
+    public var authorities: Set<String> {
+        var out = Set<String>()
+        for url in [baseURL, secureBaseURL].compactMap({ $0 }) {
+            guard let range = url.range(of: "://") else { continue }
+            let authority = String(url[range.upperBound...])
+            out.insert(authority)
+            for loopback in ["127.0.0.1:", "[::1]:"] where authority.hasPrefix(loopback) {
+                out.insert("localhost:" + authority.dropFirst(loopback.count))
+            }
+        }
+        return out
+    }
 }
 
 /// Captive (embedded) signing (shared/DESIGN.md, "Captive (embedded) signing";

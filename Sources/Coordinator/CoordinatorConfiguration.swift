@@ -23,6 +23,12 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// of its own, answered however many connections the main one holds (``CoordinatorProbeListener``);
     /// `nil` or `off`: none. Needs `http`.
     public var probeHTTP: String?
+    /// `host:port` of the HTTPS listener (the same routes over TLS: the official SDKs' OAuth calls
+    /// need it; ``CoordinatorHTTPSListener``); `nil` or `off`: none. Needs `http`.
+    public var https: String?
+    /// Where the HTTPS listener's local CA and certificate are kept (``LocalTLSIdentity``);
+    /// `nil`: `<store>.tls` beside a SQLite store (a PostgreSQL store needs it given).
+    public var tlsDir: String?
     /// Devices send a heartbeat after this many idle milliseconds.
     public var heartbeatMs = 1000
     /// A device silent for this many heartbeat intervals is lost.
@@ -69,7 +75,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
-        "bind", "http", "probe-http", "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
+        "bind", "http", "probe-http", "https", "tls-dir", "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
         "signing-url-lifetime", "signing-session-timeout",
     ]
@@ -126,6 +132,8 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "bind": bind = text
                 case "http": http = text
                 case "probe-http": probeHTTP = text
+                case "https": https = text
+                case "tls-dir": tlsDir = text
                 case "store": store = text
                 case "admin-token": adminToken = text
                 case "public-key-file": publicKeyFile = text
@@ -184,6 +192,10 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         if try probeHTTPAddress() != nil {
             try check(try httpAddress() != nil, "probe-http", "needs the HTTP listener (--http is off)")
         }
+        if try httpsAddress() != nil {
+            try check(try httpAddress() != nil, "https", "needs the HTTP listener (--http is off)")
+            try check(tlsDirectory() != nil, "tls-dir", "must be given with a PostgreSQL store (where the local CA is kept)")
+        }
         if let adminToken {
             try check(
                 adminToken.utf8.count >= 16 && !adminToken.contains(where: \.isWhitespace), "admin-token",
@@ -195,6 +207,17 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     /// - Throws: ``CoordinatorConfigurationError`` when `http` is not `host:port`.
     public func httpAddress() throws -> (host: String, port: Int)? {
         try Self.address(http, key: "http")
+    }
+
+    /// The HTTPS listener's host and port, or `nil` when there is none.
+    public func httpsAddress() throws -> (host: String, port: Int)? {
+        try Self.address(https, key: "https")
+    }
+
+    /// Where the local CA and certificate live: `tls-dir`, else `<store>.tls` for a SQLite store.
+    public func tlsDirectory() -> String? {
+        if let tlsDir { return tlsDir }
+        return store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") ? nil : store + ".tls"
     }
 
     /// The probe listener's host and port, or `nil` when there is none.
@@ -263,7 +286,7 @@ private struct ConfigurationFile: Decodable {
         let container = try decoder.container(keyedBy: Key.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) {
             switch key.stringValue {
-            case "bind", "http", "probe-http", "store", "log-level", "admin-token", "public-key-file":
+            case "bind", "http", "probe-http", "https", "tls-dir", "store", "log-level", "admin-token", "public-key-file":
                 values.append((key.stringValue, .string(try container.decode(String.self, forKey: key))))
             case "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "token-lifetime", "max-message-size", "demo-hourly-limit", "demo-burst-limit", "http-max-connections",
                 "signing-url-lifetime", "signing-session-timeout":

@@ -16,6 +16,8 @@ public struct CoordinatorServices: Sendable {
     public var envelopes: EnvelopeService
     /// Captive signing: `recipient.view`, `signing.url.create` and the signing pages' sessions.
     public var captive: CaptiveSigningService
+    /// The REST API's OAuth: integration keys, consent, the JWT grant (docs/rest-api.md).
+    public var oauth: OAuthService
 
     /// - Parameters:
     ///   - store: the coordinator's database.
@@ -46,6 +48,7 @@ public struct CoordinatorServices: Sendable {
         rateLimiter = RateLimiter(now: now)
         templates = TemplateCatalog(storage: store, auth: auth, now: now)
         envelopes = EnvelopeService(storage: store, auth: auth, now: now)
+        oauth = OAuthService(store: store, auth: auth, now: now)
         self.captive = CaptiveSigningService(
             storage: store, auth: auth, configuration: captive, links: links, metricsFactory: metricsFactory, now: now)
     }

@@ -130,6 +130,22 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     /// The coordinator's CURVE secret key, made by `generate` and stored on first use.
     func transportSecretKey(_ generate: @escaping @Sendable () throws -> Data) async throws -> Data
 
+    // MARK: OAuth integration keys and consent (docs/rest-api.md, "Authentication")
+
+    /// Registers an integration key.
+    /// - Throws: ``StoreRefusal/noAccount(_:)``.
+    func insertIntegrationKey(_ key: IntegrationKeyRecord) async throws
+    /// One integration key, revoked or not.
+    func integrationKey(id: String) async throws -> IntegrationKeyRecord?
+    /// An account's integration keys (every account's when `nil`), oldest first.
+    func integrationKeys(accountID: String?) async throws -> [IntegrationKeyRecord]
+    /// Marks a key revoked; `false` when there is no such key in the account (or it was revoked).
+    func revokeIntegrationKey(id: String, accountID: String, at: Date) async throws -> Bool
+    /// Records (or renews) a user's consent to an integration key acting for them.
+    func grantConsent(_ consent: ConsentRecord) async throws
+    /// A user's consent to an integration key, if given.
+    func consent(integrationKeyID: String, userID: String) async throws -> ConsentRecord?
+
     // MARK: The checker's snapshot
 
     /// What the fleet checker judges, read in one read-only transaction (a consistent cut):

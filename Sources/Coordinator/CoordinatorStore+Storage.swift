@@ -441,6 +441,43 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func insertIntegrationKey(_ key: IntegrationKeyRecord) async throws {
+        try await write { db in
+            guard try AccountRecord.exists(db, key: key.accountID) else { throw StoreRefusal.noAccount(key.accountID) }
+            try key.insert(db)
+        }
+    }
+
+    package func integrationKey(id: String) async throws -> IntegrationKeyRecord? {
+        try await database.read { db in try IntegrationKeyRecord.fetchOne(db, key: id) }
+    }
+
+    package func integrationKeys(accountID: String?) async throws -> [IntegrationKeyRecord] {
+        try await database.read { db in
+            var request = IntegrationKeyRecord.order(Column("createdAt"), Column("id"))
+            if let accountID { request = request.filter(Column("accountID") == accountID) }
+            return try request.fetchAll(db)
+        }
+    }
+
+    package func revokeIntegrationKey(id: String, accountID: String, at: Date) async throws -> Bool {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE integrationKey SET revokedAt = ? WHERE id = ? AND accountID = ? AND revokedAt IS NULL", arguments: [at, id, accountID])
+            return db.changesCount > 0
+        }
+    }
+
+    package func grantConsent(_ consent: ConsentRecord) async throws {
+        try await write { db in try consent.upsert(db) }
+    }
+
+    package func consent(integrationKeyID: String, userID: String) async throws -> ConsentRecord? {
+        try await database.read { db in
+            try ConsentRecord.fetchOne(db, key: ["integrationKeyID": integrationKeyID, "userID": userID])
+        }
+    }
+
     package func transportSecretKey(_ generate: @escaping @Sendable () throws -> Data) async throws -> Data {
         try await write { db -> Data in
             if let stored = try Data.fetchOne(db, sql: "SELECT secretKey FROM transportKey WHERE id = 1") { return stored }

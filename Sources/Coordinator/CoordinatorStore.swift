@@ -226,6 +226,24 @@ public final class CoordinatorStore: Sendable {
                 t.column("createdAt", .datetime).notNull()
             }
         }
+        // OAuth integration keys and users' consent to them (docs/rest-api.md, "Authentication").
+        migrator.registerMigration("v12-oauth") { db in
+            try db.create(table: "integrationKey") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("name", .text).notNull()
+                t.column("publicKey", .text).notNull()
+                t.column("createdAt", .datetime).notNull()
+                t.column("revokedAt", .datetime)
+            }
+            try db.create(table: "oauthConsent") { t in
+                t.column("integrationKeyID", .text).notNull().references("integrationKey", onDelete: .cascade)
+                t.column("userID", .text).notNull().references("user", onDelete: .cascade)
+                t.column("scopes", .text).notNull()
+                t.column("grantedAt", .datetime).notNull()
+                t.primaryKey(["integrationKeyID", "userID"])
+            }
+        }
         return migrator
     }
 }
@@ -424,6 +442,44 @@ package struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Send
 }
 
 /// One recipient of a synced envelope and its server-side status (migration v4-lifecycle).
+/// An OAuth integration key (DocuSign's "integration key", the JWT grant's `iss`) of one account,
+/// with the RSA public key its assertions are signed with (docs/rest-api.md, "Authentication").
+package struct IntegrationKeyRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "integrationKey"
+    package var id: String
+    package var accountID: String
+    package var name: String
+    /// The RSA public key, PEM (`-----BEGIN PUBLIC KEY-----`).
+    package var publicKey: String
+    package var createdAt: Date
+    package var revokedAt: Date?
+
+    package init(id: String, accountID: String, name: String, publicKey: String, createdAt: Date, revokedAt: Date? = nil) {
+        self.id = id
+        self.accountID = accountID
+        self.name = name
+        self.publicKey = publicKey
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// A user's consent to an integration key acting for them with these scopes (space-separated).
+package struct ConsentRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "oauthConsent"
+    package var integrationKeyID: String
+    package var userID: String
+    package var scopes: String
+    package var grantedAt: Date
+
+    package init(integrationKeyID: String, userID: String, scopes: String, grantedAt: Date) {
+        self.integrationKeyID = integrationKeyID
+        self.userID = userID
+        self.scopes = scopes
+        self.grantedAt = grantedAt
+    }
+}
+
 /// A REST draft (`POST …/envelopes` with `status: created`, docs/rest-api.md): the definition as
 /// sent, kept until it is sent (then it becomes an envelope with the same id) or never.
 package struct RESTDraftRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {

@@ -1,6 +1,9 @@
 import FleetProtocol
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import Prometheus
 import ServiceLifecycle
@@ -139,13 +142,14 @@ public struct CoordinatorHTTPServer: Service {
     /// - Throws: ``HTTPListenerError`` naming `what` and `hint` when the address cannot be bound.
     static func serve(
         _ router: Router<BasicRequestContext>, host: String, port: Int, idleTimeout: Duration, budget: HTTPConnectionBudget,
-        logger: Logger, what: String, hint: String, onRunning: @escaping @Sendable (String, Int) async -> Void
+        logger: Logger, what: String, hint: String, tls: TLSConfiguration? = nil, onRunning: @escaping @Sendable (String, Int) async -> Void
     ) async throws {
         let listening = Mutex(false)
         let idle = idleTimeout.components
+        let http1 = HTTPServerBuilder.http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000)))
         let application = Application(
             router: router,
-            server: .http1(configuration: .init(idleTimeout: .nanoseconds(idle.seconds * 1_000_000_000 + idle.attoseconds / 1_000_000_000))),
+            server: try tls.map { try .tls(http1, tlsConfiguration: $0) } ?? http1,
             configuration: ApplicationConfiguration(
                 address: .hostname(host, port: port), serverName: nil,
                 availableConnectionsDelegate: HTTPConnectionBudget.Delegate(budget: budget)),
@@ -168,7 +172,9 @@ public struct CoordinatorHTTPServer: Service {
     }
 
     /// The routes, for tests that drive them without a socket.
-    func makeRouter() -> Router<BasicRequestContext> {
+    /// - Parameter secure: for the HTTPS listener (``CoordinatorHTTPSListener``): the REST API's
+    ///   user info then names the HTTPS base URL.
+    func makeRouter(secure: Bool = false) -> Router<BasicRequestContext> {
         let router = Router()
         // First: a route takes the middlewares added before it.
         router.add(middleware: HTTPConnectionBudget.Middleware(budget: budget, refusals: refusals))
@@ -188,7 +194,7 @@ public struct CoordinatorHTTPServer: Service {
         }
         admin?.register(on: router, refusals: refusals)
         captive?.register(on: router, admin: admin, refusals: refusals)
-        rest?.register(on: router)
+        rest?.register(on: router, secure: secure)
         return router
     }
 

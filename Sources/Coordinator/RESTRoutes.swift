@@ -41,6 +41,8 @@ public struct RESTRoutes: Sendable {
     let sender: RESTEnvelopeSender
     /// The per-account limits devices are held to (one budget per account, whichever way it calls).
     let rateLimiter: RateLimiter
+    /// Integration keys, consent and the JWT grant.
+    let oauth: OAuthService
     /// Reads documents' text for anchor tabs.
     var textLocator = PDFTextLocator()
     var documents = CompletedDocuments()
@@ -60,7 +62,11 @@ public struct RESTRoutes: Sendable {
         self.store = services.envelopes.store
         self.sender = RESTEnvelopeSender(devices: services.devices, ingest: services.ingest, store: services.envelopes.store)
         self.rateLimiter = services.rateLimiter
+        self.oauth = services.oauth
     }
+
+    /// Where the listeners are (their base URLs once bound).
+    var links: CaptiveSigningLinks? { auth.links }
 
     /// A refusal, as DocuSign shapes it.
     struct Failure: Error {
@@ -86,12 +92,16 @@ public struct RESTRoutes: Sendable {
         }
     }
 
-    func register(on router: Router<BasicRequestContext>) {
+    /// - Parameter secure: the routes of the HTTPS listener: user info then names its base URL.
+    func register(on router: Router<BasicRequestContext>, secure: Bool = false) {
         let routes = self
+        router.post("oauth/token") { request, _ in
+            await routes.token(request)
+        }
         router.get("oauth/userinfo") { request, _ in
             await routes.answer {
                 let (user, account) = try await routes.authenticate(request)
-                let base = routes.auth.advertisedHost
+                let base = (secure ? routes.links?.secureBaseURL : nil) ?? routes.auth.advertisedHost
                 return REST.UserInfo(
                     sub: user.id, name: user.name, email: user.email,
                     accounts: [.init(account_id: account.id, is_default: true, account_name: account.name, base_uri: base)])
@@ -213,6 +223,41 @@ public struct RESTRoutes: Sendable {
     }
 
     // MARK: Operations
+
+    /// `POST /oauth/token`: the JWT bearer grant (form-encoded `grant_type` and `assertion`),
+    /// answered as DocuSign's OAuth service answers: `{"access_token", "token_type": "Bearer",
+    /// "expires_in", "scope"}`, or `{"error", "error_description"}`.
+    func token(_ request: Request) async -> Response {
+        struct Form: Decodable {
+            var grant_type: String?
+            var assertion: String?
+        }
+        struct Answer: Encodable {
+            var access_token: String
+            var token_type = "Bearer"
+            var expires_in: Int
+            var scope: String
+        }
+        struct Refusal: Encodable {
+            var error: String
+            var error_description: String
+        }
+        let form: Form
+        do {
+            let body = try await body(of: request, upTo: OAuthService.maxAssertionBytes + 1024)
+            form = try URLEncodedFormDecoder().decode(Form.self, from: String(decoding: body, as: UTF8.self))
+        } catch {
+            return Self.json(Refusal(error: "invalid_request", error_description: "the body must be form-encoded grant_type and assertion: \(error)"), status: .badRequest)
+        }
+        do {
+            let grant = try await oauth.grant(grantType: form.grant_type, assertion: form.assertion, audiences: links?.authorities ?? [])
+            var response = Self.json(Answer(access_token: grant.accessToken, expires_in: grant.expiresIn, scope: grant.scope), status: .ok)
+            response.headers[HTTPField.Name.cacheControl] = "no-store"
+            return response
+        } catch let refusal {
+            return Self.json(Refusal(error: refusal.error, error_description: refusal.errorDescription), status: .init(code: refusal.status))
+        }
+    }
 
     func list(_ query: some QueryParameterLookup, account: String) async throws -> REST.EnvelopesInformation {
         let ids = query.value("envelope_ids").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }

@@ -647,6 +647,73 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func insertIntegrationKey(_ key: IntegrationKeyRecord) async throws {
+        try await write { c in
+            guard try await Self.exists(c, "SELECT 1 FROM account WHERE id = \(key.accountID) FOR SHARE", logger) else {
+                throw StoreRefusal.noAccount(key.accountID)
+            }
+            try await c.query(
+                """
+                INSERT INTO integrationKey (id, accountID, name, publicKey, createdAt, revokedAt)
+                VALUES (\(key.id), \(key.accountID), \(key.name), \(key.publicKey), \(key.createdAt), \(key.revokedAt))
+                """, logger: logger)
+        }
+    }
+
+    package func integrationKey(id: String) async throws -> IntegrationKeyRecord? {
+        try await read { c in try await Self.integrationKeys(c, "SELECT id, accountID, name, publicKey, createdAt, revokedAt FROM integrationKey WHERE id = \(id)", logger).first }
+    }
+
+    package func integrationKeys(accountID: String?) async throws -> [IntegrationKeyRecord] {
+        try await read { c in
+            try await Self.integrationKeys(
+                c,
+                """
+                SELECT id, accountID, name, publicKey, createdAt, revokedAt FROM integrationKey
+                WHERE \(accountID)::text IS NULL OR accountID = \(accountID) ORDER BY createdAt, id COLLATE "C"
+                """, logger)
+        }
+    }
+
+    static func integrationKeys(_ c: PostgresConnection, _ query: PostgresQuery, _ logger: Logger) async throws -> [IntegrationKeyRecord] {
+        var keys: [IntegrationKeyRecord] = []
+        for try await (id, account, name, publicKey, createdAt, revokedAt) in try await c.query(query, logger: logger)
+            .decode((String, String, String, String, Date, Date?).self)
+        {
+            keys.append(IntegrationKeyRecord(id: id, accountID: account, name: name, publicKey: publicKey, createdAt: createdAt, revokedAt: revokedAt))
+        }
+        return keys
+    }
+
+    package func revokeIntegrationKey(id: String, accountID: String, at: Date) async throws -> Bool {
+        try await write { c in
+            try await Self.exists(
+                c, "UPDATE integrationKey SET revokedAt = \(at) WHERE id = \(id) AND accountID = \(accountID) AND revokedAt IS NULL RETURNING 1", logger)
+        }
+    }
+
+    package func grantConsent(_ consent: ConsentRecord) async throws {
+        try await write { c in
+            try await c.query(
+                """
+                INSERT INTO oauthConsent (integrationKeyID, userID, scopes, grantedAt)
+                VALUES (\(consent.integrationKeyID), \(consent.userID), \(consent.scopes), \(consent.grantedAt))
+                ON CONFLICT (integrationKeyID, userID) DO UPDATE SET scopes = EXCLUDED.scopes, grantedAt = EXCLUDED.grantedAt
+                """, logger: logger)
+        }
+    }
+
+    package func consent(integrationKeyID: String, userID: String) async throws -> ConsentRecord? {
+        try await read { c in
+            for try await (scopes, grantedAt) in try await c.query(
+                "SELECT scopes, grantedAt FROM oauthConsent WHERE integrationKeyID = \(integrationKeyID) AND userID = \(userID)", logger: logger
+            ).decode((String, Date).self) {
+                return ConsentRecord(integrationKeyID: integrationKeyID, userID: userID, scopes: scopes, grantedAt: grantedAt)
+            }
+            return nil
+        }
+    }
+
     package func transportSecretKey(_ generate: @escaping @Sendable () throws -> Data) async throws -> Data {
         try await write { c in
             let fresh = try generate()

@@ -120,6 +120,23 @@ enum PostgresSchema {
                     transactionID text NOT NULL, definition bytea NOT NULL, createdAt timestamptz NOT NULL)
                 """
             ]),
+        // SQLite's `v12-oauth`: integration keys and users' consent to them.
+        Migration(
+            name: "v5-oauth",
+            statements: [
+                """
+                CREATE TABLE integrationKey (
+                    id text PRIMARY KEY, accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE,
+                    name text NOT NULL, publicKey text NOT NULL, createdAt timestamptz NOT NULL, revokedAt timestamptz)
+                """,
+                "CREATE INDEX integrationKey_accountID ON integrationKey (accountID)",
+                """
+                CREATE TABLE oauthConsent (
+                    integrationKeyID text NOT NULL REFERENCES integrationKey (id) ON DELETE CASCADE,
+                    userID text NOT NULL REFERENCES "user" (id) ON DELETE CASCADE,
+                    scopes text NOT NULL, grantedAt timestamptz NOT NULL, PRIMARY KEY (integrationKeyID, userID))
+                """,
+            ]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under

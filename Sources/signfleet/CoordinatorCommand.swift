@@ -44,6 +44,16 @@ struct CoordinatorCommand: AsyncParsableCommand {
             """)
     var probeHttp: String?
 
+    @Option(
+        help: """
+            An HTTPS listener host:port serving the same routes over TLS, with a local CA made on first start (the official \
+            DocuSign SDKs' OAuth calls need HTTPS; docs/rest-api.md). Default off; port 0 picks a free port.
+            """)
+    var https: String?
+
+    @Option(help: "Where the HTTPS listener's local CA and certificate are kept (default <store>.tls beside a SQLite store).")
+    var tlsDir: String?
+
     @Option(help: "Devices send a heartbeat after this many idle milliseconds (default 1000).")
     var heartbeatMs: Int?
 
@@ -112,6 +122,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let bind { settings.bind = bind }
         if let http { settings.http = http }
         if let probeHttp { settings.probeHTTP = probeHttp }
+        if let https { settings.https = https }
+        if let tlsDir { settings.tlsDir = tlsDir }
         if let heartbeatMs { settings.heartbeatMs = heartbeatMs }
         if let liveness { settings.liveness = liveness }
         if let heartbeatBudget { settings.heartbeatBudget = heartbeatBudget }
@@ -230,6 +242,21 @@ struct CoordinatorCommand: AsyncParsableCommand {
                         announce("rest http://\(address)/restapi")
                     })
                 members.append(http)
+                if let secure = try settings.httpsAddress(), let directory = settings.tlsDirectory() {
+                    let identity: LocalTLSIdentity
+                    do {
+                        identity = try LocalTLSIdentity.loadOrCreate(directory: URL(fileURLWithPath: directory), names: [secure.host])
+                    } catch {
+                        throw ValidationError("cannot make or read the TLS certificate in \(directory): \(error)")
+                    }
+                    members.append(
+                        CoordinatorHTTPSListener(
+                            host: secure.host, port: secure.port, identity: identity, server: http,
+                            onListening: { address in
+                                announce("https \(address), ca-certificate \(identity.caCertificatePath)")
+                                announce("rest https://\(address)/restapi")
+                            }))
+                }
                 if let probe = try settings.probeHTTPAddress() {
                     members.append(
                         CoordinatorProbeListener(

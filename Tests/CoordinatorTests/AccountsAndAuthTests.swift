@@ -30,6 +30,8 @@ final class TestClock: Sendable {
     private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
     func now() -> Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    /// Sets the time (a test whose other party reads the wall clock, such as a JWT signed now).
+    func set(_ date: Date) { current.withLock { $0 = date } }
 }
 
 func expectFleetError(_ code: FleetErrorCode, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {

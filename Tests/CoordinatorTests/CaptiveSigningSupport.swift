@@ -44,6 +44,9 @@ final class CaptiveRig: Sendable {
     let running: Task<Void, any Error>
     /// `host:port` of the HTTP listener.
     let http: String
+    /// `host:port` of the HTTPS listener, when the rig has one, and the CA file a client trusts.
+    let https: String?
+    let caCertificate: String?
     let node: DeviceNode
     let client: FleetClient
     let connection: Task<Void, Never>
@@ -53,7 +56,8 @@ final class CaptiveRig: Sendable {
     ///   - storeDirectory: where the coordinator's store goes (a small disk); the devices' stay in `temporary.directory`.
     ///   - logger: the coordinator's logger (store and HTTP listener); silent unless given.
     ///   - pages: the page renderer and cache of the signing page (poppler's pdftoppm by default).
-    init(storeDirectory: URL? = nil, logger given: Logger? = nil, pages: CaptivePageImages = CaptivePageImages()) async throws {
+    ///   - https: also an HTTPS listener, with a local CA in the store's directory.
+    init(storeDirectory: URL? = nil, logger given: Logger? = nil, pages: CaptivePageImages = CaptivePageImages(), https withTLS: Bool = false) async throws {
         var logger = Logger(label: "captive-rig")
         logger.logLevel = .critical
         logger = given ?? logger
@@ -83,10 +87,21 @@ final class CaptiveRig: Sendable {
             rest: RESTRoutes(services: services),
             storeFaults: temporary.store.faults,
             onListening: { announced.yield($0) })
-        group = ServiceGroup(services: [httpServer], logger: logger)
+        var members: [any Service] = [httpServer]
+        let (secureAddresses, secureAnnounced) = AsyncStream<String>.makeStream()
+        if withTLS {
+            let identity = try LocalTLSIdentity.loadOrCreate(directory: temporary.directory.appendingPathComponent("tls"), names: ["127.0.0.1"])
+            caCertificate = identity.caCertificatePath
+            members.append(
+                CoordinatorHTTPSListener(host: "127.0.0.1", port: 0, identity: identity, server: httpServer, onListening: { secureAnnounced.yield($0) }))
+        } else {
+            caCertificate = nil
+        }
+        group = ServiceGroup(services: members, logger: logger)
         let group = self.group
         running = Task { try await group.run() }
         http = try await firstElement(of: addresses, "the HTTP listener's address")
+        https = withTLS ? try await firstElement(of: secureAddresses, "the HTTPS listener's address") : nil
 
         var configuration = DeviceConfiguration(storePath: temporary.directory.appendingPathComponent("sender.sqlite").path)
         configuration.deviceId = "sender-\(UUID().uuidString.prefix(8))"

@@ -41,6 +41,36 @@ struct StorageServices {
 /// One suite, run against the SQLite store and the PostgreSQL store (docs/storage.md): both must
 /// give the same answers to the same requests, refusals included.
 @Suite struct StoreConformanceTests {
+    /// Integration keys and consent (docs/rest-api.md, "Authentication"): the same on both stores.
+    @Test(arguments: StoreBackend.allCases)
+    func integrationKeysAndConsent(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        _ = try await services.seed()
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        let key = IntegrationKeyRecord(id: "k1", accountID: "acme", name: "Backend", publicKey: "PEM", createdAt: at)
+        try await store.storage.insertIntegrationKey(key)
+        let missing = await #expect(throws: FleetError.self) {
+            try await store.storage.insertIntegrationKey(IntegrationKeyRecord(id: "k2", accountID: "nobody", name: "x", publicKey: "PEM", createdAt: at))
+        }
+        #expect(missing?.code == .notFound)
+        try await store.storage.insertIntegrationKey(IntegrationKeyRecord(id: "k0", accountID: "acme", name: "Later", publicKey: "PEM", createdAt: at.addingTimeInterval(1)))
+        #expect(try await store.storage.integrationKey(id: "k1") == key)
+        #expect(try await store.storage.integrationKeys(accountID: "acme").map(\.id) == ["k1", "k0"], "oldest first")
+        #expect(try await store.storage.integrationKeys(accountID: nil).count == 2)
+        #expect(try await store.storage.integrationKeys(accountID: "other").isEmpty)
+        let user = try #require(try await services.accounts.users(accountID: "acme").first)
+        #expect(try await store.storage.consent(integrationKeyID: "k1", userID: user.id) == nil)
+        try await store.storage.grantConsent(ConsentRecord(integrationKeyID: "k1", userID: user.id, scopes: "signature", grantedAt: at))
+        try await store.storage.grantConsent(ConsentRecord(integrationKeyID: "k1", userID: user.id, scopes: "impersonation signature", grantedAt: at.addingTimeInterval(5)))
+        #expect(try await store.storage.consent(integrationKeyID: "k1", userID: user.id)?.scopes == "impersonation signature", "a renewed consent replaces the old")
+        #expect(try await store.storage.revokeIntegrationKey(id: "k1", accountID: "other", at: at) == false, "another account's key")
+        #expect(try await store.storage.revokeIntegrationKey(id: "k1", accountID: "acme", at: at.addingTimeInterval(9)) == true)
+        #expect(try await store.storage.revokeIntegrationKey(id: "k1", accountID: "acme", at: at) == false, "revoked already")
+        #expect(try await store.storage.integrationKey(id: "k1")?.revokedAt == at.addingTimeInterval(9))
+    }
+
     @Test(arguments: StoreBackend.allCases)
     func accountsUsersAndTokens(_ backend: StoreBackend) async throws {
         let store = try await ConformanceStore.make(backend)

@@ -1,0 +1,197 @@
+import FleetProtocol
+import Foundation
+import JWTKit
+
+/// OAuth for the REST API as DocuSign's SDKs use it (docs/rest-api.md, "Authentication"):
+/// integration keys of an account with the RSA public keys their assertions are signed with,
+/// users' consent to a key acting for them, and the JWT bearer grant that turns a signed
+/// assertion into an access token of the coordinator's own.
+public struct OAuthService: Sendable {
+    /// An integration key as operators see it.
+    public struct IntegrationKey: Sendable, Hashable, Codable {
+        public var id: String
+        public var accountID: String
+        public var name: String
+        public var createdAt: Date
+        public var revokedAt: Date?
+    }
+
+    /// A refusal of the token endpoint, as DocuSign's OAuth service words it:
+    /// `{"error": …, "error_description": …}`.
+    public struct GrantError: Error, Sendable, Equatable, CustomStringConvertible {
+        public var status: Int
+        public var error: String
+        public var errorDescription: String
+        public var description: String { "\(error): \(errorDescription)" }
+
+        static func invalidGrant(_ description: String) -> GrantError { GrantError(status: 400, error: "invalid_grant", errorDescription: description) }
+        static func invalidRequest(_ description: String) -> GrantError { GrantError(status: 400, error: "invalid_request", errorDescription: description) }
+    }
+
+    /// What the token endpoint answers.
+    public struct Grant: Sendable, Hashable {
+        public var accessToken: String
+        public var expiresIn: Int
+        public var scope: String
+    }
+
+    /// The grant type of the JWT bearer grant (RFC 7523).
+    public static let jwtGrantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    /// The longest a granted token lives (DocuSign's JWT tokens: one hour).
+    static let grantedLifetime: TimeInterval = 3600
+    /// The longest an assertion may be valid, `exp` − `iat` (DocuSign: one hour).
+    static let maxAssertionLifetime: TimeInterval = 3600
+    /// How far `iat` may be in the future (clocks differ).
+    static let clockSkew: TimeInterval = 60
+    /// The longest assertion read.
+    static let maxAssertionBytes = 16 * 1024
+    /// The scopes a key may be consented to.
+    public static let knownScopes: Set<String> = ["signature", "impersonation", "extended", "openid"]
+
+    let store: any CoordinatorStorage
+    let auth: AuthService
+    let now: @Sendable () -> Date
+
+    package init(store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date) {
+        self.store = store
+        self.auth = auth
+        self.now = now
+    }
+
+    // MARK: Integration keys and consent
+
+    /// Registers an integration key of `accountID` with an RSA public key (PEM, at least 2,048 bits).
+    /// - Throws: `FleetError` `invalid_request` for a key that is not one, `not_found` for an unknown account.
+    public func register(accountID: String, name: String, publicKeyPEM: String) async throws -> IntegrationKey {
+        guard publicKeyPEM.utf8.count <= 16 * 1024 else { throw FleetError(.invalidRequest, "the public key is over 16 KiB") }
+        do {
+            _ = try Insecure.RSA.PublicKey(pem: publicKeyPEM)
+        } catch {
+            throw FleetError(.invalidRequest, "the public key must be an RSA public key of at least 2048 bits in PEM (-----BEGIN PUBLIC KEY-----): \(error)")
+        }
+        let trimmedName = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(trimmedName.count) else { throw FleetError(.invalidRequest, "the key's name must be 1 to 200 characters") }
+        let record = IntegrationKeyRecord(
+            id: UUID().uuidString.lowercased(), accountID: accountID, name: trimmedName, publicKey: publicKeyPEM, createdAt: now())
+        try await store.insertIntegrationKey(record)
+        return Self.key(record)
+    }
+
+    /// An account's keys (every account's when `nil`).
+    public func keys(accountID: String?) async throws -> [IntegrationKey] {
+        try await store.integrationKeys(accountID: accountID).map(Self.key)
+    }
+
+    /// Revokes a key: its assertions are refused from now on (tokens it got live out their hour).
+    /// - Throws: `FleetError` `not_found` when the account has no such key in force.
+    public func revoke(id: String, accountID: String) async throws {
+        guard try await store.revokeIntegrationKey(id: id, accountID: accountID, at: now()) else {
+            throw FleetError(.notFound, "no integration key \"\(id)\" in force in account \"\(accountID)\"")
+        }
+    }
+
+    /// Records a user's consent (by email) to a key acting for them with `scopes`.
+    /// - Throws: `FleetError` `not_found` for an unknown key or a user not of the key's account,
+    ///   `invalid_request` for an unknown scope.
+    public func consent(keyID: String, email: String, scopes: [String]) async throws {
+        guard let key = try await store.integrationKey(id: keyID), key.revokedAt == nil else {
+            throw FleetError(.notFound, "no integration key \"\(keyID)\" in force")
+        }
+        let unknown = scopes.filter { !Self.knownScopes.contains($0) }
+        guard unknown.isEmpty, !scopes.isEmpty else {
+            throw FleetError(.invalidRequest, "scopes must be some of \(Self.knownScopes.sorted().joined(separator: ", ")); got \(scopes.joined(separator: " "))")
+        }
+        guard let user = try await store.users(accountID: key.accountID).first(where: { $0.email.lowercased() == email.lowercased() }) else {
+            throw FleetError(.notFound, "no user \"\(email)\" in the key's account")
+        }
+        try await store.grantConsent(
+            ConsentRecord(integrationKeyID: key.id, userID: user.id, scopes: Set(scopes).sorted().joined(separator: " "), grantedAt: now()))
+    }
+
+    static func key(_ record: IntegrationKeyRecord) -> IntegrationKey {
+        IntegrationKey(id: record.id, accountID: record.accountID, name: record.name, createdAt: record.createdAt, revokedAt: record.revokedAt)
+    }
+
+    // MARK: The JWT bearer grant
+
+    /// The assertion's claims (DocuSign's: `iss` the integration key, `sub` the user id, `aud` the
+    /// OAuth host, `iat`, `exp`, `scope`).
+    struct Assertion: JWTPayload {
+        var iss: IssuerClaim?
+        var sub: SubjectClaim?
+        var aud: AudienceClaim?
+        var iat: IssuedAtClaim?
+        var exp: ExpirationClaim?
+        var scope: String?
+
+        // Each claim is checked by the grant, against the injected clock, with DocuSign's errors.
+        func verify(using algorithm: some JWTAlgorithm) async throws {}
+    }
+
+    /// Exchanges a signed assertion for an access token. Checked, in order: the grant type, the
+    /// assertion's size and form, `iss` an integration key in force, the RS256 signature with that
+    /// key, `aud` one of `audiences`, `iat`/`exp` (not expired, not from the future beyond a minute,
+    /// at most an hour apart), `sub` a user of the key's account, `scope` including `signature`,
+    /// and the user's consent to every requested scope (`impersonation` aside).
+    public func grant(grantType: String?, assertion: String?, audiences: Set<String>) async throws(GrantError) -> Grant {
+        guard grantType == Self.jwtGrantType else {
+            throw GrantError(status: 400, error: "unsupported_grant_type", errorDescription: "grant_type must be \(Self.jwtGrantType)")
+        }
+        guard let assertion, !assertion.isEmpty else { throw .invalidRequest("the assertion is missing") }
+        guard assertion.utf8.count <= Self.maxAssertionBytes else { throw .invalidRequest("the assertion is over \(Self.maxAssertionBytes) bytes") }
+        let unverified: Assertion
+        do {
+            unverified = try await JWTKeyCollection().unverified(assertion, as: Assertion.self)
+        } catch {
+            throw .invalidGrant("the assertion is not a JWT: \(error)")
+        }
+        guard let issuer = unverified.iss?.value, !issuer.isEmpty else { throw .invalidGrant("issuer_not_found") }
+        let record: IntegrationKeyRecord
+        do {
+            guard let found = try await store.integrationKey(id: issuer), found.revokedAt == nil else { throw GrantError.invalidGrant("issuer_not_found") }
+            record = found
+        } catch let error as GrantError {
+            throw error
+        } catch {
+            throw GrantError(status: 503, error: "temporarily_unavailable", errorDescription: "\(error)")
+        }
+        let claims: Assertion
+        do {
+            let keys = JWTKeyCollection()
+            await keys.add(rsa: try Insecure.RSA.PublicKey(pem: record.publicKey), digestAlgorithm: .sha256)
+            claims = try await keys.verify(assertion, as: Assertion.self)
+        } catch {
+            throw .invalidGrant("no_valid_keys_or_signatures")
+        }
+        guard let audience = claims.aud?.value, audience.contains(where: { audiences.contains($0) }) else {
+            throw .invalidGrant("invalid audience: aud must name this server's OAuth host (\(audiences.sorted().joined(separator: " or ")))")
+        }
+        let now = now()
+        guard let issuedAt = claims.iat?.value, let expires = claims.exp?.value else { throw .invalidGrant("the assertion needs iat and exp") }
+        guard expires > now else { throw .invalidGrant("expired: the assertion's exp has passed") }
+        guard issuedAt.timeIntervalSince(now) <= Self.clockSkew else { throw .invalidGrant("the assertion's iat is in the future") }
+        guard expires.timeIntervalSince(issuedAt) <= Self.maxAssertionLifetime else {
+            throw .invalidGrant("the assertion's exp is more than an hour after its iat")
+        }
+        guard let subject = claims.sub?.value, !subject.isEmpty else { throw .invalidGrant("user_not_found") }
+        let requested = Set((claims.scope ?? "").split(separator: " ").map(String.init))
+        guard requested.contains("signature") else { throw GrantError(status: 400, error: "invalid_scope", errorDescription: "scope must include signature") }
+        do {
+            guard let user = try await store.users(accountID: record.accountID).first(where: { $0.id == subject }) else {
+                throw GrantError.invalidGrant("user_not_found")
+            }
+            let consented = Set((try await store.consent(integrationKeyID: record.id, userID: user.id))?.scopes.split(separator: " ").map(String.init) ?? [])
+            guard !consented.isEmpty, requested.subtracting(["impersonation"]).isSubset(of: consented) else {
+                throw GrantError(status: 400, error: "consent_required", errorDescription: "the user has not consented to this integration key with these scopes")
+            }
+            let reply = try await auth.issueToken(for: user, lifetime: Self.grantedLifetime)
+            return Grant(
+                accessToken: reply.accessToken, expiresIn: max(0, Int(reply.expiresAt.timeIntervalSince(now).rounded())),
+                scope: requested.sorted().joined(separator: " "))
+        } catch let error as GrantError {
+            throw error
+        } catch {
+            throw GrantError(status: 503, error: "temporarily_unavailable", errorDescription: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import Crypto
+import FleetProtocol
+import FleetTesting
+import Foundation
+import Testing
+import _CryptoExtras
+
+@testable import Coordinator
+
+/// The REST API's OAuth (docs/rest-api.md, "Authentication", "TLS"): integration keys, consent,
+/// the JWT bearer grant over the coordinator's HTTPS listener, through DocuSign's official Python
+/// SDK with nothing patched but its OAuth host and the CA it trusts; and hostile assertions.
+@Suite struct RESTOAuthTests {
+    static let script = SyncPayloadInteropTests.repository.appendingPathComponent("Tests/interop/rest_oauth.py")
+
+    @Test(.timeLimit(.minutes(3))) func theOfficialSDKsJWTGrantOverHTTPSThenItsUserInfoAndAnEnvelopeList() async throws {
+        let rig = try await CaptiveRig(https: true)
+        let secure = try #require(rig.https), ca = try #require(rig.caCertificate)
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let other = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let oauth = rig.services.oauth
+        let registered = try await oauth.register(accountID: "acme", name: "backend", publicKeyPEM: key.publicKey.pemRepresentation)
+        try await oauth.consent(keyID: registered.id, email: "ann@acme.example", scopes: ["signature", "impersonation"])
+        let ann = try #require(try await rig.services.accounts.users(accountID: "acme").first { $0.email == "ann@acme.example" })
+        let bob = try await rig.services.accounts.createUser(accountID: "acme", name: "Bob Unconsented", email: "bob@acme.example", secret: "secret-456")
+        let keyFile = rig.temporary.directory.appendingPathComponent("key.pem")
+        let otherFile = rig.temporary.directory.appendingPathComponent("other.pem")
+        try Data(key.pemRepresentation.utf8).write(to: keyFile)
+        try Data(other.pemRepresentation.utf8).write(to: otherFile)
+        // The SDK signs its assertion with the wall clock's time; the coordinator's clock is set to it.
+        rig.clock.set(Date())
+
+        let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
+        let (status, output, errors) = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                python, Self.script.path, "--oauth-host", secure, "--ca", ca, "--integration-key", registered.id, "--user-id", ann.id,
+                "--private-key", keyFile.path, "--other-private-key", otherFile.path, "--unconsented-user-id", bob.id, "--account", "acme",
+            ])
+        try #require(status == 0, "the SDK run failed (it needs `\(python) -m pip install docusign-esign`): \(errors)")
+        let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
+
+        let token = try #require(out["token"] as? [String: Any])
+        #expect(token["tokenType"] as? String == "Bearer" && token["hasAccessToken"] as? Bool == true, "\(token)")
+        #expect(token["expiresIn"] as? String == "3600" || token["expiresIn"] as? Int == 3600, "an hour, as DocuSign's: \(token)")
+        let info = try #require(out["userInfo"] as? [String: Any])
+        #expect(info["sub"] as? String == ann.id && info["accountId"] as? String == "acme", "\(info)")
+        #expect(info["baseUri"] as? String == "https://\(secure)", "user info over HTTPS names the HTTPS base: \(info)")
+        #expect((out["list"] as? [String: Any])?["totalSetSize"] as? String == "0", "the token works on the REST API: \(out)")
+
+        let failures = try #require(out["failures"] as? [String: [String: Any]])
+        func refusal(_ name: String) -> (Int?, String?, String?) {
+            let body = failures[name]?["body"] as? [String: Any]
+            return (failures[name]?["status"] as? Int, body?["error"] as? String, body?["error_description"] as? String)
+        }
+        #expect(refusal("consent").0 == 400 && refusal("consent").1 == "consent_required", "\(failures["consent"] ?? [:])")
+        for name in ["wrongKey", "algNone", "hs256"] {
+            #expect(refusal(name).0 == 400 && refusal(name).1 == "invalid_grant" && refusal(name).2 == "no_valid_keys_or_signatures", "\(name): \(failures[name] ?? [:])")
+        }
+        #expect(refusal("wrongAudience").1 == "invalid_grant" && refusal("wrongAudience").2?.hasPrefix("invalid audience") == true)
+        #expect(refusal("expired").1 == "invalid_grant" && refusal("expired").2?.hasPrefix("expired") == true)
+        #expect(refusal("tooLong").1 == "invalid_grant")
+        #expect(refusal("unknownIssuer").2 == "issuer_not_found" && refusal("otherUser").2 == "user_not_found")
+        #expect(refusal("noSignatureScope").1 == "invalid_scope")
+        #expect(refusal("garbage").0 == 400 && refusal("garbage").1 == "invalid_grant")
+        #expect(refusal("grantType").1 == "unsupported_grant_type")
+
+        // Revoked, the key's next assertion is refused.
+        try await oauth.revoke(id: registered.id, accountID: "acme")
+        let revoked = try await RESTOAuthTests.grant(oauth, key: key, issuer: registered.id, subject: ann.id, audience: secure, now: rig.clock.now())
+        #expect(revoked == .invalidGrant("issuer_not_found"))
+        await rig.tearDown()
+    }
+
+    /// An RS256 assertion made here (the grant's checks on the injected clock, without the SDK).
+    static func assertion(key: _RSA.Signing.PrivateKey, claims: [String: Any]) throws -> String {
+        func b64(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let header = b64(try JSONSerialization.data(withJSONObject: ["alg": "RS256", "typ": "JWT"]))
+        let payload = b64(try JSONSerialization.data(withJSONObject: claims))
+        let signature = try key.signature(for: Data("\(header).\(payload)".utf8), padding: .insecurePKCS1v1_5)
+        return "\(header).\(payload).\(b64(signature.rawRepresentation))"
+    }
+
+    static func grant(
+        _ oauth: OAuthService, key: _RSA.Signing.PrivateKey, issuer: String, subject: String, audience: String, now: Date,
+        iat: TimeInterval = 0, exp: TimeInterval = 3600
+    ) async throws -> OAuthService.GrantError? {
+        let claims: [String: Any] = [
+            "iss": issuer, "sub": subject, "aud": audience, "iat": Int(now.timeIntervalSince1970 + iat),
+            "exp": Int(now.timeIntervalSince1970 + exp), "scope": "signature impersonation",
+        ]
+        let token = try assertion(key: key, claims: claims)
+        do {
+            _ = try await oauth.grant(grantType: OAuthService.jwtGrantType, assertion: token, audiences: [audience])
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// The grant's clock checks on the injected clock: an assertion from the future, one past its
+    /// `exp`, and the same one a second before.
+    @Test func assertionsAreJudgedOnTheInjectedClock() async throws {
+        let rig = try await CaptiveRig()
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let oauth = rig.services.oauth
+        let registered = try await oauth.register(accountID: "acme", name: "clock", publicKeyPEM: key.publicKey.pemRepresentation)
+        try await oauth.consent(keyID: registered.id, email: "ann@acme.example", scopes: ["signature"])
+        let ann = try #require(try await rig.services.accounts.users(accountID: "acme").first)
+        let now = rig.clock.now()
+        #expect(try await Self.grant(oauth, key: key, issuer: registered.id, subject: ann.id, audience: "a:1", now: now) == nil)
+        #expect(try await Self.grant(oauth, key: key, issuer: registered.id, subject: ann.id, audience: "a:1", now: now, iat: 120, exp: 600)
+            == .invalidGrant("the assertion's iat is in the future"))
+        let issued = now
+        rig.clock.advance(3599)
+        #expect(try await Self.grant(oauth, key: key, issuer: registered.id, subject: ann.id, audience: "a:1", now: issued) == nil, "a second before exp")
+        rig.clock.advance(1)
+        #expect(try await Self.grant(oauth, key: key, issuer: registered.id, subject: ann.id, audience: "a:1", now: issued)
+            == .invalidGrant("expired: the assertion's exp has passed"))
+        // Keys that are not RSA public keys of 2048 bits or more are refused at registration.
+        let small = try _RSA.Signing.PrivateKey(unsafeKeySize: .init(bitCount: 1024))
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "small", publicKeyPEM: small.publicKey.pemRepresentation) }
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "junk", publicKeyPEM: "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----") }
+        await expectFleetError(.notFound) { _ = try await oauth.register(accountID: "nobody", name: "x", publicKeyPEM: key.publicKey.pemRepresentation) }
+        await expectFleetError(.notFound) { try await oauth.consent(keyID: registered.id, email: "stranger@else.example", scopes: ["signature"]) }
+        await expectFleetError(.invalidRequest) { try await oauth.consent(keyID: registered.id, email: "ann@acme.example", scopes: ["admin"]) }
+        await rig.tearDown()
+    }
+}
+
+/// The HTTPS listener's local CA and certificate (docs/rest-api.md, "TLS").
+@Suite struct LocalTLSIdentityTests {
+    @Test func madeOnceKeptAndRemadeWhenItNoLongerFits() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-tls-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let first = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["127.0.0.1"], now: now)
+        let ca = try String(contentsOfFile: first.caCertificatePath, encoding: .utf8)
+        let again = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["127.0.0.1", "localhost"], now: now.addingTimeInterval(60))
+        #expect(again.certificateChainPEM == first.certificateChainPEM && again.privateKeyPEM == first.privateKeyPEM, "kept")
+        let named = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["signfleet.test"], now: now)
+        #expect(named.certificateChainPEM != first.certificateChainPEM && named.certificateChainPEM.hasSuffix(ca + "\n"), "a new name: a new certificate, the same CA")
+        let late = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["signfleet.test"], now: now.addingTimeInterval(397 * 86_400))
+        #expect(late.certificateChainPEM != named.certificateChainPEM, "about to expire: made again")
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("server-key.pem").path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(throws: FleetError.self) { try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["not a host name!"], now: now) }
+    }
+}
