@@ -50,11 +50,12 @@ public final class CaptiveSigningLinks: Sendable {
     /// The HTTPS listener's base URL, or `nil` while it is not up.
     public var secureBaseURL: String? { secureBase.withLock { $0 } }
 
-    /// `host:port` of each listener up: what an OAuth assertion's `aud` names (the official
-    /// SDK's `oauth_host_name`); a loopback listener also answers to `localhost:port`.
-    public var authorities: Set<String> {
+    /// `host:port` of the HTTPS listener (`secure`) or the plain one: what an OAuth assertion's
+    /// `aud` names (the official SDK's `oauth_host_name`); a loopback listener also answers to
+    /// `localhost:port`.
+    public func authorities(secure: Bool) -> Set<String> {
         var out = Set<String>()
-        for url in [baseURL, secureBaseURL].compactMap({ $0 }) {
+        for url in [secure ? secureBaseURL : baseURL].compactMap({ $0 }) {
             guard let range = url.range(of: "://") else { continue }
             let authority = String(url[range.upperBound...])
             out.insert(authority)

@@ -30,7 +30,8 @@ public struct CoordinatorHTTPSListener: Service {
     public func run() async throws {
         let chain = try NIOSSLCertificate.fromPEMBytes(Array(identity.certificateChainPEM.utf8)).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(bytes: Array(identity.privateKeyPEM.utf8), format: .pem)
-        let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        tls.minimumTLSVersion = .tlsv12
         let host = self.host
         let links = server.captive?.service.links ?? server.rest?.links
         let onListening = self.onListening

@@ -35,6 +35,12 @@ public struct LocalTLSIdentity: Sendable {
     public static func loadOrCreate(directory: URL, names: [String], now: Date = Date()) throws -> LocalTLSIdentity {
         let files = FileManager.default
         try files.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        guard chmod(directory.path, 0o700) == 0 else { throw FleetError(.internal, "cannot make \(directory.path) private: \(String(cString: strerror(errno)))") }
+        // Coordinators sharing the directory (on one PostgreSQL store) take turns: one makes the CA.
+        let lock = open(directory.appendingPathComponent("lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw FleetError(.internal, "cannot open the lock in \(directory.path): \(String(cString: strerror(errno)))") }
+        defer { close(lock) }
+        guard flock(lock, LOCK_EX) == 0 else { throw FleetError(.internal, "cannot lock \(directory.path): \(String(cString: strerror(errno)))") }
         let caPath = directory.appendingPathComponent("ca.pem"), caKeyPath = directory.appendingPathComponent("ca-key.pem")
         let serverPath = directory.appendingPathComponent("server.pem"), serverKeyPath = directory.appendingPathComponent("server-key.pem")
 
@@ -42,6 +48,12 @@ public struct LocalTLSIdentity: Sendable {
         if let caPEM = try? String(contentsOf: caPath, encoding: .utf8), let keyPEM = try? String(contentsOf: caKeyPath, encoding: .utf8) {
             ca = try Certificate(pemEncoded: caPEM)
             caKey = try P256.Signing.PrivateKey(pemRepresentation: keyPEM)
+            guard ca.publicKey == Certificate.PublicKey(caKey.publicKey) else {
+                throw FleetError(.invalidRequest, "ca.pem and ca-key.pem in \(directory.path) do not belong together; remove both to make a new CA (clients must then trust the new ca.pem)")
+            }
+            guard ca.notValidAfter > now.addingTimeInterval(serverValidity) else {
+                throw FleetError(.invalidRequest, "the local CA in \(directory.path) expires before a new certificate would; remove ca.pem and ca-key.pem to make a new one")
+            }
         } else {
             caKey = P256.Signing.PrivateKey()
             ca = try makeCA(key: caKey, now: now)
@@ -150,14 +162,29 @@ public struct LocalTLSIdentity: Sendable {
         return nil
     }
 
-    static func write(_ text: String, to url: URL, mode: Int) throws {
-        let temporary = url.appendingPathExtension("tmp-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: temporary.path])
+    /// Writes a file whole or not at all, with `mode` from its creation on (a private key is never
+    /// readable by others, even for an instant): a new file beside it, synced, then renamed over.
+    static func write(_ text: String, to url: URL, mode: mode_t) throws {
+        let temporary = url.path + ".tmp-\(UUID().uuidString)"
+        let fd = open(temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw FleetError(.internal, "cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        let bytes = Array(text.utf8)
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else {
+                let error = errno
+                close(fd)
+                unlink(temporary)
+                throw FleetError(.internal, "cannot write \(temporary): \(String(cString: strerror(error)))")
+            }
+            written += n
         }
-        guard rename(temporary.path, url.path) == 0 else {
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard synced, rename(temporary, url.path) == 0 else {
             let error = errno
-            try? FileManager.default.removeItem(at: temporary)
+            unlink(temporary)
             throw FleetError(.internal, "cannot write \(url.path): \(String(cString: strerror(error)))")
         }
     }

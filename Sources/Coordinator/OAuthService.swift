@@ -145,6 +145,8 @@ public struct OAuthService: Sendable {
         } catch {
             throw .invalidGrant("the assertion is not a JWT: \(error)")
         }
+        // DocuSign's assertions are RS256; a header naming anything else is refused whatever it signs.
+        guard Self.headerAlgorithm(assertion) == "RS256" else { throw .invalidGrant("no_valid_keys_or_signatures") }
         guard let issuer = unverified.iss?.value, !issuer.isEmpty else { throw .invalidGrant("issuer_not_found") }
         let record: IntegrationKeyRecord
         do {
@@ -153,7 +155,7 @@ public struct OAuthService: Sendable {
         } catch let error as GrantError {
             throw error
         } catch {
-            throw GrantError(status: 503, error: "temporarily_unavailable", errorDescription: "\(error)")
+            throw .unavailable
         }
         let claims: Assertion
         do {
@@ -175,11 +177,11 @@ public struct OAuthService: Sendable {
         }
         guard let subject = claims.sub?.value, !subject.isEmpty else { throw .invalidGrant("user_not_found") }
         let requested = Set((claims.scope ?? "").split(separator: " ").map(String.init))
-        guard requested.contains("signature") else { throw GrantError(status: 400, error: "invalid_scope", errorDescription: "scope must include signature") }
         do {
             guard let user = try await store.users(accountID: record.accountID).first(where: { $0.id == subject }) else {
                 throw GrantError.invalidGrant("user_not_found")
             }
+            guard requested.contains("signature") else { throw GrantError(status: 400, error: "invalid_scope", errorDescription: "scope must include signature") }
             let consented = Set((try await store.consent(integrationKeyID: record.id, userID: user.id))?.scopes.split(separator: " ").map(String.init) ?? [])
             guard !consented.isEmpty, requested.subtracting(["impersonation"]).isSubset(of: consented) else {
                 throw GrantError(status: 400, error: "consent_required", errorDescription: "the user has not consented to this integration key with these scopes")
@@ -191,7 +193,21 @@ public struct OAuthService: Sendable {
         } catch let error as GrantError {
             throw error
         } catch {
-            throw GrantError(status: 503, error: "temporarily_unavailable", errorDescription: "\(error)")
+            throw .unavailable
         }
     }
+
+    /// The `alg` of a compact JWS's header, or nil when the header is not readable JSON.
+    static func headerAlgorithm(_ token: String) -> String? {
+        guard let encoded = token.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first, encoded.count <= 4096 else { return nil }
+        var base64 = encoded.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let header = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return header["alg"] as? String
+    }
+}
+
+extension OAuthService.GrantError {
+    /// The store could not be read: nothing about it is told to an unauthenticated caller.
+    static let unavailable = OAuthService.GrantError(status: 503, error: "temporarily_unavailable", errorDescription: "the server cannot answer now; try again")
 }

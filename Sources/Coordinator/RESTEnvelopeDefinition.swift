@@ -43,19 +43,109 @@ extension REST.EnvelopeDefinition {
     }
 
     /// The envelope this definition describes. `anchors` holds the words of each document (by
-    /// `documentId`, in the definition's order) when a tab is placed by an anchor string.
+    /// `documentId`, in the definition's order) when a tab is placed by an anchor string. An
+    /// envelope from a template is made by ``envelope(from:composition:transactionID:at:)``.
     func envelope(
         transactionID: String, at now: Date, anchors: [(documentID: String, words: [PDFTextLocator.Word])] = []
     ) throws(RESTRoutes.Failure) -> Envelope {
-        if templateId != nil || compositeTemplates != nil { throw .unsupported("envelopes from templates (templateId, compositeTemplates) are not served yet") }
-        if let groups = recipients {
-            for (name, list) in [
-                ("inPersonSigners", groups.inPersonSigners), ("agents", groups.agents), ("editors", groups.editors),
-                ("intermediaries", groups.intermediaries), ("witnesses", groups.witnesses),
-            ] where !(list ?? []).isEmpty {
-                throw .unsupported("\(name) are not served over REST yet; signers, carbonCopies and certifiedDeliveries are")
+        if templateId != nil || compositeTemplates != nil { throw .unsupported("envelopes from templates are made from templateId and templateRoles alone") }
+        try refuseUnservedRecipients()
+        var builder = EnvelopeBuilder().envelopeName(emailSubject ?? "").emailSubject(emailSubject ?? "").emailMessage(emailBlurb ?? "")
+            .transactionId(transactionID)
+        for document in try builtDocuments() { builder = builder.addDocument(document) }
+        let all = servedRecipients
+        guard all.count <= Self.maxRecipients else { throw .badBody("at most \(Self.maxRecipients) recipients") }
+        var tabCount = 0
+        for (type, definition) in all {
+            let recipientID = definition.recipientId?.value ?? ""
+            var recipient = RecipientBuilder(type: type).recipientId(recipientID).name(definition.name ?? "").email(definition.email ?? "")
+            recipient = recipient.routingOrder(try Self.routingOrder(definition))
+            if let client = definition.clientUserId, !client.isEmpty { recipient = recipient.clientUserId(client) }
+            let tabs = try builtTabs(definition, recipientID: recipientID, anchors: anchors, count: &tabCount)
+            do {
+                builder = builder.addRecipient(try recipient.build(), tabs: tabs)
+            } catch {
+                throw Self.failure(error)
             }
         }
+        do {
+            return try Self.queued(try builder.build(envelopeId: UUID().uuidString, createdAt: now), at: now)
+        } catch let error as EnvelopeValidationError {
+            throw Self.failure(error)
+        } catch let error as RESTRoutes.Failure {
+            throw error
+        } catch {
+            throw .badBody("the envelope cannot be sent: \(error)")
+        }
+    }
+
+    /// An envelope composed from `template` with this definition's `templateRoles` (who fills
+    /// each role; tab values by `tabLabel`), `emailSubject` and `emailBlurb` (replacing the
+    /// template's when given), made ready to send.
+    func envelope(from template: EnvelopeTemplate, transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
+        guard (documents ?? []).isEmpty, recipients == nil, compositeTemplates == nil else {
+            throw .unsupported("an envelope from templateId takes templateRoles, not documents or recipients of its own (compositeTemplates are not served yet)")
+        }
+        var composition = TemplateComposition(emailSubject: emailSubject, emailMessage: emailBlurb, envelopeName: emailSubject)
+        for (index, role) in (templateRoles ?? []).enumerated() {
+            guard let name = role.roleName, !name.isEmpty else { throw .badBody("templateRoles[\(index)] has no roleName") }
+            guard composition.roles[name] == nil else { throw .badBody("templateRoles: role \"\(name)\" is given twice") }
+            composition.roles[name] = RoleAssignment(name: role.name, email: role.email, clientUserId: role.clientUserId?.isEmpty == false ? role.clientUserId : nil)
+            for (type, list) in role.tabs?.byType ?? [] {
+                for tab in list {
+                    guard let label = tab.tabLabel, !label.isEmpty else { throw .badBody("templateRoles[\(index)]: a \(type.rawValue) tab without tabLabel sets no value") }
+                    composition.tabValues[label] = type == .checkbox ? (tab.selected?.value ?? tab.value ?? "false") : (tab.value ?? "")
+                }
+            }
+        }
+        do {
+            return try Self.queued(try template.compose(composition, createdAt: now, transactionId: transactionID), at: now)
+        } catch let error as EnvelopeValidationError {
+            throw Self.failure(error)
+        } catch {
+            throw .badBody("the envelope cannot be sent: \(error)")
+        }
+    }
+
+    /// The template this definition describes (`POST …/templates`): its documents, each
+    /// recipient a role (`roleName`, default name and email from `name` and `email`) with its tabs.
+    func template(id: String, anchors: [(documentID: String, words: [PDFTextLocator.Word])] = []) throws(RESTRoutes.Failure) -> EnvelopeTemplate {
+        try refuseUnservedRecipients()
+        guard let name = name?.trimmingCharacters(in: .whitespacesAndNewlines), !name.isEmpty else { throw .badBody("a template needs a name") }
+        let all = servedRecipients
+        guard all.count <= Self.maxRecipients else { throw .badBody("at most \(Self.maxRecipients) recipients") }
+        var roles: [TemplateRole] = []
+        var tabs: [Tab] = []
+        var tabCount = 0
+        for (type, definition) in all {
+            let recipientID = definition.recipientId?.value ?? ""
+            guard let role = definition.roleName, !role.isEmpty else { throw .badBody("recipient \(recipientID) of a template has no roleName") }
+            roles.append(
+                TemplateRole(
+                    roleName: role, recipientId: recipientID, type: type, routingOrder: try Self.routingOrder(definition),
+                    defaultName: definition.name?.isEmpty == false ? definition.name : nil,
+                    defaultEmail: definition.email?.isEmpty == false ? definition.email : nil))
+            tabs += try builtTabs(definition, recipientID: recipientID, anchors: anchors, count: &tabCount)
+        }
+        return EnvelopeTemplate(
+            templateId: id, name: name, folder: folderName?.isEmpty == false ? folderName : nil, lastModified: Date(timeIntervalSince1970: 0),
+            emailSubject: emailSubject ?? "", emailMessage: emailBlurb ?? "", documents: try builtDocuments(), roles: roles, tabs: tabs,
+            customFields: CustomFields())
+    }
+
+    /// The recipient types not served over REST yet, refused by name.
+    func refuseUnservedRecipients() throws(RESTRoutes.Failure) {
+        guard let groups = recipients else { return }
+        for (name, list) in [
+            ("inPersonSigners", groups.inPersonSigners), ("agents", groups.agents), ("editors", groups.editors),
+            ("intermediaries", groups.intermediaries), ("witnesses", groups.witnesses),
+        ] where !(list ?? []).isEmpty {
+            throw .unsupported("\(name) are not served over REST yet; signers, carbonCopies and certifiedDeliveries are")
+        }
+    }
+
+    /// The definition's documents: PDFs given as base64, at most ``maxDocuments``.
+    func builtDocuments() throws(RESTRoutes.Failure) -> [Envelopes.Document] {
         let documents = self.documents ?? []
         guard !documents.isEmpty else {
             throw RESTRoutes.Failure(
@@ -63,8 +153,7 @@ extension REST.EnvelopeDefinition {
                 message: "The Envelope is not Complete. A Complete Envelope Requires Documents, Recipients, Tabs, and a Subject Line.")
         }
         guard documents.count <= Self.maxDocuments else { throw .badBody("at most \(Self.maxDocuments) documents") }
-        var builder = EnvelopeBuilder().envelopeName(emailSubject ?? "").emailSubject(emailSubject ?? "").emailMessage(emailBlurb ?? "")
-            .transactionId(transactionID)
+        var built: [Envelopes.Document] = []
         for (index, document) in documents.enumerated() {
             let id = document.documentId?.value ?? ""
             if document.remoteUrl != nil { throw .unsupported("document \(id): remoteUrl is not served; send documentBase64") }
@@ -77,50 +166,48 @@ extension REST.EnvelopeDefinition {
                 throw .badBody("documents[\(index)] (documentId \(id)): documentBase64 is missing or not base64")
             }
             do {
-                builder = builder.addDocument(try DocumentBuilder().documentId(id).name(document.name ?? "").pdfBytes(bytes).build())
+                built.append(try DocumentBuilder().documentId(id).name(document.name ?? "").pdfBytes(bytes).build())
             } catch {
                 throw Self.failure(error)
             }
         }
-        let all = servedRecipients
-        guard all.count <= Self.maxRecipients else { throw .badBody("at most \(Self.maxRecipients) recipients") }
-        var tabCount = 0
-        for (type, definition) in all {
-            let recipientID = definition.recipientId?.value ?? ""
-            var recipient = RecipientBuilder(type: type).recipientId(recipientID).name(definition.name ?? "").email(definition.email ?? "")
-            if let order = definition.routingOrder {
-                guard let number = Int(order.value) else { throw .badBody("recipient \(recipientID): routingOrder \"\(order.value)\" is not a number") }
-                recipient = recipient.routingOrder(number)
-            }
-            if let client = definition.clientUserId, !client.isEmpty { recipient = recipient.clientUserId(client) }
-            var tabs: [Tab] = []
-            for (type, list) in definition.tabs?.byType ?? [] {
-                for tab in list {
-                    let placed =
-                        (tab.anchorString ?? "").isEmpty
-                        ? [try Self.tab(tab, type: type, recipientID: recipientID)]
-                        : try Self.anchoredTabs(tab, type: type, recipientID: recipientID, anchors: anchors)
-                    tabCount += placed.count
-                    guard tabCount <= Self.maxTabs else { throw .badBody("at most \(Self.maxTabs) tabs") }
-                    tabs += placed
-                }
-            }
-            do {
-                builder = builder.addRecipient(try recipient.build(), tabs: tabs)
-            } catch {
-                throw Self.failure(error)
+        return built
+    }
+
+    /// One recipient's tabs, placed by position or anchor; `count` runs over the whole definition
+    /// (at most ``maxTabs``, each placement of an anchor tab counted).
+    func builtTabs(
+        _ definition: RecipientDefinition, recipientID: String, anchors: [(documentID: String, words: [PDFTextLocator.Word])], count: inout Int
+    ) throws(RESTRoutes.Failure) -> [Tab] {
+        var tabs: [Tab] = []
+        for (type, list) in definition.tabs?.byType ?? [] {
+            for tab in list {
+                let placed =
+                    (tab.anchorString ?? "").isEmpty
+                    ? [try Self.tab(tab, type: type, recipientID: recipientID)]
+                    : try Self.anchoredTabs(tab, type: type, recipientID: recipientID, anchors: anchors)
+                count += placed.count
+                guard count <= Self.maxTabs else { throw .badBody("at most \(Self.maxTabs) tabs") }
+                tabs += placed
             }
         }
-        do {
-            var envelope = try builder.build(envelopeId: UUID().uuidString, createdAt: now)
-            try envelope.apply(.compose, at: now)
-            try envelope.apply(.queueForSync, at: now)
-            return envelope
-        } catch let error as EnvelopeValidationError {
-            throw Self.failure(error)
-        } catch {
-            throw .badBody("the envelope cannot be sent: \(error)")
+        return tabs
+    }
+
+    static func routingOrder(_ definition: RecipientDefinition) throws(RESTRoutes.Failure) -> Int {
+        guard let order = definition.routingOrder else { return 1 }
+        guard let number = Int(order.value), (1...999).contains(number) else {
+            throw .badBody("recipient \(definition.recipientId?.value ?? ""): routingOrder \"\(order.value)\" is not a number from 1 to 999")
         }
+        return number
+    }
+
+    /// An envelope composed on the server: composed, then queued as its sender's next item.
+    static func queued(_ envelope: Envelope, at now: Date) throws -> Envelope {
+        var envelope = envelope
+        try envelope.apply(.compose, at: now)
+        try envelope.apply(.queueForSync, at: now)
+        return envelope
     }
 
     /// One tab at each place `tab.anchorString` is printed, in every document, in document order

@@ -92,6 +92,8 @@ enum REST {
         var declinedReason: String?
         /// With `include_tabs=true`.
         var tabs: RecipientTabs?
+        /// A template's role.
+        var roleName: String?
     }
 
     /// A recipient's tabs by type, as DocuSign lists them (radio buttons are not listed yet).
@@ -349,6 +351,17 @@ extension REST {
             var routingOrder: RESTText?
             var clientUserId: String?
             var tabs: Tabs?
+            /// A template's role (templates only).
+            var roleName: String?
+        }
+        /// Who fills a template's role in an envelope made from it (`templateRoles`).
+        struct TemplateRoleDefinition: Decodable, Sendable {
+            var roleName: String?
+            var name: String?
+            var email: String?
+            var clientUserId: String?
+            /// Values for the template's tabs, found by `tabLabel`.
+            var tabs: Tabs?
         }
         struct RecipientGroups: Decodable, Sendable {
             var signers: [RecipientDefinition]?
@@ -366,7 +379,13 @@ extension REST {
         var documents: [Document]?
         var recipients: RecipientGroups?
         var templateId: String?
+        var templateRoles: [TemplateRoleDefinition]?
         var compositeTemplates: [CompositeTemplatePresence]?
+        /// A template's name, description and folder (`POST …/templates`, whose EnvelopeTemplate
+        /// carries the envelope definition's fields too).
+        var name: String?
+        var description: String?
+        var folderName: String?
 
         /// Only whether composite templates were given (not served yet).
         struct CompositeTemplatePresence: Decodable, Sendable {}

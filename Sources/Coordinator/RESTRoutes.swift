@@ -43,6 +43,8 @@ public struct RESTRoutes: Sendable {
     let rateLimiter: RateLimiter
     /// Integration keys, consent and the JWT grant.
     let oauth: OAuthService
+    /// The account's templates, the same devices cache.
+    let templates: TemplateCatalog
     /// Reads documents' text for anchor tabs.
     var textLocator = PDFTextLocator()
     var documents = CompletedDocuments()
@@ -63,6 +65,7 @@ public struct RESTRoutes: Sendable {
         self.sender = RESTEnvelopeSender(devices: services.devices, ingest: services.ingest, store: services.envelopes.store)
         self.rateLimiter = services.rateLimiter
         self.oauth = services.oauth
+        self.templates = services.templates
     }
 
     /// Where the listeners are (their base URLs once bound).
@@ -87,6 +90,9 @@ public struct RESTRoutes: Sendable {
         }
         static func badParameter(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_PARAMETER", message: message) }
         static func badBody(_ message: String) -> Failure { Failure(status: .badRequest, code: "INVALID_REQUEST_BODY", message: message) }
+        static func noTemplate(_ id: String) -> Failure {
+            Failure(status: .badRequest, code: "TEMPLATE_ID_INVALID", message: "Invalid template ID. No template \"\(id)\" in this account.")
+        }
         static func noDocument(_ id: String) -> Failure {
             Failure(status: .badRequest, code: "DOCUMENT_DOES_NOT_EXIST", message: "The document specified was not found. No document \"\(id)\" in the envelope.")
         }
@@ -96,7 +102,7 @@ public struct RESTRoutes: Sendable {
     func register(on router: Router<BasicRequestContext>, secure: Bool = false) {
         let routes = self
         router.post("oauth/token") { request, _ in
-            await routes.token(request)
+            await routes.token(request, secure: secure)
         }
         router.get("oauth/userinfo") { request, _ in
             await routes.answer {
@@ -128,7 +134,7 @@ public struct RESTRoutes: Sendable {
                 let now = routes.auth.now()
                 let transactionID = UUID().uuidString.lowercased()
                 // Checked in full now, draft or not: a draft that could never be sent is refused at once.
-                let envelope = try definition.envelope(transactionID: transactionID, at: now, anchors: try await routes.anchorWords(definition))
+                let envelope = try await routes.envelope(from: definition, transactionID: transactionID, at: now, account: account.id)
                 if try definition.creationStatus() == "created" {
                     let id = SyncIngest.serverEnvelopeID(accountID: account.id, transactionID: transactionID)
                     try await routes.store.insertDraft(
@@ -213,6 +219,7 @@ public struct RESTRoutes: Sendable {
                     withCertificate: request.uri.queryParameters.get("certificate")?.lowercased() != "false")
             }
         }
+        registerTemplates(on: accounts)
         accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
             await routes.answer(status: .created) {
                 let account = try await routes.account(request, context)
@@ -227,7 +234,10 @@ public struct RESTRoutes: Sendable {
     /// `POST /oauth/token`: the JWT bearer grant (form-encoded `grant_type` and `assertion`),
     /// answered as DocuSign's OAuth service answers: `{"access_token", "token_type": "Bearer",
     /// "expires_in", "scope"}`, or `{"error", "error_description"}`.
-    func token(_ request: Request) async -> Response {
+    ///
+    /// `aud` must name the listener the assertion was posted to (an assertion seen on one cannot be
+    /// replayed on the other).
+    func token(_ request: Request, secure: Bool) async -> Response {
         struct Form: Decodable {
             var grant_type: String?
             var assertion: String?
@@ -243,14 +253,19 @@ public struct RESTRoutes: Sendable {
             var error_description: String
         }
         let form: Form
+        guard request.headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
+            return Self.json(Refusal(error: "invalid_request", error_description: "the body must be application/x-www-form-urlencoded"), status: .badRequest)
+        }
         do {
             let body = try await body(of: request, upTo: OAuthService.maxAssertionBytes + 1024)
             form = try URLEncodedFormDecoder().decode(Form.self, from: String(decoding: body, as: UTF8.self))
+        } catch let failure as Failure {
+            return Self.json(Refusal(error: "invalid_request", error_description: failure.message), status: .badRequest)
         } catch {
-            return Self.json(Refusal(error: "invalid_request", error_description: "the body must be form-encoded grant_type and assertion: \(error)"), status: .badRequest)
+            return Self.json(Refusal(error: "invalid_request", error_description: "the body is not form-encoded grant_type and assertion: \(error)"), status: .badRequest)
         }
         do {
-            let grant = try await oauth.grant(grantType: form.grant_type, assertion: form.assertion, audiences: links?.authorities ?? [])
+            let grant = try await oauth.grant(grantType: form.grant_type, assertion: form.assertion, audiences: links?.authorities(secure: secure) ?? [])
             var response = Self.json(Answer(access_token: grant.accessToken, expires_in: grant.expiresIn, scope: grant.scope), status: .ok)
             response.headers[HTTPField.Name.cacheControl] = "no-store"
             return response
@@ -309,7 +324,7 @@ public struct RESTRoutes: Sendable {
         do {
             let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
             let now = auth.now()
-            let envelope = try definition.envelope(transactionID: draft.transactionID, at: now, anchors: try await anchorWords(definition))
+            let envelope = try await envelope(from: definition, transactionID: draft.transactionID, at: now, account: account)
             _ = try await fleet { try await sender.send(envelope, accessToken: token, account: account, at: now) }
             return REST.EnvelopeUpdateSummary(envelopeId: id)
         } catch {
@@ -362,7 +377,7 @@ public struct RESTRoutes: Sendable {
         let tabs: [Tab]
         if let draft = try await store.draft(id: envelopeID, accountID: account) {
             let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
-            let envelope = try definition.envelope(transactionID: draft.transactionID, at: auth.now(), anchors: try await anchorWords(definition))
+            let envelope = try await envelope(from: definition, transactionID: draft.transactionID, at: auth.now(), account: account)
             (recipients, tabs) = (envelope.recipients.map(\.recipientId), envelope.tabs)
         } else {
             let aggregate = try await aggregate(envelopeID, account: account)
@@ -373,6 +388,24 @@ public struct RESTRoutes: Sendable {
             throw Failure.unknownRecipient("No recipient \(recipientID) in envelope \(envelopeID).")
         }
         return REST.RecipientTabs(tabs.filter { $0.recipientId == recipientID })
+    }
+
+    /// The envelope a definition describes: from its documents and recipients, or composed from
+    /// the account's template `templateId` with its `templateRoles`.
+    func envelope(from definition: REST.EnvelopeDefinition, transactionID: String, at now: Date, account: String) async throws -> Envelope {
+        guard let templateID = definition.templateId else {
+            return try definition.envelope(transactionID: transactionID, at: now, anchors: try await anchorWords(definition))
+        }
+        return try definition.envelope(from: try await template(templateID, account: account), transactionID: transactionID, at: now)
+    }
+
+    /// One of the account's templates; another account's does not exist for the caller.
+    func template(_ id: String, account: String) async throws -> EnvelopeTemplate {
+        do {
+            return try await templates.template(accountID: account, id: id)
+        } catch let error as FleetError where error.code == .notFound {
+            throw Failure.noTemplate(id)
+        }
     }
 
     /// The envelope's tabs with what its signers gave, on devices and in captive sessions.

@@ -28,10 +28,12 @@ struct TemporaryStore {
 /// A clock a test moves by hand.
 final class TestClock: Sendable {
     private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-    func now() -> Date { current.withLock { $0 } }
+    private let wall = Mutex(false)
+    func now() -> Date { wall.withLock { $0 } ? Date() : current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
-    /// Sets the time (a test whose other party reads the wall clock, such as a JWT signed now).
-    func set(_ date: Date) { current.withLock { $0 = date } }
+    /// From now on the wall clock's time: for a test whose other party reads the wall clock
+    /// (a JWT the official SDK signs with `time()`), however long that party takes.
+    func followWallClock() { wall.withLock { $0 = true } }
 }
 
 func expectFleetError(_ code: FleetErrorCode, _ body: () async throws -> Void, sourceLocation: SourceLocation = #_sourceLocation) async {

@@ -27,8 +27,10 @@ import _CryptoExtras
         let otherFile = rig.temporary.directory.appendingPathComponent("other.pem")
         try Data(key.pemRepresentation.utf8).write(to: keyFile)
         try Data(other.pemRepresentation.utf8).write(to: otherFile)
-        // The SDK signs its assertion with the wall clock's time; the coordinator's clock is set to it.
-        rig.clock.set(Date())
+        // The SDK signs its assertion with the wall clock's time; the coordinator's clock follows it.
+        rig.clock.followWallClock()
+        _ = try await rig.services.accounts.createAccount(id: "rival", name: "Rival")
+        let rita = try await rig.services.accounts.createUser(accountID: "rival", name: "Rita", email: "rita@rival.example", secret: "secret-789")
 
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
         let (status, output, errors) = try await ChildProcess.run(
@@ -36,6 +38,7 @@ import _CryptoExtras
             [
                 python, Self.script.path, "--oauth-host", secure, "--ca", ca, "--integration-key", registered.id, "--user-id", ann.id,
                 "--private-key", keyFile.path, "--other-private-key", otherFile.path, "--unconsented-user-id", bob.id, "--account", "acme",
+                "--other-account-user-id", rita.id, "--plain-host", rig.http,
             ])
         try #require(status == 0, "the SDK run failed (it needs `\(python) -m pip install docusign-esign`): \(errors)")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
@@ -54,13 +57,18 @@ import _CryptoExtras
             return (failures[name]?["status"] as? Int, body?["error"] as? String, body?["error_description"] as? String)
         }
         #expect(refusal("consent").0 == 400 && refusal("consent").1 == "consent_required", "\(failures["consent"] ?? [:])")
-        for name in ["wrongKey", "algNone", "hs256"] {
+        for name in ["wrongKey", "algNone", "hs256", "hs256WithThePublicKey", "lyingHeader"] {
             #expect(refusal(name).0 == 400 && refusal(name).1 == "invalid_grant" && refusal(name).2 == "no_valid_keys_or_signatures", "\(name): \(failures[name] ?? [:])")
         }
         #expect(refusal("wrongAudience").1 == "invalid_grant" && refusal("wrongAudience").2?.hasPrefix("invalid audience") == true)
         #expect(refusal("expired").1 == "invalid_grant" && refusal("expired").2?.hasPrefix("expired") == true)
         #expect(refusal("tooLong").1 == "invalid_grant")
         #expect(refusal("unknownIssuer").2 == "issuer_not_found" && refusal("otherUser").2 == "user_not_found")
+        #expect(refusal("otherAccountUser").2 == "user_not_found", "a real user, of another account")
+        #expect(refusal("plainAudience").2?.hasPrefix("invalid audience") == true, "an assertion for the plain listener is refused on TLS")
+        #expect(refusal("json").1 == "invalid_request")
+        #expect(refusal("tooLong").2 == "the assertion's exp is more than an hour after its iat")
+        #expect(refusal("garbage").2?.hasPrefix("the assertion is not a JWT") == true)
         #expect(refusal("noSignatureScope").1 == "invalid_scope")
         #expect(refusal("garbage").0 == 400 && refusal("garbage").1 == "invalid_grant")
         #expect(refusal("grantType").1 == "unsupported_grant_type")
@@ -148,5 +156,10 @@ import _CryptoExtras
         let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("server-key.pem").path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(throws: FleetError.self) { try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["not a host name!"], now: now) }
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: directory.path)[.posixPermissions] as? Int
+        #expect(directoryMode == 0o700)
+        // A CA key that is not the CA's: refused, nothing made.
+        try Data(P256.Signing.PrivateKey().pemRepresentation.utf8).write(to: directory.appendingPathComponent("ca-key.pem"))
+        #expect(throws: FleetError.self) { try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["127.0.0.1"], now: now) }
     }
 }

@@ -15,6 +15,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import base64
+import hashlib
+import hmac
+
+from cryptography.hazmat.primitives import serialization
 
 import jwt
 from docusign_esign import ApiClient, Configuration, EnvelopesApi
@@ -41,7 +45,7 @@ def post_assertion(a, assertion, grant_type="urn:ietf:params:oauth:grant-type:jw
 def main():
     parser = argparse.ArgumentParser()
     for name in ["oauth-host", "ca", "integration-key", "user-id", "private-key", "other-private-key",
-                 "unconsented-user-id", "account"]:
+                 "unconsented-user-id", "account", "other-account-user-id", "plain-host"]:
         parser.add_argument("--" + name, required=True)
     a = parser.parse_args()
     with open(a.private_key, "rb") as f:
@@ -95,6 +99,28 @@ def main():
     failures["noSignatureScope"] = post_assertion(
         a, jwt.encode(dict(claims, scope="impersonation"), private_key, algorithm="RS256"))
     failures["garbage"] = post_assertion(a, "not.a.jwt")
+    failures["otherAccountUser"] = post_assertion(
+        a, jwt.encode(dict(claims, sub=a.other_account_user_id), private_key, algorithm="RS256"))
+    failures["plainAudience"] = post_assertion(
+        a, jwt.encode(dict(claims, aud=a.plain_host), private_key, algorithm="RS256"))
+    # Algorithm confusion: an HMAC keyed with the integration key's public key (PEM), as a verifier
+    # that trusted the header's alg would check it; and an RS256 signature under a header naming RS512.
+    public_pem = serialization.load_pem_private_key(private_key, None).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    signing_input = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+    failures["hs256WithThePublicKey"] = post_assertion(
+        a, signing_input + "." + b64(hmac.new(public_pem, signing_input.encode(), hashlib.sha256).digest()))
+    failures["lyingHeader"] = post_assertion(a, jwt.encode(claims, private_key, algorithm="RS256", headers={"alg": "RS512"}))
+    context = ssl.create_default_context(cafile=a.ca)
+    request = urllib.request.Request("https://" + a.oauth_host + "/oauth/token", method="POST",
+                                     data=json.dumps({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                                                      "assertion": jwt.encode(claims, private_key, algorithm="RS256")}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, context=context, timeout=30)
+        failures["json"] = {"status": 200}
+    except urllib.error.HTTPError as e:
+        failures["json"] = {"status": e.code, "body": json.loads(e.read() or b"{}")}
     failures["grantType"] = post_assertion(a, jwt.encode(claims, private_key, algorithm="RS256"), grant_type="password")
     out["failures"] = failures
     json.dump(out, sys.stdout)

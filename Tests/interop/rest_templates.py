@@ -1,0 +1,101 @@
+"""Templates through DocuSign's official Python SDK against a SignFleet coordinator
+(docs/rest-api.md, "Templates"): TemplatesApi.create_template, list_templates, get,
+update_document, and EnvelopesApi.create_envelope from a template with template roles. Run by
+RESTTemplateTests; prints one JSON object. Answers are also checked raw against the SDK's models.
+"""
+import argparse
+import base64
+import json
+import sys
+
+from docusign_esign import (ApiClient, CarbonCopy, Document, EnvelopeDefinition, EnvelopesApi, EnvelopeTemplate, Recipients,
+                            SignHere, Signer, TemplateRole, TemplatesApi, Tabs, Text)
+from docusign_esign.client.api_exception import ApiException
+
+from rest_sdk import error_of, raw, type_problems
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ["base-url", "token", "account", "pdf", "pdf2"]:
+        parser.add_argument("--" + name, required=True)
+    a = parser.parse_args()
+    client = ApiClient(host=a.base_url + "/restapi")
+    client.set_default_header("Authorization", "Bearer " + a.token)
+    templates, envelopes = TemplatesApi(client), EnvelopesApi(client)
+    with open(a.pdf, "rb") as f:
+        pdf = base64.b64encode(f.read()).decode()
+    with open(a.pdf2, "rb") as f:
+        pdf2 = base64.b64encode(f.read()).decode()
+    out = {}
+
+    summary = templates.create_template(a.account, envelope_template=EnvelopeTemplate(
+        name="NDA template", email_subject="Please sign the NDA", email_blurb="From a template",
+        documents=[Document(document_base64=pdf, name="NDA", file_extension="pdf", document_id="1")],
+        recipients=Recipients(
+            signers=[Signer(role_name="Client", recipient_id="1", routing_order="1", tabs=Tabs(
+                sign_here_tabs=[SignHere(document_id="1", page_number="1", x_position="100", y_position="500")],
+                text_tabs=[Text(tab_label="company", document_id="1", page_number="1", x_position="100", y_position="300",
+                                width="200", height="20")]))],
+            carbon_copies=[CarbonCopy(role_name="Legal", recipient_id="2", routing_order="2", name="Legal",
+                                      email="legal@example.com")])))
+    tid = summary.template_id
+    out["created"] = {"templateId": tid, "name": summary.name, "uri": summary.uri}
+
+    listed = templates.list_templates(a.account)
+    out["list"] = {"totalSetSize": listed.total_set_size,
+                   "names": [t.name for t in (listed.envelope_templates or [])],
+                   "ids": [t.template_id for t in (listed.envelope_templates or [])]}
+    got = templates.get(a.account, tid)
+    signer = got.recipients.signers[0]
+    out["template"] = {"name": got.name, "emailSubject": got.email_subject, "lastModified": got.last_modified,
+                       "documents": [[d.document_id, d.name, d.pages] for d in got.documents],
+                       "signer": [signer.role_name, signer.recipient_id, signer.routing_order],
+                       "signerTabs": [t.tab_label for t in (signer.tabs.text_tabs or [])],
+                       "carbonCopy": [c.role_name for c in (got.recipients.carbon_copies or [])]}
+
+    created = envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+        template_id=tid, status="sent", template_roles=[
+            TemplateRole(role_name="Client", name="Dora Template", email="dora@example.com", client_user_id="cu-t",
+                         tabs=Tabs(text_tabs=[Text(tab_label="company", value="Acme AG")]))]))
+    envelope = envelopes.get_envelope(a.account, created.envelope_id, include="recipients")
+    tabs = envelopes.list_tabs(a.account, created.envelope_id, "1")
+    out["envelope"] = {"envelopeId": created.envelope_id, "status": envelope.status, "emailSubject": envelope.email_subject,
+                       "signers": [[s.name, s.email, s.client_user_id] for s in (envelope.recipients.signers or [])],
+                       "carbonCopies": [[c.name, c.email] for c in (envelope.recipients.carbon_copies or [])],
+                       "company": [t.value for t in (tabs.text_tabs or [])]}
+
+    document = templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
+        documents=[Document(document_base64=pdf2, name="NDA v2", document_id="1")]))
+    after = templates.get(a.account, tid)
+    out["updated"] = {"document": [document.document_id, document.name, str(len(document.pages or []))],
+                      "lastModified": after.last_modified, "documents": [[d.document_id, d.name, d.pages] for d in after.documents]}
+
+    out["errors"] = {
+        "unknownTemplate": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+            template_id="no-such-template", status="sent", template_roles=[TemplateRole(role_name="Client", name="X", email="x@example.com")]))),
+        "unknownRole": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+            template_id=tid, status="sent", template_roles=[TemplateRole(role_name="Nobody", name="X", email="x@example.com")]))),
+        "noRoleName": error_of(lambda: templates.create_template(a.account, envelope_template=EnvelopeTemplate(
+            name="x", documents=[Document(document_base64=pdf, name="x", document_id="1")],
+            recipients=Recipients(signers=[Signer(recipient_id="1", tabs=Tabs(sign_here_tabs=[
+                SignHere(document_id="1", page_number="1", x_position="1", y_position="1")]))])))),
+        "getUnknown": error_of(lambda: templates.get(a.account, "no-such-template")),
+        "noDocument": error_of(lambda: templates.update_document(a.account, "9", tid, envelope_definition=EnvelopeDefinition(
+            documents=[Document(document_base64=pdf, name="x", document_id="9")]))),
+        "notAPDF": error_of(lambda: templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
+            documents=[Document(document_base64=base64.b64encode(b"not a pdf").decode(), name="x", document_id="1")]))),
+    }
+    checked = [("EnvelopeTemplateResults", "/templates"), ("EnvelopeTemplate", f"/templates/{tid}"),
+               ("ErrorDetails", "/templates/no-such-template")]
+    out["schema"] = {"checked": len(checked),
+                     "problems": [p for model, path in checked for p in type_problems(model, raw(a, path), model)]}
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ApiException as e:
+        print(f"unexpected ApiException {e.status}: {e.body}", file=sys.stderr)
+        sys.exit(1)
