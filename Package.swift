@@ -46,6 +46,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        // Envelope definitions with their documents as binary parts (docs/rest-api.md).
+        .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.1"),
         // `swift package generate-documentation` (make docs): DocC catalogs of the library targets.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -114,6 +116,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "MultipartKit", package: "multipart-kit"),
                 // The captive page renders PDF pages with poppler's pdftoppm as a child process.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),

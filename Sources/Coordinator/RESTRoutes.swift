@@ -129,7 +129,7 @@ public struct RESTRoutes: Sendable {
         accounts.post("envelopes") { request, context in
             await routes.answer(status: .created) {
                 let (token, account) = try await routes.tokenAndAccount(request, context)
-                let body = try await routes.body(of: request, upTo: Self.maxEnvelopeBytes)
+                let body = try await routes.definitionBody(request)
                 let definition = try routes.decode(REST.EnvelopeDefinition.self, from: body)
                 let now = routes.auth.now()
                 let transactionID = UUID().uuidString.lowercased()
@@ -633,6 +633,14 @@ public struct RESTRoutes: Sendable {
     }
 
     /// The request's body, at most `limit` bytes.
+    /// An envelope or template definition: JSON, or multipart with the documents as binary parts
+    /// (``RESTMultipart``), folded back into JSON.
+    func definitionBody(_ request: Request) async throws -> Data {
+        let body = try await body(of: request, upTo: Self.maxEnvelopeBytes)
+        guard let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/") else { return body }
+        return try RESTMultipart.definition(from: body, contentType: type)
+    }
+
     func body(of request: Request, upTo limit: Int) async throws -> Data {
         do {
             return Data(try await request.body.collect(upTo: limit).readableBytesView)

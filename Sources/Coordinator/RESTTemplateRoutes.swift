@@ -11,7 +11,7 @@ extension RESTRoutes {
         accounts.post("templates") { request, context in
             await routes.answer(status: .created) {
                 let account = try await routes.account(request, context)
-                let definition = try routes.decode(REST.EnvelopeDefinition.self, from: try await routes.body(of: request, upTo: Self.maxEnvelopeBytes))
+                let definition = try routes.decode(REST.EnvelopeDefinition.self, from: try await routes.definitionBody(request))
                 let id = UUID().uuidString.lowercased()
                 let template = try definition.template(id: id, anchors: try await routes.anchorWords(definition))
                 let summary = try await routes.catalog { try await routes.templates.create(accountID: account.id, template: template) }
