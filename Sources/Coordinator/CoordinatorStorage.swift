@@ -73,7 +73,7 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     /// One page of the ids of `accountID`'s envelopes created or with a recipient whose status changed
     /// at or after `changedSince`, with one of `statuses` (any when empty), oldest first (by creation,
     /// then id); and how many match in all (the REST API's list of status changes).
-    func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String])
+    func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], search: String?, start: Int, count: Int) async throws -> (total: Int, page: [String])
     /// Keeps a REST draft. - Throws: ``StoreRefusal/noAccount(_:)`` for an unknown account.
     func insertDraft(_ draft: RESTDraftRecord) async throws
     /// The account's draft with this id, if any.
@@ -312,6 +312,11 @@ package struct TemplateFilter: Sendable, Hashable {
     /// The SQL `LIKE` pattern for the name (with `\` as the escape character), or nil for an exact match or no text.
     package var likePattern: String? {
         guard !text.isEmpty, match != .exact else { return nil }
+        return Self.likePattern(containing: text, match: match)
+    }
+
+    /// `text` as a LIKE pattern with `\` escaping `%`, `_` and `\` (for `ESCAPE '\'`).
+    package static func likePattern(containing text: String, match: NameMatch = .contains) -> String? {
         var escaped = ""
         for character in text {
             if character == "%" || character == "_" || character == "\\" { escaped.append("\\") }

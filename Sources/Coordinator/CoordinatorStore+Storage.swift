@@ -225,7 +225,9 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
-    package func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String]) {
+    package func envelopeIDs(
+        accountID: String, changedSince: Date, statuses: [String], search: String?, start: Int, count: Int
+    ) async throws -> (total: Int, page: [String]) {
         try await database.read { db in
             var filter = """
                 FROM envelope e WHERE e.accountID = ? AND (e.createdAt >= ? OR EXISTS (
@@ -235,6 +237,14 @@ extension CoordinatorStore: CoordinatorStorage {
             if !statuses.isEmpty {
                 filter += " AND e.status IN (\(statuses.map { _ in "?" }.joined(separator: ", ")))"
                 arguments += StatementArguments(statuses)
+            }
+            if let search, let pattern = TemplateFilter.likePattern(containing: search) {
+                // The envelope's name (its subject) or a recipient's name; SQLite's LIKE ignores ASCII case.
+                filter += """
+                     AND (e.name LIKE ? ESCAPE '\\' OR EXISTS (
+                        SELECT 1 FROM envelopeRecipient s WHERE s.envelopeID = e.id AND s.name LIKE ? ESCAPE '\\'))
+                    """
+                arguments += [pattern, pattern]
             }
             let total = try Int.fetchOne(db, sql: "SELECT COUNT(*) " + filter, arguments: arguments) ?? 0
             let page = try String.fetchAll(

@@ -123,7 +123,8 @@ public struct RESTRoutes: Sendable {
         accounts.get("envelopes") { request, context in
             await routes.answer {
                 let account = try await routes.account(request, context)
-                return try await routes.list(request.uri.queryParameters, account: account.id)
+                return try await routes.list(
+                    request.uri.queryParameters, account: account.id, search: Self.formValue("search_text", in: request.uri.query))
             }
         }
         accounts.post("envelopes") { request, context in
@@ -274,7 +275,8 @@ public struct RESTRoutes: Sendable {
         }
     }
 
-    func list(_ query: some QueryParameterLookup, account: String) async throws -> REST.EnvelopesInformation {
+    /// - Parameter search: `search_text`, read as a form value (`+` is a space, as the SDKs encode it).
+    func list(_ query: some QueryParameterLookup, account: String, search rawSearch: String? = nil) async throws -> REST.EnvelopesInformation {
         let ids = query.value("envelope_ids").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }
         let start = try Self.integer(query.value("start_position"), name: "start_position", default: 0, range: 0...Int(Int32.max))
         let count = try Self.integer(query.value("count"), name: "count", default: Self.maxListCount, range: 1...Self.maxListCount)
@@ -293,7 +295,10 @@ public struct RESTRoutes: Sendable {
                 throw Failure.badParameter("from_date, envelope_ids or transaction_ids is required")
             }
             guard let from = REST.parseTime(text) else { throw Failure.badParameter("from_date \"\(text)\" is not a date") }
-            (total, page) = try await store.envelopeIDs(accountID: account, changedSince: from, statuses: statuses, start: start, count: count)
+            let search = rawSearch?.trimmingCharacters(in: .whitespacesAndNewlines)
+            if let search, search.count > 200 { throw Failure.badParameter("search_text is longer than 200 characters") }
+            (total, page) = try await store.envelopeIDs(
+                accountID: account, changedSince: from, statuses: statuses, search: search?.isEmpty == false ? search : nil, start: start, count: count)
         }
         var items: [REST.Envelope] = []
         for id in page {
@@ -633,6 +638,17 @@ public struct RESTRoutes: Sendable {
     }
 
     /// The request's body, at most `limit` bytes.
+    /// A query parameter decoded as HTML forms (and DocuSign's SDKs, through urllib's `quote_plus`)
+    /// encode it: `+` is a space, then percent escapes. Nil when absent or not decodable.
+    static func formValue(_ name: String, in query: String?) -> String? {
+        for pair in (query ?? "").split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, parts[0] == name else { continue }
+            return String(parts[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+        }
+        return nil
+    }
+
     /// An envelope or template definition: JSON, or multipart with the documents as binary parts
     /// (``RESTMultipart``), folded back into JSON.
     func definitionBody(_ request: Request) async throws -> Data {

@@ -400,7 +400,9 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
         }
     }
 
-    package func envelopeIDs(accountID: String, changedSince: Date, statuses: [String], start: Int, count: Int) async throws -> (total: Int, page: [String]) {
+    package func envelopeIDs(
+        accountID: String, changedSince: Date, statuses: [String], search: String?, start: Int, count: Int
+    ) async throws -> (total: Int, page: [String]) {
         var binds = PostgresBindings()
         binds.append(accountID)
         binds.append(changedSince)
@@ -411,6 +413,14 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
         if !statuses.isEmpty {
             binds.append(statuses)
             clause += " AND e.status = ANY($\(binds.count))"
+        }
+        if let search, let pattern = TemplateFilter.likePattern(containing: search) {
+            // As SQLite's: the envelope's name or a recipient's, ASCII case folded by lower() (locale C).
+            binds.append(pattern)
+            clause += """
+                 AND (lower(e.name) LIKE lower($\(binds.count)) ESCAPE '\\' OR EXISTS (
+                    SELECT 1 FROM envelopeRecipient s WHERE s.envelopeID = e.id AND lower(s.name) LIKE lower($\(binds.count)) ESCAPE '\\'))
+                """
         }
         let whereClause = clause, whereBinds = binds
         return try await read { c in

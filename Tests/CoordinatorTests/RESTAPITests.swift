@@ -165,6 +165,7 @@ import FoundationNetworking
         #expect(list["totalSetSize"] as? String == "2")
         #expect(Set(list["ids"] as? [String] ?? []) == [embedded, remote])
         #expect(out["listById"] as? [String] == [embedded])
+        #expect(out["search"] as? [String] == [embedded], "search_text finds a recipient's name, any case: \(out["search"] ?? "")")
 
         // The view is the captive signing page itself.
         let url = try #require(out["viewUrl"] as? String)

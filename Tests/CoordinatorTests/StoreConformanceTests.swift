@@ -266,20 +266,33 @@ struct StorageServices {
         let ids = ack.results.compactMap(\.envelopeID)
         try #require(ids.count == 3)
         let past = Date(timeIntervalSince1970: 0)
-        let all = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], start: 0, count: 100)
+        let all = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], search: nil, start: 0, count: 100)
         #expect(all.total == 3 && Set(all.page) == Set(ids))
-        let second = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], start: 1, count: 1)
+        let second = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], search: nil, start: 1, count: 1)
         #expect(second.total == 3 && second.page == [all.page[1]], "pages follow one order")
         _ = try await services.envelopes.void(envelopeID: ids[0], reason: "wrong amount", accountID: "acme")
-        let voided = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided"], start: 0, count: 100)
+        let voided = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided"], search: nil, start: 0, count: 100)
         #expect(voided.total == 1 && voided.page == [ids[0]])
-        let either = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided", "sent"], start: 0, count: 100)
+        let either = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: ["voided", "sent"], search: nil, start: 0, count: 100)
         #expect(either.total == 3)
         let future = try await store.storage.envelopeIDs(
-            accountID: "acme", changedSince: Date().addingTimeInterval(3600), statuses: [], start: 0, count: 100)
+            accountID: "acme", changedSince: Date().addingTimeInterval(3600), statuses: [], search: nil, start: 0, count: 100)
         #expect(future.total == 0 && future.page.isEmpty)
-        let other = try await store.storage.envelopeIDs(accountID: "other", changedSince: past, statuses: [], start: 0, count: 100)
+        let other = try await store.storage.envelopeIDs(accountID: "other", changedSince: past, statuses: [], search: nil, start: 0, count: 100)
         #expect(other.total == 0, "another account's envelopes are not listed")
+        // search_text: in the envelope's name or a recipient's, ASCII case folded, wildcards literal.
+        let named = try #require(try await store.storage.envelope(id: ids[1], accountID: "acme"))
+        let recipient = try #require(named.recipients.first?.name)
+        let byRecipient = try await store.storage.envelopeIDs(
+            accountID: "acme", changedSince: past, statuses: [], search: String(recipient.uppercased().dropFirst()), start: 0, count: 100)
+        #expect(byRecipient.page.contains(ids[1]), "\(recipient)")
+        let byName = try await store.storage.envelopeIDs(
+            accountID: "acme", changedSince: past, statuses: [], search: String(named.envelope.name.lowercased().prefix(5)), start: 0, count: 100)
+        #expect(byName.page.contains(ids[1]), "\(named.envelope.name)")
+        for wildcard in ["%", "_", "\\", "no such name"] {
+            let none = try await store.storage.envelopeIDs(accountID: "acme", changedSince: past, statuses: [], search: wildcard, start: 0, count: 100)
+            #expect(none.total == 0 && none.page.isEmpty, "\(wildcard) matches only itself")
+        }
     }
 
     /// REST drafts (docs/rest-api.md): kept per account, taken once.

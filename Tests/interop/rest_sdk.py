@@ -123,6 +123,8 @@ def main():
     changes = envelopes.list_status_changes(a.account, from_date=a.from_date)
     out["list"] = {"totalSetSize": changes.total_set_size, "resultSetSize": changes.result_set_size,
                    "ids": [e.envelope_id for e in (changes.envelopes or [])]}
+    found = envelopes.list_status_changes(a.account, from_date=a.from_date, search_text=a.user_name.upper())
+    out["search"] = [e.envelope_id for e in (found.envelopes or [])]
     byid = envelopes.list_status_changes(a.account, envelope_ids=a.envelope)
     out["listById"] = [e.envelope_id for e in (byid.envelopes or [])]
 
