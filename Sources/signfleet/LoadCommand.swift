@@ -34,6 +34,20 @@ struct LoadCommand: AsyncParsableCommand {
     @Option(help: "Coordinator endpoint to load (default: start one as a child process).")
     var connect: String?
 
+    @Option(
+        help: """
+            What each virtual device does: ceremony (a device composes, signs offline and syncs over ZeroMQ) or rest-ceremony \
+            (a backend creates an envelope over the REST API, opens its recipient view, signs in the page and fetches the \
+            combined document; docs/load-testing.md).
+            """)
+    var workload: String = "ceremony"
+
+    @Option(help: "rest-ceremony: the REST server's base URL, e.g. http://127.0.0.1:8080 (default: start a coordinator as a child process).")
+    var baseUrl: String?
+
+    @Option(help: "rest-ceremony with --base-url: a bearer token of the account to load (default: issued for --email on the child's store).")
+    var token: String?
+
     @Option(help: "Arrivals per second (with --duration).")
     var rate: Double?
 
@@ -93,6 +107,8 @@ struct LoadCommand: AsyncParsableCommand {
         var configuration: LoadConfiguration
         var requestTimeout: Duration
         var durability: DeviceConfiguration.Durability
+        /// `rest-ceremony` rather than the device ceremony.
+        var rest: Bool
     }
 
     /// Turns the options into a load configuration, naming the option at fault.
@@ -117,14 +133,23 @@ struct LoadCommand: AsyncParsableCommand {
             guard let durability = DeviceConfiguration.Durability(rawValue: durability) else {
                 throw ValidationError("--durability must be powerLoss or processCrash, not \"\(durability)\"")
             }
-            var thresholds = try threshold.map { try Threshold.parse($0, steps: SigningCeremonyWorkload.stepNames) }
+            guard workload == "ceremony" || workload == "rest-ceremony" else {
+                throw ValidationError("--workload must be ceremony or rest-ceremony, not \"\(workload)\"")
+            }
+            let rest = workload == "rest-ceremony"
+            if rest, connect != nil { throw ValidationError("--connect names a ZeroMQ endpoint; give the REST server as --base-url") }
+            if !rest, baseUrl != nil || token != nil { throw ValidationError("--base-url and --token are for --workload rest-ceremony") }
+            if baseUrl != nil, token == nil { throw ValidationError("--base-url needs --token (a bearer token of the account to load)") }
+            let stepNames = rest ? RESTCeremonyWorkload.stepNames : SigningCeremonyWorkload.stepNames
+            var thresholds = try threshold.map { try Threshold.parse($0, steps: stepNames) }
             if abortOnFail { for index in thresholds.indices { thresholds[index].abortOnFail = true } }
             let configuration = LoadConfiguration(
                 profile: profile, process: process, devices: devices, maxOutstandingPerDevice: maxOutstanding,
                 seed: seed ?? UInt64.random(in: 1...UInt64(UInt32.max)), thresholds: thresholds,
                 drainTimeout: try LoadProfile.parseDuration(drainTimeout), interval: try LoadProfile.parseDuration(interval),
-                audit: !noAudit)
-            return Plan(configuration: configuration, requestTimeout: try LoadProfile.parseDuration(requestTimeout), durability: durability)
+                // The REST ceremony has no device outbox to audit against the coordinator.
+                audit: !noAudit && !rest)
+            return Plan(configuration: configuration, requestTimeout: try LoadProfile.parseDuration(requestTimeout), durability: durability, rest: rest)
         } catch let error as LoadProfileError {
             throw ValidationError(error.message)
         } catch let error as ThresholdError {
@@ -161,6 +186,30 @@ struct LoadCommand: AsyncParsableCommand {
 
         announce("seed \(plan.configuration.seed)")
         var coordinator: ChildProcess?
+        if plan.rest {
+            let base: String, bearer: String
+            if let baseUrl, let token {
+                (base, bearer) = (baseUrl, token)
+            } else {
+                let child: (process: ChildProcess, http: String, token: String)
+                do {
+                    child = try await Self.startRESTCoordinator(store: scratch + "/coordinator.sqlite", email: email, secret: secret)
+                } catch {
+                    FileHandle.standardError.write(Data("error: could not start a coordinator: \(error)\n".utf8))
+                    throw ExitCode(2)
+                }
+                coordinator = child.process
+                coordinatorPid.value = child.process.processIdentifier
+                (base, bearer) = ("http://\(child.http)", child.token)
+                announce("coordinator http://\(child.http) (child process \(child.process.processIdentifier))")
+            }
+            let workload = RESTCeremonyWorkload(configuration: RESTCeremonyConfiguration(baseURL: base, token: bearer, requestTimeout: plan.requestTimeout))
+            try await report(LoadRunner(configuration: plan.configuration, workload: workload, logger: logger), to: outDirectory, stop: stop) {
+                await coordinator?.terminate()
+                coordinatorPid.value = nil
+            }
+            return
+        }
         let endpoint: String
         let serverKey: [UInt8]?
         if let connect {
@@ -188,6 +237,18 @@ struct LoadCommand: AsyncParsableCommand {
                 durability: plan.durability, serverKey: serverKey),
             loop: loop, logger: logger)
         let runner = LoadRunner(configuration: plan.configuration, workload: workload, logger: logger)
+        try await report(runner, to: outDirectory, stop: stop) {
+            await loop.shutdown()
+            context.shutdown()
+            await coordinator?.terminate()
+            coordinatorPid.value = nil
+        }
+    }
+
+    /// Runs the load with its progress line, then `cleanUp`, then writes the reports.
+    private func report(
+        _ runner: LoadRunner, to outDirectory: String, stop: LoadStop, cleanUp: () async -> Void
+    ) async throws {
         let tty = isatty(STDERR_FILENO) == 1
         let result: Result<LoadRun, any Error>
         do {
@@ -201,10 +262,7 @@ struct LoadCommand: AsyncParsableCommand {
             result = .failure(error)
         }
         if tty { FileHandle.standardError.write(Data("\n".utf8)) }
-        await loop.shutdown()
-        context.shutdown()
-        await coordinator?.terminate()
-        coordinatorPid.value = nil
+        await cleanUp()
         let run: LoadRun
         do {
             run = try result.get()
@@ -218,6 +276,28 @@ struct LoadCommand: AsyncParsableCommand {
         announce(run.summary.text)
         announce("wrote \(outDirectory)/summary.json, latency.hlog, report.html")
         if !run.summary.passed { throw ExitCode(1) }
+    }
+
+    /// Starts `signfleet coordinator --seed-demo` with an HTTP listener on a fresh store, waits for
+    /// its `http` line, and issues a token for `email` with `signfleet admin token` on that store.
+    static func startRESTCoordinator(store: String, email: String, secret: String) async throws -> (process: ChildProcess, http: String, token: String) {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let child = try ChildProcess.launch(
+            executable,
+            ["coordinator", "--seed-demo", "--store", store, "--bind", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0", "--log-level", "warning"],
+            name: "coordinator", ownProcessGroup: true)
+        do {
+            let line = try await child.waitForLine(in: .standardOutput, timeout: .seconds(30)) { $0.hasPrefix("http ") }
+            let issued = try await ChildProcess.run(
+                executable, ["admin", "token", "--store", store, "--email", email, "--secret", secret], timeout: .seconds(30))
+            guard issued.status == 0,
+                let token = issued.standardOutput.split(separator: "\n").first(where: { $0.hasPrefix("access-token ") })?.dropFirst("access-token ".count)
+            else { throw ValidationError("signfleet admin token failed: \(issued.standardError)") }
+            return (child, String(line.dropFirst("http ".count)), String(token))
+        } catch {
+            await child.terminate()
+            throw error
+        }
     }
 
     /// Starts `signfleet coordinator --seed-demo` on a fresh store and waits for its endpoint and

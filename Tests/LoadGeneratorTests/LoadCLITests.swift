@@ -16,6 +16,29 @@ import Testing
         FileManager.default.temporaryDirectory.appendingPathComponent("load-cli-\(UUID().uuidString)").path
     }
 
+    /// The REST ceremony (docs/load-testing.md): a coordinator child with its HTTP listener, a
+    /// token issued for the demo user, every ceremony's five steps timed; a bad token cannot run.
+    @Test func theRESTCeremonyTimesEachStepAgainstARealCoordinator() async throws {
+        let out = temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        let run = try ChildProcess.launch(
+            try binary(),
+            ["load", "--workload", "rest-ceremony", "--rate", "8", "--duration", "2s", "--devices", "2", "--seed", "11", "--out", out,
+             "--drain-timeout", "90s", "--request-timeout", "30s", "--threshold", "errors.rate < 1%", "--threshold", "combined.p99 < 60s"])
+        #expect(try await run.waitForExit(timeout: .seconds(240)) == 0, "\(run.output)")
+        let summary = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/summary.json"))) as? [String: Any]
+        let completed = summary?["completed"] as? Int ?? 0
+        #expect(completed > 0 && completed == summary?["arrivals"] as? Int && summary?["errorCount"] as? Int == 0, "\(run.output)")
+        let steps = summary?["steps"] as? [String: [String: Any]] ?? [:]
+        #expect(Set(steps.keys) == ["create", "view", "open", "sign", "combined"], "\(steps.keys)")
+        for (name, step) in steps { #expect(step["count"] as? Int == completed, "\(name) timed once per ceremony") }
+
+        let refused = try ChildProcess.launch(
+            try binary(), ["load", "--workload", "rest-ceremony", "--base-url", "http://127.0.0.1:9", "--rate", "1", "--duration", "1s", "--out", out])
+        #expect(try await refused.waitForExit(timeout: .seconds(60)) != 0, "--base-url without --token is refused")
+        #expect(refused.output.contains("--base-url needs --token"), "\(refused.output)")
+    }
+
     @Test func thresholdsSetTheExitCode() async throws {
         let out = temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: out) }
