@@ -233,7 +233,12 @@ public struct CaptiveSigningService: Sendable {
                 payload.recipients.filter { $0.clientUserId == clientUserID }, "with clientUserId \"\(clientUserID)\"",
                 hint: "give the recipient's name and email to choose one")
         case .nameAndEmail(let name, let email, let clientUserID):
-            let named = payload.recipients.filter { $0.name == name && $0.email?.lowercased() == email.lowercased() }
+            // An in-person signer's view is asked for by its host (DocuSign's userName and email
+            // are the host's), an other recipient's by its own name and email.
+            let named = payload.recipients.filter {
+                ($0.name == name && $0.email?.lowercased() == email.lowercased())
+                    || ($0.type == "inPersonSigner" && $0.hostName == name && $0.hostEmail?.lowercased() == email.lowercased())
+            }
             guard !named.isEmpty else {
                 throw FleetError(.notFound, "envelope \(envelopeID) has no recipient named \"\(name)\" with email \"\(email)\"")
             }
@@ -271,9 +276,10 @@ public struct CaptiveSigningService: Sendable {
                 .invalidRequest,
                 "envelope \(record.id) is \(record.status); a recipient can sign only while it is sent or delivered")
         }
-        guard recipient.type == RecipientType.signer.rawValue else {
+        // An in-person signer signs on the host's screen: the view its host asked for.
+        guard recipient.type == RecipientType.signer.rawValue || recipient.type == RecipientType.inPersonSigner.rawValue else {
             throw FleetError(
-                .invalidRequest, "recipient \(recipient.recipientId) is a \(recipient.type); only signers sign in a captive view")
+                .invalidRequest, "recipient \(recipient.recipientId) is a \(recipient.type); only signers and in-person signers sign in a captive view")
         }
         guard let state = lifecycle.recipients.first(where: { $0.id == recipient.recipientId }) else {
             throw FleetError(.internal, "envelope \(record.id) has no stored status for recipient \(recipient.recipientId)")

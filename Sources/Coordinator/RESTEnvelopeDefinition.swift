@@ -31,8 +31,24 @@ extension REST.EnvelopeDefinition {
     /// The recipients this server serves over REST, by type, in the definition's order.
     var servedRecipients: [(RecipientType, RecipientDefinition)] {
         let groups = recipients ?? RecipientGroups()
-        return (groups.signers ?? []).map { (.signer, $0) } + (groups.carbonCopies ?? []).map { (.carbonCopy, $0) }
-            + (groups.certifiedDeliveries ?? []).map { (.certifiedDelivery, $0) }
+        return (groups.signers ?? []).map { (.signer, $0) } + (groups.inPersonSigners ?? []).map { (.inPersonSigner, $0) }
+            + (groups.carbonCopies ?? []).map { (.carbonCopy, $0) } + (groups.certifiedDeliveries ?? []).map { (.certifiedDelivery, $0) }
+    }
+
+    /// A recipient of the definition, built: an in-person signer with its host (`hostName`,
+    /// `hostEmail`) and its signer (`signerName`, else `name`; `signerEmail`, else `email`).
+    static func recipient(_ type: RecipientType, _ definition: RecipientDefinition) throws(RESTRoutes.Failure) -> RecipientBuilder {
+        let recipientID = definition.recipientId?.value ?? ""
+        var recipient = RecipientBuilder(type: type).recipientId(recipientID).routingOrder(try routingOrder(definition))
+        if type == .inPersonSigner {
+            recipient = recipient.hostName(definition.hostName ?? "").hostEmail(definition.hostEmail ?? "")
+                .signerName(definition.signerName ?? definition.name ?? "")
+            if let email = definition.signerEmail ?? definition.email, !email.isEmpty { recipient = recipient.signerEmail(email) }
+        } else {
+            recipient = recipient.name(definition.name ?? "").email(definition.email ?? "")
+        }
+        if let client = definition.clientUserId, !client.isEmpty { recipient = recipient.clientUserId(client) }
+        return recipient
     }
 
     /// Whether any tab is placed by an anchor string (its documents' text must then be read).
@@ -58,9 +74,7 @@ extension REST.EnvelopeDefinition {
         var tabCount = 0
         for (type, definition) in all {
             let recipientID = definition.recipientId?.value ?? ""
-            var recipient = RecipientBuilder(type: type).recipientId(recipientID).name(definition.name ?? "").email(definition.email ?? "")
-            recipient = recipient.routingOrder(try Self.routingOrder(definition))
-            if let client = definition.clientUserId, !client.isEmpty { recipient = recipient.clientUserId(client) }
+            let recipient = try Self.recipient(type, definition)
             let tabs = try builtTabs(definition, recipientID: recipientID, anchors: anchors, count: &tabCount)
             do {
                 builder = builder.addRecipient(try recipient.build(), tabs: tabs)
@@ -120,11 +134,14 @@ extension REST.EnvelopeDefinition {
         for (type, definition) in all {
             let recipientID = definition.recipientId?.value ?? ""
             guard let role = definition.roleName, !role.isEmpty else { throw .badBody("recipient \(recipientID) of a template has no roleName") }
+            let name = type == .inPersonSigner ? definition.signerName ?? definition.name : definition.name
+            let email = type == .inPersonSigner ? definition.signerEmail ?? definition.email : definition.email
             roles.append(
                 TemplateRole(
                     roleName: role, recipientId: recipientID, type: type, routingOrder: try Self.routingOrder(definition),
-                    defaultName: definition.name?.isEmpty == false ? definition.name : nil,
-                    defaultEmail: definition.email?.isEmpty == false ? definition.email : nil))
+                    defaultName: name?.isEmpty == false ? name : nil, defaultEmail: email?.isEmpty == false ? email : nil,
+                    defaultHostName: definition.hostName?.isEmpty == false ? definition.hostName : nil,
+                    defaultHostEmail: definition.hostEmail?.isEmpty == false ? definition.hostEmail : nil))
             tabs += try builtTabs(definition, recipientID: recipientID, anchors: anchors, count: &tabCount)
         }
         return EnvelopeTemplate(
@@ -137,10 +154,9 @@ extension REST.EnvelopeDefinition {
     func refuseUnservedRecipients() throws(RESTRoutes.Failure) {
         guard let groups = recipients else { return }
         for (name, list) in [
-            ("inPersonSigners", groups.inPersonSigners), ("agents", groups.agents), ("editors", groups.editors),
-            ("intermediaries", groups.intermediaries), ("witnesses", groups.witnesses),
+            ("agents", groups.agents), ("editors", groups.editors), ("intermediaries", groups.intermediaries), ("witnesses", groups.witnesses),
         ] where !(list ?? []).isEmpty {
-            throw .unsupported("\(name) are not served over REST yet; signers, carbonCopies and certifiedDeliveries are")
+            throw .unsupported("\(name) are not served over REST yet; signers, inPersonSigners, carbonCopies and certifiedDeliveries are")
         }
     }
 

@@ -353,6 +353,11 @@ extension REST {
             var tabs: Tabs?
             /// A template's role (templates only).
             var roleName: String?
+            /// In-person signers: the host who hands over the device, and the signer's name and email.
+            var hostName: String?
+            var hostEmail: String?
+            var signerName: String?
+            var signerEmail: String?
         }
         /// Who fills a template's role in an envelope made from it (`templateRoles`).
         struct TemplateRoleDefinition: Decodable, Sendable {

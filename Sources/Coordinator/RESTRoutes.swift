@@ -356,21 +356,33 @@ public struct RESTRoutes: Sendable {
     static func draftRecipients(_ definition: REST.EnvelopeDefinition) -> REST.Recipients {
         var recipients = REST.Recipients(recipientCount: "0")
         let groups = definition.recipients
-        for (type, list) in [("signer", groups?.signers), ("carbonCopy", groups?.carbonCopies), ("certifiedDelivery", groups?.certifiedDeliveries)] {
+        for (type, list) in [
+            ("signer", groups?.signers), ("inPersonSigner", groups?.inPersonSigners), ("carbonCopy", groups?.carbonCopies),
+            ("certifiedDelivery", groups?.certifiedDeliveries),
+        ] {
             for given in list ?? [] {
                 let id = given.recipientId?.value ?? ""
-                let recipient = REST.Recipient(
+                var recipient = REST.Recipient(
                     recipientId: id, recipientIdGuid: REST.Recipients.guid("draft", id), recipientType: type,
-                    routingOrder: given.routingOrder?.value ?? "1", status: "created", name: given.name, email: given.email,
-                    clientUserId: given.clientUserId)
+                    routingOrder: given.routingOrder?.value ?? "1", status: "created", clientUserId: given.clientUserId)
                 switch type {
-                case "carbonCopy": recipients.carbonCopies.append(recipient)
-                case "certifiedDelivery": recipients.certifiedDeliveries.append(recipient)
-                default: recipients.signers.append(recipient)
+                case "inPersonSigner":
+                    (recipient.hostName, recipient.hostEmail, recipient.signerName) = (given.hostName, given.hostEmail, given.signerName ?? given.name)
+                    recipients.inPersonSigners.append(recipient)
+                case "carbonCopy":
+                    (recipient.name, recipient.email) = (given.name, given.email)
+                    recipients.carbonCopies.append(recipient)
+                case "certifiedDelivery":
+                    (recipient.name, recipient.email) = (given.name, given.email)
+                    recipients.certifiedDeliveries.append(recipient)
+                default:
+                    (recipient.name, recipient.email) = (given.name, given.email)
+                    recipients.signers.append(recipient)
                 }
             }
         }
-        recipients.recipientCount = String(recipients.signers.count + recipients.carbonCopies.count + recipients.certifiedDeliveries.count)
+        recipients.recipientCount = String(
+            recipients.signers.count + recipients.inPersonSigners.count + recipients.carbonCopies.count + recipients.certifiedDeliveries.count)
         return recipients
     }
 
@@ -559,7 +571,7 @@ public struct RESTRoutes: Sendable {
             statusChangedDateTime: REST.time(lastChange), envelopeUri: uri, recipientsUri: uri + "/recipients",
             documentsUri: uri + "/documents", documentsCombinedUri: uri + "/documents/combined",
             certificateUri: uri + "/documents/certificate", customFieldsUri: uri + "/custom_fields", templatesUri: uri + "/templates",
-            signingLocation: payload?.signingMode == "inPerson" ? "inPerson" : "online", envelopeIdStamping: "true", is21CFRPart11: "false")
+            signingLocation: payload?.recipients.contains { $0.type == "inPersonSigner" } == true ? "inPerson" : "online", envelopeIdStamping: "true", is21CFRPart11: "false")
         switch record.status {
         case "completed": envelope.completedDateTime = REST.time(lastChange)
         case "declined": envelope.declinedDateTime = REST.time(lastChange)

@@ -197,6 +197,21 @@ import FoundationNetworking
         #expect(after.json["status"] as? String == "completed", "the carbon copy never blocks: \(after.json)")
         #expect(after.json["completedDateTime"] != nil)
 
+        // In person: the view the host asked for signs the walk-in signer; the envelope completes.
+        let inPerson = try #require(out["inPerson"] as? [String: Any], "\(out)")
+        #expect(inPerson["recipient"] as? [String] == ["Hana Host", "hana@example.com", "Walt Walkin", "inPersonSigner", "sent"], "\(inPerson)")
+        let hostView = try #require(inPerson["viewUrl"] as? String)
+        let hostPage = try await rig.request("GET", hostView)
+        #expect(hostPage.status == 200 && hostPage.body.contains("Walt Walkin"), "\(hostPage.status)")
+        let hostSession = try #require(hostPage.headers["set-cookie"]?.split(separator: ";").first.map(String.init))
+        let hostCSRF = try #require(hostPage.body.range(of: "name=\"csrf\" value=\"").flatMap { hostPage.body[$0.upperBound...].split(separator: "\"").first })
+        let hostSigned = try await rig.request(
+            "POST", hostView, body: "action=finish&csrf=\(hostCSRF)&sig-0=%7B%22typed%22%3A%22Walt%20Walkin%22%7D", cookie: hostSession)
+        #expect(hostSigned.status == 303, "\(hostSigned.status) \(hostSigned.body.prefix(300))")
+        let inPersonID = try #require(inPerson["envelopeId"] as? String)
+        let inPersonAfter = try await Self.call(rig, "GET", "/restapi/v2.1/accounts/acme/envelopes/\(inPersonID)", token: rig.token)
+        #expect(inPersonAfter.json["status"] as? String == "completed" && inPersonAfter.json["signingLocation"] as? String == "inPerson", "\(inPersonAfter.json)")
+
         let draft = try #require(out["draft"] as? [String: Any])
         #expect(draft["created"] as? String == "created" && draft["before"] as? String == "created" && draft["after"] as? String == "sent", "\(draft)")
 

@@ -20,7 +20,7 @@ import urllib.request
 import docusign_esign
 import base64
 
-from docusign_esign import (ApiClient, CarbonCopy, DateSigned, Document, Envelope, EnvelopeDefinition, EnvelopesApi,
+from docusign_esign import (ApiClient, CarbonCopy, InPersonSigner, DateSigned, Document, Envelope, EnvelopeDefinition, EnvelopesApi,
                             InitialHere, Recipients, RecipientViewRequest, SignHere, Signer, Tabs, Text)
 from docusign_esign.client.api_exception import ApiException
 
@@ -163,6 +163,20 @@ def main():
         "carbonCopies": [{"name": c.name, "status": c.status} for c in created.recipients.carbon_copies or []],
         "viewUrl": rest_view.url,
     }
+    # An in-person signer: a host hands the device to a walk-in signer; the view is asked for by the host.
+    in_person = envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+        email_subject="Signed in person", status="sent",
+        documents=[Document(document_base64=pdf, name="NDA", file_extension="pdf", document_id="1")],
+        recipients=Recipients(in_person_signers=[InPersonSigner(
+            recipient_id="1", host_name="Hana Host", host_email="hana@example.com", signer_name="Walt Walkin",
+            client_user_id="cu-host", tabs=Tabs(sign_here_tabs=[SignHere(document_id="1", page_number="1", x_position="100",
+                                                                         y_position="500")]))])))
+    in_person_view = envelopes.create_recipient_view(a.account, in_person.envelope_id, recipient_view_request=RecipientViewRequest(
+        authentication_method="none", client_user_id="cu-host", user_name="Hana Host", email="hana@example.com",
+        return_url=a.return_url))
+    host = envelopes.list_recipients(a.account, in_person.envelope_id).in_person_signers[0]
+    out["inPerson"] = {"envelopeId": in_person.envelope_id, "viewUrl": in_person_view.url,
+                       "recipient": [host.host_name, host.host_email, host.signer_name, host.recipient_type, host.status]}
     # Anchor tabs: a sign-here 10 px right of and 5 px above every "page" (case-insensitive, one per
     # page of the sample PDF), an initial-here half an inch right of the right edge of "NDA" (whole
     # word), a date-signed at an anchor the document lacks, left out as asked; read back with tabs.
