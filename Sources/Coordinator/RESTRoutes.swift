@@ -221,6 +221,7 @@ public struct RESTRoutes: Sendable {
             }
         }
         registerTemplates(on: accounts)
+        registerDraftEdits(on: accounts)
         accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
             await routes.answer(status: .created) {
                 let account = try await routes.account(request, context)

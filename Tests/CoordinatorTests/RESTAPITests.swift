@@ -212,6 +212,13 @@ import FoundationNetworking
         let inPersonAfter = try await Self.call(rig, "GET", "/restapi/v2.1/accounts/acme/envelopes/\(inPersonID)", token: rig.token)
         #expect(inPersonAfter.json["status"] as? String == "completed" && inPersonAfter.json["signingLocation"] as? String == "inPerson", "\(inPersonAfter.json)")
 
+        let edits = try #require(out["edits"] as? [String: Any], "\(out)")
+        #expect(edits["updated"] as? [String] == ["1"] && edits["city"] as? [String] == ["Basel"], "\(edits)")
+        #expect(edits["sentSigner"] as? [String] == ["Dora Edited", "dora.edited@example.com"] && edits["sentCity"] as? [String] == ["Basel"],
+            "the draft's edits are what is sent: \(edits)")
+        #expect("\((edits["afterSent"] as? [String: Any])?["message"] ?? "")".contains("is sent"), "\(edits)")
+        #expect((edits["unknownRecipient"] as? [String: Any])?["errorCode"] as? String == "ENVELOPE_DOES_NOT_EXIST", "\(edits)")
+
         let draft = try #require(out["draft"] as? [String: Any])
         #expect(draft["created"] as? String == "created" && draft["before"] as? String == "created" && draft["after"] as? String == "sent", "\(draft)")
 

@@ -212,7 +212,20 @@ def main():
     draft_before = envelopes.get_envelope(a.account, draft.envelope_id).status
     out["listTabs"]["draftSignHere"] = [[t.page_number, t.x_position, t.y_position]
                                         for t in (envelopes.list_tabs(a.account, draft.envelope_id, "1").sign_here_tabs or [])]
+    # Edited before sending: the signer's name and email, the text tab's value (found by its label).
+    updated = envelopes.update_recipients(a.account, draft.envelope_id, recipients=Recipients(
+        signers=[Signer(recipient_id="1", name="Dora Edited", email="dora.edited@example.com")]))
+    retabbed = envelopes.update_tabs(a.account, draft.envelope_id, "1", tabs=Tabs(text_tabs=[Text(tab_label="city", value="Basel")]))
+    edits = {"updated": [r.recipient_id for r in (updated.recipient_update_results or [])],
+             "city": [t.value for t in (retabbed.text_tabs or [])]}
     envelopes.update(a.account, draft.envelope_id, envelope=Envelope(status="sent"))
+    sent_signer = envelopes.list_recipients(a.account, draft.envelope_id).signers[0]
+    edits["sentSigner"] = [sent_signer.name, sent_signer.email]
+    edits["sentCity"] = [t.value for t in (envelopes.list_tabs(a.account, draft.envelope_id, "1").text_tabs or [])]
+    edits["afterSent"] = error_of(lambda: envelopes.update_recipients(a.account, draft.envelope_id, recipients=Recipients(
+        signers=[Signer(recipient_id="1", name="Too Late")])))
+    edits["unknownRecipient"] = error_of(lambda: envelopes.update_tabs(a.account, "no-such-envelope", "1", tabs=Tabs()))
+    out["edits"] = edits
     out["draft"] = {"created": draft.status, "before": draft_before,
                     "after": envelopes.get_envelope(a.account, draft.envelope_id).status}
     bad_pdf = EnvelopeDefinition(email_subject="x", status="sent", documents=[Document(
