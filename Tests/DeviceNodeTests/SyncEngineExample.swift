@@ -58,7 +58,11 @@ struct SyncEngineExampleTests {
         }
         #expect(summary == SyncSummary(attempted: 2, succeeded: 2, failed: 0, remaining: 0))
         #expect(try await node.pendingOutboxItems().isEmpty)
-        #expect(try await node.outboxItems().map(\.receipt?.outcome) == [.applied, .applied], "the receipts are recorded")
+        // On a busy machine a push can time out and be sent again: the server answers the second
+        // with the stored result as a duplicate. Either way each item has its receipt, and the
+        // coordinator applied each once (below).
+        let outcomes = try await node.outboxItems().map(\.receipt?.outcome)
+        #expect(outcomes.count == 2 && outcomes.allSatisfy { $0 == .applied || $0 == .duplicate }, "the receipts are recorded: \(outcomes)")
         let recorded = try await coordinator.results(of: node)
         #expect(recorded.map(\.sequence) == [1, 2])
         try await node.close()
