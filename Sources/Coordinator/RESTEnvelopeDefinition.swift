@@ -98,7 +98,7 @@ extension REST.EnvelopeDefinition {
     /// template's when given), made ready to send.
     func envelope(from template: EnvelopeTemplate, transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
         guard (documents ?? []).isEmpty, recipients == nil, compositeTemplates == nil else {
-            throw .unsupported("an envelope from templateId takes templateRoles, not documents or recipients of its own (compositeTemplates are not served yet)")
+            throw .unsupported("an envelope from templateId takes templateRoles, not documents, recipients or compositeTemplates of its own")
         }
         var composition = TemplateComposition(emailSubject: emailSubject, emailMessage: emailBlurb, envelopeName: emailSubject)
         for (index, role) in (templateRoles ?? []).enumerated() {
@@ -119,6 +119,47 @@ extension REST.EnvelopeDefinition {
         } catch {
             throw .badBody("the envelope cannot be sent: \(error)")
         }
+    }
+
+    /// A definition with one composite template — one server template whose roles its inline
+    /// templates' recipients fill by `roleName` — as the same envelope asked for by `templateId`
+    /// and `templateRoles` (docs/rest-api.md, "Composite templates"). Nil without composite templates.
+    func flattenedComposite() throws(RESTRoutes.Failure) -> Self? {
+        guard let composites = compositeTemplates, !composites.isEmpty else { return nil }
+        guard templateId == nil, (documents ?? []).isEmpty, recipients == nil, templateRoles == nil else {
+            throw .unsupported("compositeTemplates replace templateId, templateRoles, documents and recipients; give them inside the composite template")
+        }
+        guard composites.count == 1, let composite = composites.first else {
+            throw .unsupported("one composite template is served (\(composites.count) given)")
+        }
+        guard let servers = composite.serverTemplates, servers.count == 1, let server = servers.first?.templateId, !server.isEmpty else {
+            throw .unsupported("a composite template is served with exactly one serverTemplates entry naming a templateId")
+        }
+        guard composite.document == nil, (composite.inlineTemplates ?? []).allSatisfy({ ($0.documents ?? []).isEmpty }) else {
+            throw .unsupported("documents in a composite template (adding or replacing the server template's) are not served yet")
+        }
+        var roles: [TemplateRoleDefinition] = []
+        for inline in composite.inlineTemplates ?? [] {
+            let groups = inline.recipients ?? RecipientGroups()
+            for (name, list) in [("agents", groups.agents), ("editors", groups.editors), ("intermediaries", groups.intermediaries), ("witnesses", groups.witnesses)]
+            where !(list ?? []).isEmpty {
+                throw .unsupported("\(name) in an inline template are not served")
+            }
+            for recipient in (groups.signers ?? []) + (groups.inPersonSigners ?? []) + (groups.carbonCopies ?? []) + (groups.certifiedDeliveries ?? []) {
+                guard let role = recipient.roleName, !role.isEmpty else {
+                    throw .unsupported("an inline template's recipient without a roleName (a recipient of its own) is not served; name the server template's role")
+                }
+                roles.append(
+                    TemplateRoleDefinition(
+                        roleName: role, name: recipient.signerName ?? recipient.name, email: recipient.signerEmail ?? recipient.email,
+                        clientUserId: recipient.clientUserId, tabs: recipient.tabs))
+            }
+        }
+        var flat = self
+        flat.compositeTemplates = nil
+        flat.templateId = server
+        flat.templateRoles = roles
+        return flat
     }
 
     /// The template this definition describes (`POST …/templates`): its documents, each

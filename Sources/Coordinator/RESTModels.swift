@@ -385,15 +385,29 @@ extension REST {
         var recipients: RecipientGroups?
         var templateId: String?
         var templateRoles: [TemplateRoleDefinition]?
-        var compositeTemplates: [CompositeTemplatePresence]?
+        var compositeTemplates: [CompositeTemplate]?
         /// A template's name, description and folder (`POST …/templates`, whose EnvelopeTemplate
         /// carries the envelope definition's fields too).
         var name: String?
         var description: String?
         var folderName: String?
 
-        /// Only whether composite templates were given (not served yet).
-        struct CompositeTemplatePresence: Decodable, Sendable {}
+        /// A composite template: a server template whose roles inline templates fill (the part served).
+        struct CompositeTemplate: Decodable, Sendable {
+            struct ServerTemplate: Decodable, Sendable {
+                var templateId: String?
+                var sequence: RESTText?
+            }
+            struct InlineTemplate: Decodable, Sendable {
+                var sequence: RESTText?
+                var recipients: RecipientGroups?
+                var documents: [Document]?
+            }
+            var compositeTemplateId: String?
+            var serverTemplates: [ServerTemplate]?
+            var inlineTemplates: [InlineTemplate]?
+            var document: Document?
+        }
     }
 
     /// `POST …/envelopes`'s answer.

@@ -410,7 +410,8 @@ public struct RESTRoutes: Sendable {
 
     /// The envelope a definition describes: from its documents and recipients, or composed from
     /// the account's template `templateId` with its `templateRoles`.
-    func envelope(from definition: REST.EnvelopeDefinition, transactionID: String, at now: Date, account: String) async throws -> Envelope {
+    func envelope(from given: REST.EnvelopeDefinition, transactionID: String, at now: Date, account: String) async throws -> Envelope {
+        let definition = try given.flattenedComposite() ?? given
         guard let templateID = definition.templateId else {
             return try definition.envelope(transactionID: transactionID, at: now, anchors: try await anchorWords(definition))
         }

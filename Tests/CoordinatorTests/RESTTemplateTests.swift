@@ -46,6 +46,10 @@ import FoundationNetworking
         let stored = try #require(try await rig.services.envelopes.store.envelope(id: envelopeID, accountID: "acme"))
         #expect(try CaptiveSigningService.payload(of: stored.envelope).templateId == id, "the synced payload names its template")
 
+        let composite = try #require(out["composite"] as? [String: Any], "\(out)")
+        #expect(composite["signers"] as? [[String]] == [["Cara Composite", "cara@example.com", "cu-c"]], "\(composite)")
+        #expect(composite["company"] as? [String] == ["Composite AG"] && composite["emailSubject"] as? String == "Please sign the NDA", "\(composite)")
+
         let updated = try #require(out["updated"] as? [String: Any])
         #expect(updated["document"] as? [String] == ["1", "NDA v2", "2"] && updated["documents"] as? [[String]] == [["1", "NDA v2", "2"]], "\(updated)")
 
@@ -55,6 +59,7 @@ import FoundationNetworking
         #expect(failures["unknownRole"]?["errorCode"] as? String == "INVALID_REQUEST_BODY" && "\(failures["unknownRole"] ?? [:])".contains("Nobody"))
         #expect(failures["noRoleName"]?["errorCode"] as? String == "INVALID_REQUEST_BODY")
         #expect(failures["notAPDF"]?["errorCode"] as? String == "INVALID_REQUEST_BODY")
+        #expect("\(failures["compositeWithDocument"]?["message"] ?? "")".contains("not served"), "\(failures["compositeWithDocument"] ?? [:])")
         #expect(failures["noDocument"]?["errorCode"] as? String == "DOCUMENT_DOES_NOT_EXIST", "\(failures["noDocument"] ?? [:])")
         let schema = try #require(out["schema"] as? [String: Any])
         #expect(schema["checked"] as? Int == 3 && (schema["problems"] as? [String])?.isEmpty == true, "\(schema)")

@@ -8,7 +8,7 @@ import base64
 import json
 import sys
 
-from docusign_esign import (ApiClient, CarbonCopy, Document, EnvelopeDefinition, EnvelopesApi, EnvelopeTemplate, Recipients,
+from docusign_esign import (ApiClient, CarbonCopy, CompositeTemplate, Document, InlineTemplate, ServerTemplate, EnvelopeDefinition, EnvelopesApi, EnvelopeTemplate, Recipients,
                             SignHere, Signer, TemplateRole, TemplatesApi, Tabs, Text)
 from docusign_esign.client.api_exception import ApiException
 
@@ -65,6 +65,16 @@ def main():
                        "carbonCopies": [[c.name, c.email] for c in (envelope.recipients.carbon_copies or [])],
                        "company": [t.value for t in (tabs.text_tabs or [])]}
 
+    # DocuSign's composite templates: the server template's roles filled by an inline template.
+    composite = envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(status="sent", composite_templates=[
+        CompositeTemplate(composite_template_id="1", server_templates=[ServerTemplate(sequence="1", template_id=tid)],
+                          inline_templates=[InlineTemplate(sequence="2", recipients=Recipients(signers=[Signer(
+                              role_name="Client", recipient_id="1", name="Cara Composite", email="cara@example.com",
+                              client_user_id="cu-c", tabs=Tabs(text_tabs=[Text(tab_label="company", value="Composite AG")]))]))])]))
+    composed = envelopes.get_envelope(a.account, composite.envelope_id, include="recipients")
+    out["composite"] = {"signers": [[s.name, s.email, s.client_user_id] for s in (composed.recipients.signers or [])],
+                        "company": [t.value for t in (envelopes.list_tabs(a.account, composite.envelope_id, "1").text_tabs or [])],
+                        "emailSubject": composed.email_subject}
     document = templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
         documents=[Document(document_base64=pdf2, name="NDA v2", document_id="1")]))
     after = templates.get(a.account, tid)
@@ -81,6 +91,10 @@ def main():
             recipients=Recipients(signers=[Signer(recipient_id="1", tabs=Tabs(sign_here_tabs=[
                 SignHere(document_id="1", page_number="1", x_position="1", y_position="1")]))])))),
         "getUnknown": error_of(lambda: templates.get(a.account, "no-such-template")),
+        "compositeWithDocument": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+            status="sent", composite_templates=[CompositeTemplate(
+                server_templates=[ServerTemplate(sequence="1", template_id=tid)],
+                document=Document(document_base64=pdf, name="extra", document_id="9"))]))),
         "noDocument": error_of(lambda: templates.update_document(a.account, "9", tid, envelope_definition=EnvelopeDefinition(
             documents=[Document(document_base64=pdf, name="x", document_id="9")]))),
         "notAPDF": error_of(lambda: templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
