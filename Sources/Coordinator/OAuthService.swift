@@ -187,9 +187,9 @@ public struct OAuthService: Sendable {
                 throw GrantError(status: 400, error: "consent_required", errorDescription: "the user has not consented to this integration key with these scopes")
             }
             let reply = try await auth.issueToken(for: user, lifetime: Self.grantedLifetime)
-            return Grant(
-                accessToken: reply.accessToken, expiresIn: max(0, Int(reply.expiresAt.timeIntervalSince(now).rounded())),
-                scope: requested.sorted().joined(separator: " "))
+            // The token's whole lifetime, as issued (not what is left of it by the time this line runs).
+            let lifetime = min(Self.grantedLifetime, Double(auth.tokenLifetime.components.seconds))
+            return Grant(accessToken: reply.accessToken, expiresIn: Int(lifetime), scope: requested.sorted().joined(separator: " "))
         } catch let error as GrantError {
             throw error
         } catch {
