@@ -69,12 +69,32 @@ struct CompletedDocuments: Sendable {
     /// document is drawn on by itself first, so one document's page count (as qpdf reads it)
     /// never shifts another's ink.
     func combined(_ documents: [Document], fill: EnvelopeFill, certificate: Data?, account: String = "") async throws(Failure) -> Data {
+        if documents.count == 1, let document = documents.first {
+            guard let certificate else { return try await self.document(document, fill: fill, account: account) }
+            if let joined = try await drawnAndJoined(document, fill: fill, certificate: certificate, account: account) { return joined }
+        }
         var inputs: [Data] = []
         for document in documents { inputs.append(try await self.document(document, fill: fill, account: account)) }
         if let certificate { inputs.append(certificate) }
         return try await qpdf(inputs: inputs, account: account) { paths in
             Self.options + ["--empty", "--pages"] + paths + ["--", "-"]
         }
+    }
+
+    /// One document drawn on and joined with the certificate in one qpdf run (the overlay's pages
+    /// cover the document's, `--to=1-N`). Kept only when the result has exactly the document's
+    /// pages as this process counts them plus the certificate's: a page tree qpdf counts otherwise
+    /// could have put ink on the wrong page, and the caller then takes two runs. Nil then, or when
+    /// nothing is drawn.
+    func drawnAndJoined(_ document: Document, fill: EnvelopeFill, certificate: Data, account: String) async throws(Failure) -> Data? {
+        let pages = try geometry(document.pdf)
+        guard let stamp = DocumentStamp.pages(for: document.id, geometry: pages, fill: fill) else { return nil }
+        let certificatePages = try geometry(certificate).count
+        let count = stamp.count
+        let joined = try await qpdf(inputs: [document.pdf, certificate, PDFWriter.document(pages: stamp)], account: account) { paths in
+            Self.options + ["--empty", "--pages", paths[0], paths[1], "--", "--overlay", paths[2], "--to=1-\(count)", "--", "-"]
+        }
+        return (try? PDFInspector().pageGeometry(joined).count) == count + certificatePages ? joined : nil
     }
 
     /// Output that is the same for the same input (`--deterministic-id`), never encrypted.

@@ -263,6 +263,22 @@ import FoundationNetworking
         let combined = try await CompletedDocuments().combined([(id: "d", pdf: twice), (id: "d", pdf: Self.blankPage(""))], fill: try Self.fill(), certificate: nil)
         let last = try await Self.render(combined, page: try Self.pageCount(combined))
         #expect(last.dark(in: Self.frames[0]) > 60, "the second document's ink stays on its own page")
+        // One document and a certificate: one qpdf run when the page counts agree, else two; the
+        // certificate never gets the document's ink either way.
+        let certificate = PDFWriter.document(pages: [PDFWriter.Page(width: 612, height: 792, content: "BT /F1 12 Tf 72 700 Td (Certificate here) Tj ET")])
+        for document in [Self.blankPage(""), twice] {
+            let joined = try await CompletedDocuments().combined([(id: "d", pdf: document)], fill: try Self.fill(), certificate: certificate)
+            let pages = try Self.pageCount(joined)
+            #expect(pages == (document == twice ? 3 : 2))
+            #expect(try await Self.render(joined, page: 1).dark(in: Self.frames[0]) > 60)
+            let end = try await Self.render(joined, page: pages)
+            #expect(end.dark(in: Self.frames[0]) == 0 && end.dark(in: Self.frames[2]) == 0, "the certificate gets no ink")
+            #expect(try await Self.text(joined).contains("Certificate here"))
+        }
+        let single = try await CompletedDocuments().drawnAndJoined((id: "d", pdf: Self.blankPage("")), fill: try Self.fill(), certificate: certificate, account: "")
+        #expect(single != nil, "a plain page tree takes the one-run path")
+        let doubled = try await CompletedDocuments().drawnAndJoined((id: "d", pdf: twice), fill: try Self.fill(), certificate: certificate, account: "")
+        #expect(doubled == nil, "a page listed twice falls back to two runs")
     }
 
     @Test func certificateLinesWrapToThePageAndHostileNamesStayBounded() {
