@@ -70,12 +70,11 @@ extension RESTRoutes {
             try await templates.list(
                 accountID: account, searchText: query.value("search_text"), folder: query.value("folder"), start: UInt32(start), count: UInt32(count))
         }
-        var items: [REST.EnvelopeTemplate] = []
-        for summary in page.templates {
-            guard let template = try? await templates.template(accountID: account, id: summary.templateID) else { continue }
-            var item = Self.template(template)
-            item.recipients = nil
-            items.append(item)
+        // From the summaries alone: a page of the list decodes no template (their documents stay in the store).
+        let items = page.templates.map { summary in
+            REST.EnvelopeTemplate(
+                templateId: summary.templateID, name: summary.name, folderName: summary.folder, lastModified: REST.time(summary.lastModified),
+                uri: "/templates/\(summary.templateID)")
         }
         return REST.EnvelopeTemplateResults(
             envelopeTemplates: items, resultSetSize: String(items.count), totalSetSize: String(page.total), startPosition: String(start),
@@ -147,17 +146,17 @@ extension REST {
         var pages: String?
     }
 
-    /// `GET …/templates/{templateId}`.
+    /// `GET …/templates/{templateId}`; in a list, only its id, name, folder, time and uri.
     struct EnvelopeTemplate: Codable, Sendable, Hashable {
         var templateId: String
         var name: String
-        var emailSubject: String
-        var emailBlurb: String
+        var emailSubject: String?
+        var emailBlurb: String?
         var folderName: String?
         var lastModified: String
         var uri: String
-        var pageCount: String
-        var documents: [TemplateDocument]
+        var pageCount: String?
+        var documents: [TemplateDocument]?
         var recipients: Recipients?
     }
 

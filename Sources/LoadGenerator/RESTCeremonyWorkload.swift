@@ -131,25 +131,16 @@ final class RESTBackend: LoadDevice {
 
 /// One backend's HTTP session: JSON calls with its bearer token, raw calls for the signing page;
 /// redirects are answers, not followed.
-final class RESTLoadClient: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+final class RESTLoadClient: Sendable {
     let configuration: RESTCeremonyConfiguration
-    // Set once in init, then only read; URLSession is thread-safe.
-    private var session: URLSession!
+    let session: URLSession
 
     init(configuration: RESTCeremonyConfiguration) {
         self.configuration = configuration
-        super.init()
         let settings = URLSessionConfiguration.ephemeral
         settings.httpCookieStorage = nil
         settings.timeoutIntervalForRequest = Double(configuration.requestTimeout.components.seconds)
-        session = URLSession(configuration: settings, delegate: self, delegateQueue: nil)
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
-        completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
+        session = URLSession(configuration: settings, delegate: NoRedirects(), delegateQueue: nil)
     }
 
     func close() { session.finishTasksAndInvalidate() }
@@ -196,5 +187,16 @@ final class RESTLoadClient: NSObject, URLSessionTaskDelegate, @unchecked Sendabl
             if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
         }
         return Answer(status: http.statusCode, body: [UInt8](data), headers: headers)
+    }
+}
+
+/// Answers a redirect with the redirect itself (the signing page's `303` is what is checked).
+/// Unchecked because NSObject is not Sendable; it has no state at all.
+private final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
     }
 }
