@@ -1,7 +1,8 @@
 """Templates through DocuSign's official Python SDK against a SignFleet coordinator
 (docs/rest-api.md, "Templates"): TemplatesApi.create_template, list_templates, get,
 update_document, and EnvelopesApi.create_envelope from a template with template roles. Run by
-RESTTemplateTests; prints one JSON object. Answers are also checked raw against the SDK's models.
+RESTTemplateTests; prints one JSON object. Every answer the SDK receives is checked
+against DocuSign's published definition (openapi_check.py).
 """
 import argparse
 import base64
@@ -12,7 +13,8 @@ from docusign_esign import (ApiClient, CarbonCopy, CompositeTemplate, Document, 
                             SignHere, Signer, TemplateRole, TemplatesApi, Tabs, Text)
 from docusign_esign.client.api_exception import ApiException
 
-from rest_sdk import error_of, raw, type_problems
+from openapi_check import AnswerChecker
+from rest_sdk import error_of
 
 
 def main():
@@ -22,6 +24,8 @@ def main():
     a = parser.parse_args()
     client = ApiClient(host=a.base_url + "/restapi")
     client.set_default_header("Authorization", "Bearer " + a.token)
+    checker = AnswerChecker()
+    checker.watch(client)
     templates, envelopes = TemplatesApi(client), EnvelopesApi(client)
     with open(a.pdf, "rb") as f:
         pdf = base64.b64encode(f.read()).decode()
@@ -100,10 +104,7 @@ def main():
         "notAPDF": error_of(lambda: templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
             documents=[Document(document_base64=base64.b64encode(b"not a pdf").decode(), name="x", document_id="1")]))),
     }
-    checked = [("EnvelopeTemplateResults", "/templates"), ("EnvelopeTemplate", f"/templates/{tid}"),
-               ("ErrorDetails", "/templates/no-such-template")]
-    out["schema"] = {"checked": len(checked),
-                     "problems": [p for model, path in checked for p in type_problems(model, raw(a, path), model)]}
+    out["schema"] = checker.summary()
     json.dump(out, sys.stdout)
 
 
