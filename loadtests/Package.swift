@@ -29,6 +29,7 @@ let package = Package(
                 .product(name: "Coordinator", package: "SignFleet"),
                 .product(name: "CoordinatorPostgres", package: "SignFleet"),
                 .product(name: "Chaos", package: "SignFleet"),
+                .product(name: "LoadGenerator", package: "SignFleet"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

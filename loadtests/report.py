@@ -54,6 +54,8 @@ COMPARISONS = [
     ("captive", "HTTP requests of those ceremonies (3 each) vs GET /health", "ceremonies.k8.requests_per_s", "health.k8.per_s", True, "(cost per request)"),
     ("captive", "ceremonies that also fetch their 2 page images, each drawn by pdftoppm on this first view, vs ceremonies without page images", "ceremonies.k8.render_first.per_s", "ceremonies.k8.per_s", True, "(cost of drawing pages)"),
     ("captive", "ceremonies that fetch their 2 page images from the cache (the signer came back) vs without page images", "ceremonies.k8.render_cached.per_s", "ceremonies.k8.per_s", True, "(cost of cached pages)"),
+    ("rest", "full REST ceremonies (create envelope, recipient view, open page, sign, combined PDF with the certificate), 8 concurrent backends vs the captive-only ceremony (issue URL, open, finish), same server and run", "rest.ceremonies.k8.per_s", "rest.captive.k8.per_s", True, "(cost of REST create + drawing the completed PDF)"),
+    ("rest", "full REST ceremonies vs GET /health, same server, clients and concurrency", "rest.ceremonies.k8.per_s", "rest.health.k8.per_s", True, "(cost over the bare server)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).
@@ -86,6 +88,12 @@ TARGETS = [
     ("captive", "complete captive ceremonies per second, 8 concurrent signers", "ceremonies.k8.per_s", "(no target yet)", None),
     ("captive", "the same with page images drawn on first view (pdftoppm)", "ceremonies.k8.render_first.per_s", "(no target yet)", None),
     ("captive", "the same with page images from the cache", "ceremonies.k8.render_cached.per_s", "(no target yet)", None),
+    ("rest", "full REST ceremonies per second, 8 concurrent backends", "rest.ceremonies.k8.per_s", ">= 100 ceremonies/s", lambda v: v >= 100),
+    ("rest", "REST step create (POST envelopes, one-page PDF) p99", "rest.k8.create.p99_ms", "(no target)", None),
+    ("rest", "REST step view (POST views/recipient) p99", "rest.k8.view.p99_ms", "(no target)", None),
+    ("rest", "REST step open (GET the signing page) p99", "rest.k8.open.p99_ms", "(no target)", None),
+    ("rest", "REST step sign (POST the page, typed signature) p99", "rest.k8.sign.p99_ms", "(no target)", None),
+    ("rest", "REST step combined (GET documents/combined: qpdf draws the signature, adds the certificate) p99", "rest.k8.combined.p99_ms", "(no target)", None),
 ]
 
 # Where loadtests/run keeps its outputs (kept figures by group, fleet scale).
@@ -93,7 +101,7 @@ OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 # Kept in git, so that a fresh clone regenerating one group keeps the others' figures.
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "store", "proxy", "captive"]
+GROUP_ORDER = ["codec", "transport", "capture", "device", "ingest", "store", "proxy", "captive", "rest"]
 
 
 def sh(*args):

@@ -114,8 +114,8 @@ func captiveBenchmark(_ arguments: [String]) async throws {
 
 /// Runs `body` on every client concurrently, each in a loop, for `seconds` or until `body`
 /// returns false: (operations completed, seconds elapsed).
-private func concurrently(
-    _ clients: [CaptiveBenchClient], seconds: Double, _ body: @escaping @Sendable (CaptiveBenchClient) async throws -> Bool
+func concurrently<Client: Sendable>(
+    _ clients: [Client], seconds: Double, _ body: @escaping @Sendable (Client) async throws -> Bool
 ) async throws -> (done: Int, elapsed: Double) {
     let clock = ContinuousClock()
     let start = clock.now
@@ -138,14 +138,15 @@ private func concurrently(
 }
 
 /// The envelope ids not yet signed, handed out once each.
-private final class EnvelopeQueue: Sendable {
+final class EnvelopeQueue: Sendable {
     private let ids: Mutex<[String]>
     init(_ ids: [String]) { self.ids = Mutex(Array(ids.reversed())) }
     func next() -> String? { ids.withLock { $0.popLast() } }
 }
 
-/// A coordinator with its HTTP listener and a logged-in sender device (as the captive tests' rig).
-private final class CaptiveBenchRig: Sendable {
+/// A coordinator with its HTTP listener (admin, captive signing and the REST API) and a logged-in
+/// sender device (as the captive tests' rig).
+final class CaptiveBenchRig: Sendable {
     static let adminToken = "bench-admin-token-0123456789"
     let services: CoordinatorServices
     let store: CoordinatorStore
@@ -188,6 +189,7 @@ private final class CaptiveBenchRig: Sendable {
             status: { throw CancellationError() }, logger: logger,
             admin: CoordinatorAdminRoutes(directory: services.accounts, token: Self.adminToken),
             captive: CaptiveSigningRoutes(service: services.captive, logger: logger),
+            rest: RESTRoutes(services: services),
             onListening: { announced.yield($0) })
         group = ServiceGroup(services: [httpServer], logger: logger)
         let group = self.group
@@ -260,7 +262,7 @@ private final class CaptiveBenchRig: Sendable {
 
 /// One signer's HTTP client: its own URLSession (kept-alive connection), redirects returned
 /// rather than followed, cookies handled by hand. Used alike for ceremonies and `/health`.
-private final class CaptiveBenchClient: Sendable {
+final class CaptiveBenchClient: Sendable {
     struct Reply {
         var status: Int
         var body: String
@@ -408,7 +410,7 @@ private final class CaptiveBenchClient: Sendable {
     }
 }
 
-private struct CaptiveBenchFailure: Error, CustomStringConvertible {
+struct CaptiveBenchFailure: Error, CustomStringConvertible {
     var message: String
     var description: String { message }
 }

@@ -9,6 +9,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "ingest": ingestBenchmark,
     "proxy": proxyBenchmark,
     "captive": captiveBenchmark,
+    "rest": restBenchmark,
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
     "flood": floodBenchmark,
