@@ -145,6 +145,11 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func grantConsent(_ consent: ConsentRecord) async throws
     /// A user's consent to an integration key, if given.
     func consent(integrationKeyID: String, userID: String) async throws -> ConsentRecord?
+    /// Keeps an authorization code, first forgetting every code that expired before `purgeBefore`.
+    func insertAuthorizationCode(_ code: AuthorizationCodeRecord, purgeBefore: Date) async throws
+    /// Takes an authorization code out of the store (expired or not): a code is redeemed at most
+    /// once, even by two coordinators on one PostgreSQL racing for it. `nil` when it is not there.
+    func redeemAuthorizationCode(codeHash: Data) async throws -> AuthorizationCodeRecord?
 
     // MARK: The checker's snapshot
 

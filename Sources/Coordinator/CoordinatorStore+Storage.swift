@@ -488,6 +488,21 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func insertAuthorizationCode(_ code: AuthorizationCodeRecord, purgeBefore: Date) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM oauthCode WHERE expiresAt < ?", arguments: [purgeBefore])
+            try code.insert(db)
+        }
+    }
+
+    package func redeemAuthorizationCode(codeHash: Data) async throws -> AuthorizationCodeRecord? {
+        try await write { db in
+            guard let code = try AuthorizationCodeRecord.fetchOne(db, key: codeHash) else { return nil }
+            try code.delete(db)
+            return code
+        }
+    }
+
     package func transportSecretKey(_ generate: @escaping @Sendable () throws -> Data) async throws -> Data {
         try await write { db -> Data in
             if let stored = try Data.fetchOne(db, sql: "SELECT secretKey FROM transportKey WHERE id = 1") { return stored }

@@ -244,6 +244,21 @@ public final class CoordinatorStore: Sendable {
                 t.primaryKey(["integrationKeyID", "userID"])
             }
         }
+        migrator.registerMigration("v13-oauth-code") { db in
+            try db.alter(table: "integrationKey") { t in
+                t.add(column: "secretHash", .blob)
+                t.add(column: "redirectURIs", .text).notNull().defaults(to: "")
+            }
+            try db.create(table: "oauthCode") { t in
+                t.primaryKey("codeHash", .blob)
+                t.column("integrationKeyID", .text).notNull().references("integrationKey", onDelete: .cascade)
+                t.column("userID", .text).notNull().references("user", onDelete: .cascade)
+                t.column("scopes", .text).notNull()
+                t.column("redirectURI", .text).notNull()
+                t.column("codeChallenge", .text)
+                t.column("expiresAt", .datetime).notNull().indexed()
+            }
+        }
         return migrator
     }
 }
@@ -442,25 +457,65 @@ package struct EnvelopeRecord: Codable, FetchableRecord, PersistableRecord, Send
 }
 
 /// One recipient of a synced envelope and its server-side status (migration v4-lifecycle).
-/// An OAuth integration key (DocuSign's "integration key", the JWT grant's `iss`) of one account,
-/// with the RSA public key its assertions are signed with (docs/rest-api.md, "Authentication").
+/// An OAuth integration key (DocuSign's "integration key": the JWT grant's `iss`, the
+/// authorization code grant's `client_id`) of one account (docs/rest-api.md, "Authentication").
 package struct IntegrationKeyRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
     package static let databaseTableName = "integrationKey"
     package var id: String
     package var accountID: String
     package var name: String
-    /// The RSA public key, PEM (`-----BEGIN PUBLIC KEY-----`).
+    /// The RSA public key its JWT assertions are signed with, PEM (`-----BEGIN PUBLIC KEY-----`);
+    /// empty for a key that only uses the authorization code grant.
     package var publicKey: String
     package var createdAt: Date
     package var revokedAt: Date?
+    /// SHA-256 of the client secret (the authorization code grant's HTTP Basic password), if it has one.
+    package var secretHash: Data?
+    /// Where the consent page may send its authorization codes, one URI per line (exact match).
+    package var redirectURIs: String
 
-    package init(id: String, accountID: String, name: String, publicKey: String, createdAt: Date, revokedAt: Date? = nil) {
+    package init(
+        id: String, accountID: String, name: String, publicKey: String, createdAt: Date, revokedAt: Date? = nil, secretHash: Data? = nil,
+        redirectURIs: [String] = []
+    ) {
         self.id = id
         self.accountID = accountID
         self.name = name
         self.publicKey = publicKey
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+        self.secretHash = secretHash
+        self.redirectURIs = redirectURIs.joined(separator: "\n")
+    }
+
+    package var redirectURIList: [String] { redirectURIs.split(separator: "\n").map(String.init) }
+}
+
+/// An authorization code the consent page issued (the authorization code grant), kept by its
+/// SHA-256 until it is redeemed once or expires.
+package struct AuthorizationCodeRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "oauthCode"
+    package var codeHash: Data
+    package var integrationKeyID: String
+    package var userID: String
+    /// Space-separated, as consented.
+    package var scopes: String
+    package var redirectURI: String
+    /// PKCE (RFC 7636): base64url SHA-256 of the verifier the token request must show, if the
+    /// authorization request sent one (`code_challenge_method=S256`).
+    package var codeChallenge: String?
+    package var expiresAt: Date
+
+    package init(
+        codeHash: Data, integrationKeyID: String, userID: String, scopes: String, redirectURI: String, codeChallenge: String?, expiresAt: Date
+    ) {
+        self.codeHash = codeHash
+        self.integrationKeyID = integrationKeyID
+        self.userID = userID
+        self.scopes = scopes
+        self.redirectURI = redirectURI
+        self.codeChallenge = codeChallenge
+        self.expiresAt = expiresAt
     }
 }
 

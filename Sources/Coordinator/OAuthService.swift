@@ -4,8 +4,9 @@ import JWTKit
 
 /// OAuth for the REST API as DocuSign's SDKs use it (docs/rest-api.md, "Authentication"):
 /// integration keys of an account with the RSA public keys their assertions are signed with,
-/// users' consent to a key acting for them, and the JWT bearer grant that turns a signed
-/// assertion into an access token of the coordinator's own.
+/// users' consent to a key acting for them, the JWT bearer grant that turns a signed assertion
+/// into an access token of the coordinator's own, and the authorization code grant with its
+/// consent page (OAuthAuthorizationCode.swift).
 public struct OAuthService: Sendable {
     /// An integration key as operators see it.
     public struct IntegrationKey: Sendable, Hashable, Codable {
@@ -14,6 +15,17 @@ public struct OAuthService: Sendable {
         public var name: String
         public var createdAt: Date
         public var revokedAt: Date?
+        /// Where the consent page may send codes (the authorization code grant).
+        public var redirectURIs: [String]
+        /// Whether it has an RSA public key (the JWT grant) and a client secret (the code grant).
+        public var hasPublicKey: Bool
+        public var hasSecret: Bool
+    }
+
+    /// A key just registered, with its client secret: shown once, kept only as its SHA-256.
+    public struct RegisteredKey: Sendable, Hashable {
+        public var key: IntegrationKey
+        public var secret: String?
     }
 
     /// A refusal of the token endpoint, as DocuSign's OAuth service words it:
@@ -63,18 +75,35 @@ public struct OAuthService: Sendable {
     /// Registers an integration key of `accountID` with an RSA public key (PEM, at least 2,048 bits).
     /// - Throws: `FleetError` `invalid_request` for a key that is not one, `not_found` for an unknown account.
     public func register(accountID: String, name: String, publicKeyPEM: String) async throws -> IntegrationKey {
-        guard publicKeyPEM.utf8.count <= 16 * 1024 else { throw FleetError(.invalidRequest, "the public key is over 16 KiB") }
-        do {
-            _ = try Insecure.RSA.PublicKey(pem: publicKeyPEM)
-        } catch {
-            throw FleetError(.invalidRequest, "the public key must be an RSA public key of at least 2048 bits in PEM (-----BEGIN PUBLIC KEY-----): \(error)")
+        try await register(accountID: accountID, name: name, publicKeyPEM: publicKeyPEM, redirectURIs: [], secret: false).key
+    }
+
+    /// Registers an integration key with an RSA public key (the JWT grant), a client secret made
+    /// now (the authorization code grant; `secret`), or both, and the redirect URIs its consent
+    /// page may send codes to.
+    /// - Throws: `FleetError` `invalid_request` for a key that is not one, neither a key nor a
+    ///   secret, or a redirect URI that is not an absolute http(s) URL; `not_found` for an unknown account.
+    public func register(accountID: String, name: String, publicKeyPEM: String?, redirectURIs: [String], secret: Bool) async throws -> RegisteredKey {
+        if let publicKeyPEM {
+            guard publicKeyPEM.utf8.count <= 16 * 1024 else { throw FleetError(.invalidRequest, "the public key is over 16 KiB") }
+            do {
+                _ = try Insecure.RSA.PublicKey(pem: publicKeyPEM)
+            } catch {
+                throw FleetError(.invalidRequest, "the public key must be an RSA public key of at least 2048 bits in PEM (-----BEGIN PUBLIC KEY-----): \(error)")
+            }
+        } else if !secret {
+            throw FleetError(.invalidRequest, "a key needs an RSA public key (the JWT grant), a client secret (the authorization code grant), or both")
         }
+        guard redirectURIs.count <= Self.maxRedirectURIs else { throw FleetError(.invalidRequest, "at most \(Self.maxRedirectURIs) redirect URIs") }
+        let uris = try redirectURIs.map(Self.checkedRedirectURI)
         let trimmedName = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...200).contains(trimmedName.count) else { throw FleetError(.invalidRequest, "the key's name must be 1 to 200 characters") }
+        let clientSecret = secret ? AuthService.makeToken() : nil
         let record = IntegrationKeyRecord(
-            id: UUID().uuidString.lowercased(), accountID: accountID, name: trimmedName, publicKey: publicKeyPEM, createdAt: now())
+            id: UUID().uuidString.lowercased(), accountID: accountID, name: trimmedName, publicKey: publicKeyPEM ?? "", createdAt: now(),
+            secretHash: clientSecret.map(AuthService.hash), redirectURIs: uris)
         try await store.insertIntegrationKey(record)
-        return Self.key(record)
+        return RegisteredKey(key: Self.key(record), secret: clientSecret)
     }
 
     /// An account's keys (every account's when `nil`).
@@ -109,7 +138,9 @@ public struct OAuthService: Sendable {
     }
 
     static func key(_ record: IntegrationKeyRecord) -> IntegrationKey {
-        IntegrationKey(id: record.id, accountID: record.accountID, name: record.name, createdAt: record.createdAt, revokedAt: record.revokedAt)
+        IntegrationKey(
+            id: record.id, accountID: record.accountID, name: record.name, createdAt: record.createdAt, revokedAt: record.revokedAt,
+            redirectURIs: record.redirectURIList, hasPublicKey: !record.publicKey.isEmpty, hasSecret: record.secretHash != nil)
     }
 
     // MARK: The JWT bearer grant

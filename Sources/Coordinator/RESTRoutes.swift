@@ -14,6 +14,8 @@ import SyncContract
 ///
 /// | route | answer |
 /// |---|---|
+/// | `POST /oauth/token` | the JWT bearer grant and the authorization code grant (RESTOAuthRoutes.swift) |
+/// | `GET`, `POST /oauth/auth` | the consent page of the authorization code grant |
 /// | `GET /oauth/userinfo` | the token's user and account, `base_uri` this server |
 /// | `GET /restapi/v2.1/accounts/{accountId}` | the account |
 /// | `POST …/envelopes` | creates and sends an envelope (``REST/EnvelopeDefinition``) as the account's REST sender |
@@ -21,8 +23,10 @@ import SyncContract
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
 /// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type (`include_tabs=true`: with their tabs) |
-/// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages, described (no bytes yet) |
+/// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages; `…/{documentId}`, `combined`, `certificate` the PDFs |
 /// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
+///
+/// Templates, draft edits and the rest: docs/rest-api.md has every route.
 ///
 /// Every route needs `Authorization: Bearer <access token>` (a token from `auth.token`); errors are
 /// DocuSign's `{"errorCode", "message"}` bodies.
@@ -103,6 +107,12 @@ public struct RESTRoutes: Sendable {
         let routes = self
         router.post("oauth/token") { request, _ in
             await routes.token(request, secure: secure)
+        }
+        router.get("oauth/auth") { request, _ in
+            await routes.consentPage(request)
+        }
+        router.post("oauth/auth") { request, _ in
+            await routes.consentAnswer(request)
         }
         router.get("oauth/userinfo") { request, _ in
             await routes.answer {
@@ -232,49 +242,6 @@ public struct RESTRoutes: Sendable {
     }
 
     // MARK: Operations
-
-    /// `POST /oauth/token`: the JWT bearer grant (form-encoded `grant_type` and `assertion`),
-    /// answered as DocuSign's OAuth service answers: `{"access_token", "token_type": "Bearer",
-    /// "expires_in", "scope"}`, or `{"error", "error_description"}`.
-    ///
-    /// `aud` must name the listener the assertion was posted to (an assertion seen on one cannot be
-    /// replayed on the other).
-    func token(_ request: Request, secure: Bool) async -> Response {
-        struct Form: Decodable {
-            var grant_type: String?
-            var assertion: String?
-        }
-        struct Answer: Encodable {
-            var access_token: String
-            var token_type = "Bearer"
-            var expires_in: Int
-            var scope: String
-        }
-        struct Refusal: Encodable {
-            var error: String
-            var error_description: String
-        }
-        let form: Form
-        guard request.headers[.contentType]?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else {
-            return Self.json(Refusal(error: "invalid_request", error_description: "the body must be application/x-www-form-urlencoded"), status: .badRequest)
-        }
-        do {
-            let body = try await body(of: request, upTo: OAuthService.maxAssertionBytes + 1024)
-            form = try URLEncodedFormDecoder().decode(Form.self, from: String(decoding: body, as: UTF8.self))
-        } catch let failure as Failure {
-            return Self.json(Refusal(error: "invalid_request", error_description: failure.message), status: .badRequest)
-        } catch {
-            return Self.json(Refusal(error: "invalid_request", error_description: "the body is not form-encoded grant_type and assertion: \(error)"), status: .badRequest)
-        }
-        do {
-            let grant = try await oauth.grant(grantType: form.grant_type, assertion: form.assertion, audiences: links?.authorities(secure: secure) ?? [])
-            var response = Self.json(Answer(access_token: grant.accessToken, expires_in: grant.expiresIn, scope: grant.scope), status: .ok)
-            response.headers[HTTPField.Name.cacheControl] = "no-store"
-            return response
-        } catch let refusal {
-            return Self.json(Refusal(error: refusal.error, error_description: refusal.errorDescription), status: .init(code: refusal.status))
-        }
-    }
 
     /// - Parameter search: `search_text`, read as a form value (`+` is a space, as the SDKs encode it).
     func list(_ query: some QueryParameterLookup, account: String, search rawSearch: String? = nil) async throws -> REST.EnvelopesInformation {
@@ -651,7 +618,6 @@ public struct RESTRoutes: Sendable {
         try decode(T.self, from: try await body(of: request, upTo: limit))
     }
 
-    /// The request's body, at most `limit` bytes.
     /// A query parameter decoded as HTML forms (and DocuSign's SDKs, through urllib's `quote_plus`)
     /// encode it: `+` is a space, then percent escapes. Nil when absent or not decodable.
     static func formValue(_ name: String, in query: String?) -> String? {
@@ -671,6 +637,7 @@ public struct RESTRoutes: Sendable {
         return try RESTMultipart.definition(from: body, contentType: type)
     }
 
+    /// The request's body, at most `limit` bytes.
     func body(of request: Request, upTo limit: Int) async throws -> Data {
         do {
             return Data(try await request.body.collect(upTo: limit).readableBytesView)

@@ -664,14 +664,15 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
             }
             try await c.query(
                 """
-                INSERT INTO integrationKey (id, accountID, name, publicKey, createdAt, revokedAt)
-                VALUES (\(key.id), \(key.accountID), \(key.name), \(key.publicKey), \(key.createdAt), \(key.revokedAt))
+                INSERT INTO integrationKey (id, accountID, name, publicKey, createdAt, revokedAt, secretHash, redirectURIs)
+                VALUES (\(key.id), \(key.accountID), \(key.name), \(key.publicKey), \(key.createdAt), \(key.revokedAt), \(key.secretHash),
+                    \(key.redirectURIs))
                 """, logger: logger)
         }
     }
 
     package func integrationKey(id: String) async throws -> IntegrationKeyRecord? {
-        try await read { c in try await Self.integrationKeys(c, "SELECT id, accountID, name, publicKey, createdAt, revokedAt FROM integrationKey WHERE id = \(id)", logger).first }
+        try await read { c in try await Self.integrationKeys(c, "SELECT \(unescaped: Self.integrationKeyColumns) FROM integrationKey WHERE id = \(id)", logger).first }
     }
 
     package func integrationKeys(accountID: String?) async throws -> [IntegrationKeyRecord] {
@@ -679,18 +680,23 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
             try await Self.integrationKeys(
                 c,
                 """
-                SELECT id, accountID, name, publicKey, createdAt, revokedAt FROM integrationKey
+                SELECT \(unescaped: Self.integrationKeyColumns) FROM integrationKey
                 WHERE \(accountID)::text IS NULL OR accountID = \(accountID) ORDER BY createdAt, id COLLATE "C"
                 """, logger)
         }
     }
 
+    static let integrationKeyColumns = "id, accountID, name, publicKey, createdAt, revokedAt, secretHash, redirectURIs"
+
     static func integrationKeys(_ c: PostgresConnection, _ query: PostgresQuery, _ logger: Logger) async throws -> [IntegrationKeyRecord] {
         var keys: [IntegrationKeyRecord] = []
-        for try await (id, account, name, publicKey, createdAt, revokedAt) in try await c.query(query, logger: logger)
-            .decode((String, String, String, String, Date, Date?).self)
+        for try await (id, account, name, publicKey, createdAt, revokedAt, secretHash, redirectURIs) in try await c.query(query, logger: logger)
+            .decode((String, String, String, String, Date, Date?, Data?, String).self)
         {
-            keys.append(IntegrationKeyRecord(id: id, accountID: account, name: name, publicKey: publicKey, createdAt: createdAt, revokedAt: revokedAt))
+            keys.append(
+                IntegrationKeyRecord(
+                    id: id, accountID: account, name: name, publicKey: publicKey, createdAt: createdAt, revokedAt: revokedAt, secretHash: secretHash,
+                    redirectURIs: redirectURIs.split(separator: "\n").map(String.init)))
         }
         return keys
     }
@@ -719,6 +725,33 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                 "SELECT scopes, grantedAt FROM oauthConsent WHERE integrationKeyID = \(integrationKeyID) AND userID = \(userID)", logger: logger
             ).decode((String, Date).self) {
                 return ConsentRecord(integrationKeyID: integrationKeyID, userID: userID, scopes: scopes, grantedAt: grantedAt)
+            }
+            return nil
+        }
+    }
+
+    package func insertAuthorizationCode(_ code: AuthorizationCodeRecord, purgeBefore: Date) async throws {
+        try await write { c in
+            try await c.query("DELETE FROM oauthCode WHERE expiresAt < \(purgeBefore)", logger: logger)
+            try await c.query(
+                """
+                INSERT INTO oauthCode (codeHash, integrationKeyID, userID, scopes, redirectURI, codeChallenge, expiresAt)
+                VALUES (\(code.codeHash), \(code.integrationKeyID), \(code.userID), \(code.scopes), \(code.redirectURI), \(code.codeChallenge),
+                    \(code.expiresAt))
+                """, logger: logger)
+        }
+    }
+
+    package func redeemAuthorizationCode(codeHash: Data) async throws -> AuthorizationCodeRecord? {
+        // One DELETE … RETURNING: of two coordinators racing for one code, one gets the row.
+        try await write { c in
+            for try await (keyID, userID, scopes, redirectURI, challenge, expiresAt) in try await c.query(
+                "DELETE FROM oauthCode WHERE codeHash = \(codeHash) RETURNING integrationKeyID, userID, scopes, redirectURI, codeChallenge, expiresAt",
+                logger: logger
+            ).decode((String, String, String, String, String?, Date).self) {
+                return AuthorizationCodeRecord(
+                    codeHash: codeHash, integrationKeyID: keyID, userID: userID, scopes: scopes, redirectURI: redirectURI, codeChallenge: challenge,
+                    expiresAt: expiresAt)
             }
             return nil
         }

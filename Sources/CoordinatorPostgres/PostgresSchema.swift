@@ -137,6 +137,20 @@ enum PostgresSchema {
                     scopes text NOT NULL, grantedAt timestamptz NOT NULL, PRIMARY KEY (integrationKeyID, userID))
                 """,
             ]),
+        // SQLite's `v13-oauth-code`: client secrets and redirect URIs of keys, authorization codes.
+        Migration(
+            name: "v6-oauth-code",
+            statements: [
+                "ALTER TABLE integrationKey ADD COLUMN secretHash bytea, ADD COLUMN redirectURIs text NOT NULL DEFAULT ''",
+                """
+                CREATE TABLE oauthCode (
+                    codeHash bytea PRIMARY KEY,
+                    integrationKeyID text NOT NULL REFERENCES integrationKey (id) ON DELETE CASCADE,
+                    userID text NOT NULL REFERENCES "user" (id) ON DELETE CASCADE,
+                    scopes text NOT NULL, redirectURI text NOT NULL, codeChallenge text, expiresAt timestamptz NOT NULL)
+                """,
+                "CREATE INDEX oauthCode_expiresAt ON oauthCode (expiresAt)",
+            ]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under

@@ -29,28 +29,41 @@ struct AdminIntegrationKeysCommand: AsyncParsableCommand {
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "add",
-            abstract: "Register an integration key with the RSA public key its JWT assertions are signed with; prints `integration-key <id>`.")
+            abstract: "Register an integration key; prints `integration-key <id>`, and `client-secret <secret>` (shown only now) with --secret.",
+            discussion: """
+                A key for the JWT grant has the RSA public key its assertions are signed with (--public-key-file); a key for \
+                the authorization code grant has a client secret (--secret) and the redirect URIs its consent page may send \
+                codes to (--redirect-uri, repeatable, matched exactly). A key may have both.
+                """)
         @OptionGroup var store: AdminCommand.StoreOption
         @Option(help: "The account the key acts in.") var account: String
-        @Option(help: "A name for operators.") var name: String
-        @Option(help: "A PEM file with the RSA public key (-----BEGIN PUBLIC KEY-----, at least 2048 bits).") var publicKeyFile: String
+        @Option(help: "A name for operators (shown on the consent page).") var name: String
+        @Option(help: "A PEM file with the RSA public key (-----BEGIN PUBLIC KEY-----, at least 2048 bits).") var publicKeyFile: String?
+        @Flag(help: "Make a client secret (the authorization code grant).") var secret = false
+        @Option(help: "A redirect URI of the authorization code grant (absolute http or https).") var redirectUri: [String] = []
 
         func run() async throws {
-            let pem: String
-            do {
-                pem = try String(contentsOfFile: publicKeyFile, encoding: .utf8)
-            } catch {
-                throw ValidationError("cannot read \(publicKeyFile): \(error.localizedDescription)")
+            var pem: String?
+            if let publicKeyFile {
+                do {
+                    pem = try String(contentsOfFile: publicKeyFile, encoding: .utf8)
+                } catch {
+                    throw ValidationError("cannot read \(publicKeyFile): \(error.localizedDescription)")
+                }
             }
             let oauth = try await AdminIntegrationKeysCommand.service(store)
-            let key = try await AdminIntegrationKeysCommand.checked { try await oauth.register(accountID: account, name: name, publicKeyPEM: pem) }
-            print("integration-key \(key.id)")
+            let registered = try await AdminIntegrationKeysCommand.checked {
+                try await oauth.register(accountID: account, name: name, publicKeyPEM: pem, redirectURIs: redirectUri, secret: secret)
+            }
+            print("integration-key \(registered.key.id)")
+            if let clientSecret = registered.secret { print("client-secret \(clientSecret)") }
         }
     }
 
     struct ListKeys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "list", abstract: "Print the keys, one per line: id, account, created, revoked or in-force, name.")
+            commandName: "list",
+            abstract: "Print the keys, one per line: id, account, created, revoked or in-force, grants (jwt, code or jwt+code), name.")
         @OptionGroup var store: AdminCommand.StoreOption
         @Option(help: "Only this account's keys.") var account: String?
 
@@ -58,7 +71,8 @@ struct AdminIntegrationKeysCommand: AsyncParsableCommand {
             let oauth = try await AdminIntegrationKeysCommand.service(store)
             for key in try await oauth.keys(accountID: account) {
                 let state = key.revokedAt.map { "revoked-\(ISO8601DateFormatter().string(from: $0))" } ?? "in-force"
-                print("\(key.id) \(key.accountID) \(ISO8601DateFormatter().string(from: key.createdAt)) \(state) \(key.name)")
+                let grants = [key.hasPublicKey ? "jwt" : nil, key.hasSecret ? "code" : nil].compactMap { $0 }.joined(separator: "+")
+                print("\(key.id) \(key.accountID) \(ISO8601DateFormatter().string(from: key.createdAt)) \(state) \(grants) \(key.name)")
             }
         }
     }

@@ -80,6 +80,122 @@ import _CryptoExtras
         await rig.tearDown()
     }
 
+    static let codeScript = SyncPayloadInteropTests.repository.appendingPathComponent("Tests/interop/rest_oauth_code.py")
+
+    /// The authorization code grant through the official SDK over HTTPS: its authorization URI,
+    /// the consent page answered as a browser without script would, `generate_access_token`.
+    @Test(.timeLimit(.minutes(3))) func theOfficialSDKsAuthorizationCodeGrantThroughTheConsentPage() async throws {
+        let rig = try await CaptiveRig(https: true)
+        let secure = try #require(rig.https), ca = try #require(rig.caCertificate)
+        let redirect = "https://app.example/ds/callback"
+        let registered = try await rig.services.oauth.register(
+            accountID: "acme", name: "Acme <Backend>", publicKeyPEM: nil, redirectURIs: [redirect], secret: true)
+        let secret = try #require(registered.secret)
+        let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
+        let (status, output, errors) = try await ChildProcess.run(
+            "/usr/bin/env",
+            [
+                python, Self.codeScript.path, "--oauth-host", secure, "--ca", ca, "--integration-key", registered.key.id, "--secret", secret,
+                "--redirect-uri", redirect, "--email", "ann@acme.example", "--password", "secret-123", "--account", "acme",
+            ])
+        try #require(status == 0, "the SDK run failed: \(errors)")
+        let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
+        let allow = try #require(out["allow"] as? [String: Any])
+        let page = try #require(allow["page"] as? [String: Any])
+        #expect(page["clientName"] as? String == "Acme <Backend>" && page["frameOptions"] as? String == "DENY", "\(page)")
+        #expect(allow["status"] as? Int == 303 && allow["toRedirectURI"] as? Bool == true && allow["hasCode"] as? Bool == true, "\(allow)")
+        #expect(allow["state"] as? String == "state-42", "the state comes back: \(allow)")
+        let token = try #require(out["token"] as? [String: Any])
+        #expect(token["tokenType"] as? String == "Bearer" && token["hasAccessToken"] as? Bool == true, "\(token)")
+        #expect((out["userInfo"] as? [String: Any])?["email"] as? String == "ann@acme.example", "\(out)")
+        #expect((out["list"] as? [String: Any])?["totalSetSize"] as? String == "0", "the token works on the REST API: \(out)")
+        let reused = try #require(out["reused"] as? [String: Any])
+        #expect(reused["status"] as? Int == 400 && (reused["body"] as? [String: Any])?["error"] as? String == "invalid_grant", "\(reused)")
+        let wrong = try #require(out["wrongPassword"] as? [String: Any])
+        #expect(wrong["status"] as? Int == 401 && wrong["location"] is NSNull && wrong["says"] as? Bool == true, "\(wrong)")
+        let deny = try #require(out["deny"] as? [String: Any])
+        #expect((deny["location"] as? String)?.hasPrefix(redirect + "?error=access_denied") == true, "\(deny)")
+        let ann = try #require(try await rig.services.accounts.users(accountID: "acme").first { $0.email == "ann@acme.example" })
+        #expect(try await rig.temporary.store.consent(integrationKeyID: registered.key.id, userID: ann.id)?.scopes == "signature", "consent recorded")
+        await rig.tearDown()
+    }
+
+    /// The consent page's refusals over HTTP, and the code exchange's checks on the injected clock:
+    /// single use, expiry, the client's secret, PKCE, the redirect URI.
+    @Test func theConsentPageAndTheCodeExchangeRefuseWhatTheyShould() async throws {
+        let rig = try await CaptiveRig()
+        let oauth = rig.services.oauth
+        let redirect = "http://127.0.0.1:9/callback"
+        let registered = try await oauth.register(accountID: "acme", name: "app", publicKeyPEM: nil, redirectURIs: [redirect], secret: true)
+        let id = registered.key.id, secret = try #require(registered.secret)
+        func link(_ extra: String = "", redirectURI: String = redirect, responseType: String = "code") -> String {
+            let encoded = redirectURI.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            return "/oauth/auth?response_type=\(responseType)&client_id=\(id)&redirect_uri=\(encoded)&scope=signature&state=s1\(extra)"
+        }
+        func form(_ fields: [String: String]) -> String {
+            fields.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }.joined(separator: "&")
+        }
+        let base = ["response_type": "code", "client_id": id, "redirect_uri": redirect, "scope": "signature", "state": "s1"]
+        func allow(_ extra: [String: String] = [:]) async throws -> String {
+            let answer = try await rig.request(
+                "POST", "/oauth/auth", body: form(base.merging(extra) { $1 }.merging(["email": "ann@acme.example", "password": "secret-123", "decision": "allow"]) { $1 }))
+            let location = try #require(answer.headers["location"], "\(answer.status) \(answer.body.prefix(300))")
+            return try #require(URLComponents(string: location)?.queryItems?.first { $0.name == "code" }?.value, "\(location)")
+        }
+        func exchange(_ code: String, secret: String? = nil, verifier: String? = nil, client: String? = nil, redirectURI: String? = nil) async -> OAuthService.GrantError? {
+            do {
+                _ = try await oauth.grant(authorizationCode: code, clientID: client ?? id, clientSecret: secret, codeVerifier: verifier, redirectURI: redirectURI)
+                return nil
+            } catch {
+                return error
+            }
+        }
+
+        // Nothing is sent to a redirect URI the key did not register, nor for an unknown key.
+        let unregistered = try await rig.request("GET", link(redirectURI: "https://evil.example/steal"))
+        #expect(unregistered.status == 400 && unregistered.headers["location"] == nil && unregistered.body.contains("redirect_uri"), "\(unregistered.body)")
+        let unknown = try await rig.request("GET", "/oauth/auth?response_type=code&client_id=nobody&redirect_uri=\(redirect)")
+        #expect(unknown.status == 400 && unknown.headers["location"] == nil)
+        // Errors about the request itself go back to the client, with its state.
+        let implicit = try await rig.request("GET", link(responseType: "token"))
+        #expect(implicit.status == 303 && implicit.headers["location"]?.contains("error=unsupported_response_type") == true && implicit.headers["location"]?.contains("state=s1") == true)
+        let scope = try await rig.request("GET", link().replacingOccurrences(of: "scope=signature", with: "scope=signature%20admin"))
+        #expect(scope.headers["location"]?.contains("error=invalid_scope") == true, "\(scope.headers)")
+        let plain = try await rig.request("GET", link("&code_challenge=abc&code_challenge_method=plain"))
+        #expect(plain.headers["location"]?.contains("error=invalid_request") == true, "only S256: \(plain.headers)")
+        let shown = try await rig.request("GET", link())
+        #expect(shown.status == 200 && shown.headers["x-frame-options"] == "DENY" && shown.headers["content-security-policy"]?.contains("frame-ancestors 'none'") == true)
+
+        // Single use: a second exchange of a code fails, even with the right secret.
+        let first = try await allow()
+        #expect(await exchange(first, secret: secret) == nil)
+        #expect(await exchange(first, secret: secret) == .invalidGrant("the authorization code is unknown or was already used"))
+        // A wrong secret fails and spends the code.
+        let second = try await allow()
+        #expect(await exchange(second, secret: "wrong")?.error == "invalid_client")
+        #expect(await exchange(second, secret: secret)?.error == "invalid_grant")
+        // Another client's id, another redirect URI.
+        #expect(await exchange(try await allow(), secret: secret, client: "other-key")?.error == "invalid_client")
+        #expect(await exchange(try await allow(), secret: secret, redirectURI: "http://127.0.0.1:9/other")?.error == "invalid_grant")
+        // Two minutes on the injected clock.
+        let late = try await allow()
+        rig.clock.advance(121)
+        #expect(await exchange(late, secret: secret) == .invalidGrant("the authorization code expired"))
+        // PKCE: the verifier is required when the code was asked for with a challenge, the secret is not.
+        let verifier = String(repeating: "v", count: 43) + "-._~0123456789"
+        let challenge = OAuthService.s256(verifier)
+        let pkce = try await allow(["code_challenge": challenge, "code_challenge_method": "S256"])
+        #expect(await exchange(pkce, secret: secret, verifier: String(repeating: "w", count: 43))?.error == "invalid_grant")
+        let pkce2 = try await allow(["code_challenge": challenge, "code_challenge_method": "S256"])
+        #expect(await exchange(pkce2, verifier: verifier) == nil)
+        #expect(await exchange("", secret: secret)?.error == "invalid_request")
+        // Registration: a key needs a public key or a secret; redirect URIs are absolute http(s).
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: [], secret: false) }
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: ["javascript:alert(1)"], secret: true) }
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: ["/relative"], secret: true) }
+        await rig.tearDown()
+    }
+
     /// An RS256 assertion made here (the grant's checks on the injected clock, without the SDK).
     static func assertion(key: _RSA.Signing.PrivateKey, claims: [String: Any]) throws -> String {
         func b64(_ data: Data) -> String {

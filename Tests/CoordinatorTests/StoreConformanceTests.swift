@@ -69,6 +69,27 @@ struct StorageServices {
         #expect(try await store.storage.revokeIntegrationKey(id: "k1", accountID: "acme", at: at.addingTimeInterval(9)) == true)
         #expect(try await store.storage.revokeIntegrationKey(id: "k1", accountID: "acme", at: at) == false, "revoked already")
         #expect(try await store.storage.integrationKey(id: "k1")?.revokedAt == at.addingTimeInterval(9))
+
+        // A key of the code grant: its secret's hash and redirect URIs; its codes, taken once.
+        let coded = IntegrationKeyRecord(
+            id: "k3", accountID: "acme", name: "App", publicKey: "", createdAt: at, secretHash: Data([1, 2, 3]),
+            redirectURIs: ["https://app.example/cb", "http://127.0.0.1:8080/cb"])
+        try await store.storage.insertIntegrationKey(coded)
+        #expect(try await store.storage.integrationKey(id: "k3") == coded)
+        #expect(try await store.storage.integrationKey(id: "k3")?.redirectURIList == ["https://app.example/cb", "http://127.0.0.1:8080/cb"])
+        func code(_ byte: UInt8, expires: TimeInterval, challenge: String? = nil) -> AuthorizationCodeRecord {
+            AuthorizationCodeRecord(
+                codeHash: Data(repeating: byte, count: 32), integrationKeyID: "k3", userID: user.id, scopes: "signature",
+                redirectURI: "https://app.example/cb", codeChallenge: challenge, expiresAt: at.addingTimeInterval(expires))
+        }
+        try await store.storage.insertAuthorizationCode(code(1, expires: 60, challenge: "c"), purgeBefore: at)
+        try await store.storage.insertAuthorizationCode(code(2, expires: 10), purgeBefore: at)
+        #expect(try await store.storage.redeemAuthorizationCode(codeHash: Data(repeating: 1, count: 32)) == code(1, expires: 60, challenge: "c"))
+        #expect(try await store.storage.redeemAuthorizationCode(codeHash: Data(repeating: 1, count: 32)) == nil, "taken once")
+        // Inserting purges what expired before `purgeBefore`: code 2 (at + 10) goes, code 3 stays.
+        try await store.storage.insertAuthorizationCode(code(3, expires: 120), purgeBefore: at.addingTimeInterval(30))
+        #expect(try await store.storage.redeemAuthorizationCode(codeHash: Data(repeating: 2, count: 32)) == nil, "purged")
+        #expect(try await store.storage.redeemAuthorizationCode(codeHash: Data(repeating: 3, count: 32))?.expiresAt == at.addingTimeInterval(120))
     }
 
     @Test(arguments: StoreBackend.allCases)

@@ -39,6 +39,17 @@ import Testing
         #expect(added.out.hasPrefix("integration-key "))
         let listed = try await admin(["integration-keys", "list", "--account", "acme"])
         #expect(listed.out.contains(id) && listed.out.contains("in-force") && listed.out.contains("Backend"), "\(listed.out)")
+        // A key of the authorization code grant: its secret is printed once, its redirect URIs kept.
+        let app = try await admin([
+            "integration-keys", "add", "--account", "acme", "--name", "Web app", "--secret", "--redirect-uri", "https://app.example/cb",
+        ])
+        #expect(app.status == 0 && app.out.contains("client-secret "), "\(app)")
+        #expect(try await admin(["integration-keys", "list", "--account", "acme"]).out.contains(" code Web app"))
+        #expect(listed.out.contains(" jwt Backend"), "\(listed.out)")
+        let neither = try await admin(["integration-keys", "add", "--account", "acme", "--name", "Nothing"])
+        #expect(neither.status != 0 && neither.err.contains("client secret"), "\(neither)")
+        let badURI = try await admin(["integration-keys", "add", "--account", "acme", "--name", "X", "--secret", "--redirect-uri", "ftp://x"])
+        #expect(badURI.status != 0 && badURI.err.contains("redirect URI"), "\(badURI)")
         let consent = try await admin(["integration-keys", "consent", id, "--email", "ann@acme.example"])
         #expect(consent.status == 0 && consent.out.contains("signature impersonation"), "\(consent)")
         let stranger = try await admin(["integration-keys", "consent", id, "--email", "nobody@else.example"])
