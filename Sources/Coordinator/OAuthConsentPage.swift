@@ -59,7 +59,7 @@ enum OAuthConsentPage {
             \(alert)
             <form method="post" action="/oauth/auth">
             \(inputs.joined(separator: "\n"))
-            <label for="email">Email</label><input id="email" name="email" type="email" autocomplete="username" required>
+            <label for="email">Email</label><input id="email" name="email" type="email" autocomplete="email" required>
             <label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password" required>
             <button id="allow" type="submit" name="decision" value="allow">Allow</button>
             <button id="deny" type="submit" name="decision" value="deny" formnovalidate>Deny</button>
