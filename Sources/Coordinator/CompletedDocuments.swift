@@ -36,6 +36,8 @@ struct CompletedDocuments: Sendable {
         var timeout: Duration = .seconds(30)
         /// qpdf runs at once, shared fairly between accounts; more wait their turn.
         var concurrentRuns = 2
+        /// Each qpdf run's address space (``PDFToolChild``).
+        var maxMemoryBytes = PDFToolChild.defaultMemoryLimit
     }
 
     /// The `qpdf` executable: `SIGNFLEET_QPDF` when set, else Debian's path.
@@ -112,7 +114,8 @@ struct CompletedDocuments: Sendable {
         guard FileManager.default.isExecutableFile(atPath: executable) else { throw .missing(executable) }
         await slots.acquire(account: account)
         let outcome = await PDFToolChild.run(
-            executable, arguments: arguments, pdfs: inputs, outputLimit: limits.maxOutputBytes, timeout: limits.timeout, clock: clock)
+            executable, arguments: arguments, pdfs: inputs, outputLimit: limits.maxOutputBytes, timeout: limits.timeout, clock: clock,
+            memoryLimit: limits.maxMemoryBytes)
         await slots.release(account: account)
         switch outcome {
         case .output(let bytes):

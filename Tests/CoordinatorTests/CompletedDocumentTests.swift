@@ -164,6 +164,19 @@ import FoundationNetworking
         #expect(text.contains("Bern") && !text.contains("Nowhere"), "\(text)")
     }
 
+    /// qpdf runs in a limited address space: with 8 MiB it cannot even start (the same PDF draws
+    /// with the default limit, as every other test here shows), and the failure is an error.
+    @Test func qpdfRunsWithinItsMemoryLimit() async throws {
+        var documents = CompletedDocuments()
+        documents.limits.maxMemoryBytes = 8 << 20
+        let original = Self.blankPage("")
+        await #expect(throws: CompletedDocuments.Failure.self) {
+            _ = try await documents.document((id: "d", pdf: original), fill: try Self.fill())
+        }
+        let drawn = try await CompletedDocuments().document((id: "d", pdf: original), fill: try Self.fill())
+        #expect(drawn.starts(with: Array("%PDF-".utf8)) && drawn != original)
+    }
+
     @Test func aDocumentWithNothingFilledIsServedAsItsBytes() async throws {
         let original = SamplePDF.make(pages: 2, title: "Plain")
         let served = try await CompletedDocuments().document((id: "other", pdf: original), fill: try Self.fill())
