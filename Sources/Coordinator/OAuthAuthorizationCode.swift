@@ -1,6 +1,7 @@
 import Crypto
 import FleetProtocol
 import Foundation
+import Synchronization
 
 /// The authorization code grant (RFC 6749 section 4.1, with PKCE, RFC 7636) as DocuSign serves it
 /// (docs/rest-api.md, "The authorization code grant"): the SDK's `get_authorization_uri` sends a
@@ -50,6 +51,8 @@ extension OAuthService {
         public var request: AuthorizationRequest
     }
 
+    /// Wrong passwords on the consent page per account and email within ``ConsentAttempts/window``.
+    static let maxConsentFailures = 5
     /// How long a code may wait for its exchange (DocuSign's codes: two minutes).
     static let codeLifetime: TimeInterval = 120
     /// The most redirect URIs a key may register, and the longest one.
@@ -60,9 +63,10 @@ extension OAuthService {
 
     /// The key and redirect URI the request names, checked before anything is shown or sent.
     func authorizationClient(_ request: AuthorizationRequest) async throws(AuthorizationRefusal) -> (IntegrationKeyRecord, String) {
-        guard let clientID = request.clientID, !clientID.isEmpty, clientID.utf8.count <= 200 else {
+        guard let clientID = request.clientID, !clientID.isEmpty else {
             throw .page(status: 400, message: "client_id is missing: the link must name an integration key")
         }
+        guard clientID.utf8.count <= 200 else { throw .page(status: 400, message: "client_id is longer than 200 bytes") }
         let found: IntegrationKeyRecord?
         do {
             found = try await store.integrationKey(id: clientID)
@@ -74,6 +78,10 @@ extension OAuthService {
             throw .page(
                 status: 400, message: "redirect_uri is not one of the integration key's registered redirect URIs (signfleet admin integration-keys add --redirect-uri)")
         }
+        // Checked before anything is sent back: an over-long state is not carried to the client.
+        if let state = request.state, state.utf8.count > Self.maxStateLength {
+            throw .page(status: 400, message: "state is longer than \(Self.maxStateLength) bytes")
+        }
         return (key, redirect)
     }
 
@@ -81,7 +89,7 @@ extension OAuthService {
     public func consentScreen(_ request: AuthorizationRequest) async throws(AuthorizationRefusal) -> ConsentScreen {
         let (key, redirect) = try await authorizationClient(request)
         let scopes = try Self.requestedScopes(request, redirect: redirect)
-        _ = try Self.challenge(request, redirect: redirect)
+        _ = try Self.challenge(request, key: key, redirect: redirect)
         return ConsentScreen(keyName: key.name, accountID: key.accountID, scopes: scopes, request: request)
     }
 
@@ -92,12 +100,19 @@ extension OAuthService {
     public func allow(_ request: AuthorizationRequest, email: String, password: String) async throws -> String {
         let (key, redirect) = try await authorizationClient(request)
         let scopes = try Self.requestedScopes(request, redirect: redirect)
-        let challenge = try Self.challenge(request, redirect: redirect)
+        let challenge = try Self.challenge(request, key: key, redirect: redirect)
+        let now = now()
+        // Guessing is bounded per account and email (ConsentAttempts), before the password is looked at.
+        let who = ConsentAttempts.Key(account: key.accountID, email: email.lowercased())
+        if let until = consentAttempts.blockedUntil(who, at: now) {
+            throw FleetError(.rateLimited, "too many wrong passwords for this email; try again after \(REST.time(until))")
+        }
         let user = try await store.users(accountID: key.accountID).first { $0.email.lowercased() == email.lowercased() }
         guard let user, SecretHash.matches(password, salt: user.secretSalt, hash: user.secretHash) else {
+            consentAttempts.failed(who, at: now)
             throw FleetError(.unauthenticated, "wrong email or password")
         }
-        let now = now()
+        consentAttempts.succeeded(who)
         // Consent adds to what the user allowed before (DocuSign keeps consent per key and user).
         let earlier = try await store.consent(integrationKeyID: key.id, userID: user.id)?.scopes.split(separator: " ").map(String.init) ?? []
         try await store.grantConsent(
@@ -117,10 +132,10 @@ extension OAuthService {
         return Self.redirect(redirect, ["error": "access_denied", "error_description": "the user declined", "state": request.state])
     }
 
-    /// Exchanges an authorization code. The client proves itself with its secret (HTTP Basic
-    /// `client_id:client_secret`, or the form's `client_secret`) or, when the code was asked for
-    /// with a PKCE challenge, with `code_verifier` (and then the verifier is required whatever
-    /// else is sent). A code is taken out of the store on the first attempt, right or wrong.
+    /// Exchanges an authorization code. `client_id` is required. A key with a client secret must
+    /// send it (HTTP Basic `client_id:client_secret`, or the form's `client_secret`); a code asked
+    /// for with a PKCE challenge needs its `code_verifier`, and a verifier sent for a code asked for
+    /// without one is refused. A code is taken out of the store on the first attempt, right or wrong.
     public func grant(
         authorizationCode code: String?, clientID: String?, clientSecret: String?, codeVerifier: String?, redirectURI: String?
     ) async throws(GrantError) -> Grant {
@@ -147,20 +162,27 @@ extension OAuthService {
             throw .unavailable
         }
         guard record.expiresAt > now() else { throw .invalidGrant("the authorization code expired") }
-        guard clientID == nil || clientID == key.id else {
-            throw GrantError(status: 401, error: "invalid_client", errorDescription: "the code was issued to another integration key")
-        }
+        let invalidClient = { (why: String) in GrantError(status: 401, error: "invalid_client", errorDescription: why) }
+        guard let clientID else { throw .invalidRequest("client_id is missing (HTTP Basic or the form's client_id)") }
+        guard clientID == key.id else { throw invalidClient("the code was issued to another integration key") }
         if let redirectURI, redirectURI != record.redirectURI { throw .invalidGrant("redirect_uri differs from the authorization request's") }
-        if let challenge = record.codeChallenge {
-            guard let codeVerifier, Self.isVerifier(codeVerifier), Self.s256(codeVerifier) == challenge else {
-                throw .invalidGrant("code_verifier does not match the code_challenge")
+        // A key with a secret is a confidential client: its secret is always required.
+        if let secretHash = key.secretHash {
+            guard let clientSecret, Self.constantTimeEqual(AuthService.hash(clientSecret), secretHash) else {
+                throw invalidClient("the client_id and client_secret do not match")
             }
-        } else {
-            guard let secretHash = key.secretHash, let clientSecret, clientID == key.id,
-                Self.constantTimeEqual(AuthService.hash(clientSecret), secretHash)
-            else {
-                throw GrantError(status: 401, error: "invalid_client", errorDescription: "the client_id and client_secret do not match")
-            }
+        }
+        // PKCE both ways: a code asked for with a challenge needs its verifier; a verifier sent for a
+        // code asked for without one means the code is not the one this client asked for (RFC 9700 2.1.1).
+        switch (record.codeChallenge, codeVerifier) {
+        case (let challenge?, let verifier?):
+            guard Self.isVerifier(verifier), Self.s256(verifier) == challenge else { throw .invalidGrant("code_verifier does not match the code_challenge") }
+        case (.some, nil):
+            throw .invalidGrant("code_verifier is missing: the code was asked for with a code_challenge")
+        case (nil, .some):
+            throw .invalidGrant("code_verifier was sent for a code asked for without a code_challenge")
+        case (nil, nil):
+            guard key.secretHash != nil else { throw invalidClient("the key has no client secret and the code no code_challenge") }
         }
         do {
             let reply = try await auth.issueToken(for: user, lifetime: Self.grantedLifetime)
@@ -178,9 +200,6 @@ extension OAuthService {
         func refuse(_ error: String, _ description: String) -> AuthorizationRefusal {
             .redirect(Self.redirect(redirect, ["error": error, "error_description": description, "state": request.state]))
         }
-        if let state = request.state, state.utf8.count > maxStateLength {
-            throw .page(status: 400, message: "state is longer than \(maxStateLength) bytes")
-        }
         guard request.responseType == "code" else {
             throw refuse("unsupported_response_type", "response_type must be code (the implicit grant is not served)")
         }
@@ -192,31 +211,35 @@ extension OAuthService {
     }
 
     /// The PKCE challenge to keep with the code, if any (only `S256`: `plain` would let a code
-    /// seen on its way back be exchanged by whoever saw it).
-    static func challenge(_ request: AuthorizationRequest, redirect: String) throws(AuthorizationRefusal) -> String? {
+    /// seen on its way back be exchanged by whoever saw it). A key without a client secret (a
+    /// public client) must send one: its codes could not be exchanged otherwise.
+    static func challenge(_ request: AuthorizationRequest, key: IntegrationKeyRecord, redirect: String) throws(AuthorizationRefusal) -> String? {
+        func refuse(_ description: String) -> AuthorizationRefusal {
+            .redirect(Self.redirect(redirect, ["error": "invalid_request", "error_description": description, "state": request.state]))
+        }
         guard let challenge = request.codeChallenge else {
-            guard request.codeChallengeMethod == nil else {
-                throw .redirect(Self.redirect(redirect, ["error": "invalid_request", "error_description": "code_challenge_method without code_challenge", "state": request.state]))
-            }
+            guard request.codeChallengeMethod == nil else { throw refuse("code_challenge_method without code_challenge") }
+            guard key.secretHash != nil else { throw refuse("code_challenge is required: the integration key has no client secret") }
             return nil
         }
         guard request.codeChallengeMethod == "S256", challenge.utf8.count == 43, challenge.utf8.allSatisfy(isBase64URL) else {
-            throw .redirect(
-                Self.redirect(
-                    redirect, ["error": "invalid_request", "error_description": "code_challenge must be 43 base64url characters with code_challenge_method=S256", "state": request.state]))
+            throw refuse("code_challenge must be 43 base64url characters with code_challenge_method=S256")
         }
         return challenge
     }
 
-    /// `uri` with `parameters` added to its query (those that are nil left out).
+    /// `uri` with `parameters` added to its query (those that are nil left out), each name and
+    /// value percent-encoded but for RFC 3986's unreserved characters; the URI's own query and
+    /// everything else of it are kept byte for byte.
     static func redirect(_ uri: String, _ parameters: KeyValuePairs<String, String?>) -> String {
-        guard var components = URLComponents(string: uri) else { return uri }
-        var items = components.queryItems ?? []
-        for (name, value) in parameters { if let value { items.append(URLQueryItem(name: name, value: value)) } }
-        components.queryItems = items
-        // `+` means a space to form decoders; URLComponents leaves it as is.
-        components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
-        return components.string ?? uri
+        var unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+        unreserved.insert(charactersIn: "-._~")
+        let added = parameters.compactMap { name, value in
+            value.map { "\(name.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")=\($0.addingPercentEncoding(withAllowedCharacters: unreserved) ?? "")" }
+        }.joined(separator: "&")
+        guard !added.isEmpty else { return uri }
+        // Registered URIs have no fragment (``checkedRedirectURI``).
+        return uri + (uri.contains("?") ? (uri.hasSuffix("?") || uri.hasSuffix("&") ? "" : "&") : "?") + added
     }
 
     /// RFC 7636: 43 to 128 characters of `[A-Za-z0-9-._~]`.
@@ -241,7 +264,8 @@ extension OAuthService {
         a.count == b.count && zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
-    /// A redirect URI a key may register: absolute http(s), with a host, no fragment, no user info.
+    /// A redirect URI a key may register: absolute `https`, or `http` to a loopback host (the
+    /// code travels in it), with a host, no fragment, no user info (RFC 6749 3.1.2, RFC 8252 7.3).
     static func checkedRedirectURI(_ uri: String) throws -> String {
         guard uri.utf8.count <= maxRedirectURILength, !uri.contains("\n"), let parts = URLComponents(string: uri),
             let scheme = parts.scheme?.lowercased(), scheme == "https" || scheme == "http", let host = parts.host, !host.isEmpty,
@@ -249,6 +273,56 @@ extension OAuthService {
         else {
             throw FleetError(.invalidRequest, "redirect URI \"\(uri.prefix(200))\" must be an absolute http(s) URL with a host, no fragment and no user info")
         }
+        guard scheme == "https" || ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host.lowercased()) else {
+            throw FleetError(.invalidRequest, "redirect URI \"\(uri.prefix(200))\" must be https (http only to 127.0.0.1, ::1 or localhost): the code travels in it")
+        }
         return uri
+    }
+}
+
+/// Wrong passwords on the consent page, per account and email, in this process: after
+/// ``OAuthService/maxConsentFailures`` within ``window`` the email is refused until the window of
+/// its first failure has passed, whatever password is sent. A right password clears the count.
+/// At most ``capacity`` emails are tracked (the oldest windows are dropped first).
+final class ConsentAttempts: Sendable {
+    struct Key: Hashable, Sendable {
+        var account: String
+        var email: String
+    }
+
+    static let window: TimeInterval = 15 * 60
+    static let capacity = 10_000
+    private let failures = Mutex<[Key: (first: Date, count: Int)]>([:])
+
+    /// When the email may try again, if it is refused now.
+    func blockedUntil(_ key: Key, at now: Date) -> Date? {
+        failures.withLock { entries in
+            guard let entry = entries[key] else { return nil }
+            let end = entry.first.addingTimeInterval(Self.window)
+            guard end > now else {
+                entries[key] = nil
+                return nil
+            }
+            return entry.count >= OAuthService.maxConsentFailures ? end : nil
+        }
+    }
+
+    func failed(_ key: Key, at now: Date) {
+        failures.withLock { entries in
+            if var entry = entries[key], entry.first.addingTimeInterval(Self.window) > now {
+                entry.count += 1
+                entries[key] = entry
+                return
+            }
+            if entries.count >= Self.capacity {
+                entries = entries.filter { $0.value.first.addingTimeInterval(Self.window) > now }
+                while entries.count >= Self.capacity, let oldest = entries.min(by: { $0.value.first < $1.value.first })?.key { entries[oldest] = nil }
+            }
+            entries[key] = (now, 1)
+        }
+    }
+
+    func succeeded(_ key: Key) {
+        failures.withLock { $0[key] = nil }
     }
 }

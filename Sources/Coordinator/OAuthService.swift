@@ -63,6 +63,8 @@ public struct OAuthService: Sendable {
     let store: any CoordinatorStorage
     let auth: AuthService
     let now: @Sendable () -> Date
+    /// Wrong passwords on the consent page (OAuthAuthorizationCode.swift).
+    let consentAttempts = ConsentAttempts()
 
     package init(store: any CoordinatorStorage, auth: AuthService, now: @escaping @Sendable () -> Date) {
         self.store = store
@@ -95,6 +97,9 @@ public struct OAuthService: Sendable {
             throw FleetError(.invalidRequest, "a key needs an RSA public key (the JWT grant), a client secret (the authorization code grant), or both")
         }
         guard redirectURIs.count <= Self.maxRedirectURIs else { throw FleetError(.invalidRequest, "at most \(Self.maxRedirectURIs) redirect URIs") }
+        guard !secret || !redirectURIs.isEmpty else {
+            throw FleetError(.invalidRequest, "a client secret is for the authorization code grant, which needs at least one redirect URI")
+        }
         let uris = try redirectURIs.map(Self.checkedRedirectURI)
         let trimmedName = name.trimmingCharacters(in: .whitespacesAndNewlines)
         guard (1...200).contains(trimmedName.count) else { throw FleetError(.invalidRequest, "the key's name must be 1 to 200 characters") }

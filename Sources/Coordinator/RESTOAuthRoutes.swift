@@ -42,10 +42,10 @@ extension RESTRoutes {
         } catch {
             return refusal("invalid_request", "the body is not form-encoded fields: \(error)")
         }
+        let basic = Self.basicCredentials(request.headers[.authorization])
         do throws(OAuthService.GrantError) {
             let grant: OAuthService.Grant
             if form["grant_type"] == "authorization_code" {
-                let basic = Self.basicCredentials(request.headers[.authorization])
                 grant = try await oauth.grant(
                     authorizationCode: form["code"], clientID: basic?.user ?? form["client_id"], clientSecret: basic?.password ?? form["client_secret"],
                     codeVerifier: form["code_verifier"], redirectURI: form["redirect_uri"])
@@ -56,7 +56,10 @@ extension RESTRoutes {
             response.headers[HTTPField.Name.cacheControl] = "no-store"
             return response
         } catch {
-            return refusal(error.error, error.errorDescription, status: .init(code: error.status))
+            var response = refusal(error.error, error.errorDescription, status: .init(code: error.status))
+            // RFC 6749 5.2: a client that failed to authenticate with HTTP Basic is told the scheme.
+            if error.status == 401, basic != nil, let name = HTTPField.Name("WWW-Authenticate") { response.headers[name] = "Basic realm=\"signfleet\"" }
+            return response
         }
     }
 
@@ -73,8 +76,15 @@ extension RESTRoutes {
     /// (`code_challenge`, `code_challenge_method=S256`): the consent page, or where the client is
     /// sent back with an error.
     func consentPage(_ request: Request) async -> Response {
-        let query = (request.uri.query?.utf8.count ?? 0) <= 16 * 1024 ? request.uri.query ?? "" : ""
-        let fields = FormFields.parse(query) ?? (try? URLEncodedFormDecoder().decode([String: String].self, from: query)) ?? [:]
+        let query = request.uri.query ?? ""
+        guard query.utf8.count <= 16 * 1024 else { return OAuthConsentPage.refusal(.page(status: 400, message: "the link's query is longer than 16 KiB")) }
+        let fields: [String: String]
+        do {
+            fields = try FormFields.parse(query) ?? URLEncodedFormDecoder().decode([String: String].self, from: query)
+        } catch {
+            return OAuthConsentPage.refusal(
+                .page(status: 400, message: "the link's query cannot be read (a parameter given twice, or a % not followed by two hex digits)"))
+        }
         let asked = Self.authorizationRequest(fields)
         do throws(OAuthService.AuthorizationRefusal) {
             return OAuthConsentPage.response(try await oauth.consentScreen(asked), problem: nil, status: .ok)
@@ -102,10 +112,13 @@ extension RESTRoutes {
             return CaptiveSigningRoutes.redirect(try await oauth.allow(asked, email: fields["email"] ?? "", password: fields["password"] ?? ""))
         } catch let refusal as OAuthService.AuthorizationRefusal {
             return OAuthConsentPage.refusal(refusal)
-        } catch let error as FleetError where error.code == .unauthenticated {
+        } catch let error as FleetError where error.code == .unauthenticated || error.code == .rateLimited {
             // The page again, saying so; the same words for an unknown email and a wrong password.
+            let limited = error.code == .rateLimited
             do throws(OAuthService.AuthorizationRefusal) {
-                return OAuthConsentPage.response(try await oauth.consentScreen(asked), problem: "Wrong email or password.", status: .unauthorized)
+                return OAuthConsentPage.response(
+                    try await oauth.consentScreen(asked), problem: limited ? "Too many wrong passwords: \(error.message)." : "Wrong email or password.",
+                    status: limited ? .tooManyRequests : .unauthorized)
             } catch {
                 return OAuthConsentPage.refusal(error)
             }

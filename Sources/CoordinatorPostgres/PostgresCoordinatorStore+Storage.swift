@@ -745,15 +745,17 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
     package func redeemAuthorizationCode(codeHash: Data) async throws -> AuthorizationCodeRecord? {
         // One DELETE … RETURNING: of two coordinators racing for one code, one gets the row.
         try await write { c in
+            var taken: [AuthorizationCodeRecord] = []
             for try await (keyID, userID, scopes, redirectURI, challenge, expiresAt) in try await c.query(
                 "DELETE FROM oauthCode WHERE codeHash = \(codeHash) RETURNING integrationKeyID, userID, scopes, redirectURI, codeChallenge, expiresAt",
                 logger: logger
             ).decode((String, String, String, String, String?, Date).self) {
-                return AuthorizationCodeRecord(
-                    codeHash: codeHash, integrationKeyID: keyID, userID: userID, scopes: scopes, redirectURI: redirectURI, codeChallenge: challenge,
-                    expiresAt: expiresAt)
+                taken.append(
+                    AuthorizationCodeRecord(
+                        codeHash: codeHash, integrationKeyID: keyID, userID: userID, scopes: scopes, redirectURI: redirectURI, codeChallenge: challenge,
+                        expiresAt: expiresAt))
             }
-            return nil
+            return taken.first
         }
     }
 

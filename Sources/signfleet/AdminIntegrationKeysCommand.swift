@@ -63,7 +63,7 @@ struct AdminIntegrationKeysCommand: AsyncParsableCommand {
     struct ListKeys: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
-            abstract: "Print the keys, one per line: id, account, created, revoked or in-force, grants (jwt, code or jwt+code), name.")
+            abstract: "Print the keys, one per line: id, account, created, revoked or in-force, grants (jwt, code or jwt+code), name; then each redirect URI on a line of its own, indented.")
         @OptionGroup var store: AdminCommand.StoreOption
         @Option(help: "Only this account's keys.") var account: String?
 
@@ -71,8 +71,9 @@ struct AdminIntegrationKeysCommand: AsyncParsableCommand {
             let oauth = try await AdminIntegrationKeysCommand.service(store)
             for key in try await oauth.keys(accountID: account) {
                 let state = key.revokedAt.map { "revoked-\(ISO8601DateFormatter().string(from: $0))" } ?? "in-force"
-                let grants = [key.hasPublicKey ? "jwt" : nil, key.hasSecret ? "code" : nil].compactMap { $0 }.joined(separator: "+")
+                let grants = [key.hasPublicKey ? "jwt" : nil, key.redirectURIs.isEmpty ? nil : "code"].compactMap { $0 }.joined(separator: "+")
                 print("\(key.id) \(key.accountID) \(ISO8601DateFormatter().string(from: key.createdAt)) \(state) \(grants) \(key.name)")
+                for uri in key.redirectURIs { print("  redirect-uri \(uri)\(key.hasSecret ? "" : " (PKCE required: no client secret)")") }
             }
         }
     }

@@ -111,6 +111,8 @@ import _CryptoExtras
         #expect((out["list"] as? [String: Any])?["totalSetSize"] as? String == "0", "the token works on the REST API: \(out)")
         let reused = try #require(out["reused"] as? [String: Any])
         #expect(reused["status"] as? Int == 400 && (reused["body"] as? [String: Any])?["error"] as? String == "invalid_grant", "\(reused)")
+        let wrongSecret = try #require(out["wrongSecret"] as? [String: Any])
+        #expect(wrongSecret["status"] as? Int == 401 && (wrongSecret["wwwAuthenticate"] as? String)?.hasPrefix("Basic") == true, "\(wrongSecret)")
         let wrong = try #require(out["wrongPassword"] as? [String: Any])
         #expect(wrong["status"] as? Int == 401 && wrong["location"] is NSNull && wrong["says"] as? Bool == true, "\(wrong)")
         let deny = try #require(out["deny"] as? [String: Any])
@@ -122,7 +124,7 @@ import _CryptoExtras
 
     /// The consent page's refusals over HTTP, and the code exchange's checks on the injected clock:
     /// single use, expiry, the client's secret, PKCE, the redirect URI.
-    @Test func theConsentPageAndTheCodeExchangeRefuseWhatTheyShould() async throws {
+    @Test(.timeLimit(.minutes(2))) func theConsentPageAndTheCodeExchangeRefuseWhatTheyShould() async throws {
         let rig = try await CaptiveRig()
         let oauth = rig.services.oauth
         let redirect = "http://127.0.0.1:9/callback"
@@ -181,18 +183,73 @@ import _CryptoExtras
         let late = try await allow()
         rig.clock.advance(121)
         #expect(await exchange(late, secret: secret) == .invalidGrant("the authorization code expired"))
-        // PKCE: the verifier is required when the code was asked for with a challenge, the secret is not.
+        // PKCE: the verifier is required when the code was asked for with a challenge (and, the key
+        // having a secret, the secret too); a verifier for a code asked without one is refused.
         let verifier = String(repeating: "v", count: 43) + "-._~0123456789"
         let challenge = OAuthService.s256(verifier)
         let pkce = try await allow(["code_challenge": challenge, "code_challenge_method": "S256"])
         #expect(await exchange(pkce, secret: secret, verifier: String(repeating: "w", count: 43))?.error == "invalid_grant")
-        let pkce2 = try await allow(["code_challenge": challenge, "code_challenge_method": "S256"])
-        #expect(await exchange(pkce2, verifier: verifier) == nil)
+        #expect(await exchange(try await allow(["code_challenge": challenge, "code_challenge_method": "S256"]), secret: secret)?.error == "invalid_grant",
+            "no verifier for a code with a challenge")
+        #expect(await exchange(try await allow(["code_challenge": challenge, "code_challenge_method": "S256"]), verifier: verifier)?.error == "invalid_client",
+            "the key has a secret: it is required")
+        #expect(await exchange(try await allow(), secret: secret, verifier: verifier)?.error == "invalid_grant", "a verifier for a code without a challenge")
+        #expect(await exchange(try await allow(["code_challenge": challenge, "code_challenge_method": "S256"]), secret: secret, verifier: verifier) == nil)
         #expect(await exchange("", secret: secret)?.error == "invalid_request")
+        let anonymous = try await allow()
+        do {
+            _ = try await oauth.grant(authorizationCode: anonymous, clientID: nil, clientSecret: secret, codeVerifier: nil, redirectURI: nil)
+            Issue.record("a code exchanged without client_id")
+        } catch {
+            #expect(error.error == "invalid_request")
+        }
+
+        // Over HTTP: the form's client_id and client_secret (a failed HTTP Basic attempt, the SDK's, is in rest_oauth_code.py).
+        let viaForm = try await rig.request("POST", "/oauth/token", body: form(["grant_type": "authorization_code", "code": try await allow(), "client_id": id, "client_secret": secret]))
+        #expect(viaForm.status == 200 && viaForm.body.contains("\"access_token\""), "\(viaForm.body)")
+        let badSecret = try await rig.request("POST", "/oauth/token", body: form(["grant_type": "authorization_code", "code": try await allow(), "client_id": id, "client_secret": "x"]))
+        #expect(badSecret.status == 401 && badSecret.body.contains("invalid_client"), "\(badSecret)")
+
+        // The state comes back exactly; an over-long one is not carried; a query read two ways is refused.
+        let odd = "a b&c+d%e/é"
+        let stated = try await rig.request("POST", "/oauth/auth", body: form(base.merging(["state": odd, "email": "ann@acme.example", "password": "secret-123", "decision": "allow"]) { $1 }))
+        #expect(URLComponents(string: stated.headers["location"] ?? "")?.queryItems?.first { $0.name == "state" }?.value == odd, "\(stated.headers)")
+        let long = try await rig.request("GET", link().replacingOccurrences(of: "state=s1", with: "state=" + String(repeating: "x", count: 2049)))
+        #expect(long.status == 400 && long.headers["location"] == nil && long.body.contains("state"))
+        let twice = try await rig.request("GET", link() + "&client_id=other")
+        #expect(twice.status == 400 && twice.headers["location"] == nil && twice.body.contains("query"), "\(twice.body)")
+        // The form's hidden redirect_uri is checked again: changed to another, nothing is sent.
+        let tampered = try await rig.request("POST", "/oauth/auth", body: form(base.merging(["redirect_uri": "https://evil.example/", "email": "ann@acme.example", "password": "secret-123", "decision": "allow"]) { $1 }))
+        #expect(tampered.status == 400 && tampered.headers["location"] == nil)
+
+        // A public client (no secret): PKCE is required at the consent page, and is enough.
+        let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let publicClient = try await oauth.register(accountID: "acme", name: "spa", publicKeyPEM: rsa.publicKey.pemRepresentation, redirectURIs: [redirect], secret: false)
+        let noChallenge = try await rig.request("GET", link().replacingOccurrences(of: id, with: publicClient.key.id))
+        #expect(noChallenge.headers["location"]?.contains("error=invalid_request") == true, "\(noChallenge.headers)")
+        let publicCode = try await allow(["client_id": publicClient.key.id, "code_challenge": challenge, "code_challenge_method": "S256"])
+        #expect(await exchange(publicCode, verifier: verifier, client: publicClient.key.id) == nil)
+
+        // Guessing: five wrong passwords, then even the right one waits out the window (injected clock).
+        for _ in 0..<5 {
+            let wrong = try await rig.request("POST", "/oauth/auth", body: form(base.merging(["email": "ann@acme.example", "password": "guess", "decision": "allow"]) { $1 }))
+            #expect(wrong.status == 401 && wrong.headers["location"] == nil)
+        }
+        let blocked = try await rig.request("POST", "/oauth/auth", body: form(base.merging(["email": "Ann@acme.example", "password": "secret-123", "decision": "allow"]) { $1 }))
+        #expect(blocked.status == 429 && blocked.headers["location"] == nil && blocked.body.contains("Too many"), "\(blocked.status)")
+        rig.clock.advance(15 * 60 + 1)
+        _ = try await allow()
+        // A revoked key's link is a page.
+        try await oauth.revoke(id: id, accountID: "acme")
+        let revoked = try await rig.request("GET", link())
+        #expect(revoked.status == 400 && revoked.headers["location"] == nil)
+
         // Registration: a key needs a public key or a secret; redirect URIs are absolute http(s).
         await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: [], secret: false) }
         await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: ["javascript:alert(1)"], secret: true) }
         await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: ["/relative"], secret: true) }
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: ["http://app.example/cb"], secret: true) }
+        await expectFleetError(.invalidRequest) { _ = try await oauth.register(accountID: "acme", name: "x", publicKeyPEM: nil, redirectURIs: [], secret: true) }
         await rig.tearDown()
     }
 

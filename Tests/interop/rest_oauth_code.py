@@ -6,8 +6,8 @@ The SDK's own calls: ApiClient.get_authorization_uri (the consent page's link), 
 part, done here with urllib as a browser without script would — the consent page read, its form
 posted with the user's email and password and Allow, the redirect read (not followed); then
 ApiClient.generate_access_token (HTTP Basic client_id:client_secret and the code), get_user_info
-and EnvelopesApi with the base_uri user info names. Then the same code again, a wrong password
-and Deny, and their answers.
+and EnvelopesApi with the base_uri user info names. Then the same code again, another code with a
+wrong secret, a wrong password and Deny, and their answers.
 """
 import argparse
 import html.parser
@@ -109,6 +109,14 @@ def main():
         out["reused"] = {"status": 200}
     except ApiException as e:
         out["reused"] = {"status": e.status, "body": json.loads(e.body or "{}")}
+
+    _, _, location, _ = consent(a, uri, "allow", a.password)
+    another = urllib.parse.parse_qs(urllib.parse.urlsplit(location or "").query).get("code", [""])[0]
+    try:
+        client.generate_access_token(a.integration_key, "not-the-secret", another)
+        out["wrongSecret"] = {"status": 200}
+    except ApiException as e:
+        out["wrongSecret"] = {"status": e.status, "wwwAuthenticate": (e.headers or {}).get("WWW-Authenticate")}
 
     _, status, location, body = consent(a, uri, "allow", "not-the-password")
     out["wrongPassword"] = {"status": status, "location": location, "says": "Wrong email or password" in body}
