@@ -87,6 +87,8 @@ actor PageImageCache {
 
     /// Renders waiting for a slot (for tests).
     var waitingRenders: Int { slots.waitingCount }
+    /// Renders holding a slot now.
+    var runningRenders: Int { slots.running }
 
     private func store(_ key: Key, _ image: Result<[UInt8], PDFPageRenderer.Failure>) {
         // What the PDF itself caused is remembered; a store error may pass and a missing renderer

@@ -31,6 +31,11 @@ import SyncContract
 /// Every route needs `Authorization: Bearer <access token>` (a token from `auth.token`); errors are
 /// DocuSign's `{"errorCode", "message"}` bodies.
 public struct RESTRoutes: Sendable {
+    /// The device id under which envelopes created over REST are stored, in every account: the
+    /// coordinator's own REST sender (docs/rest-api.md, "One model"). No device store exists for
+    /// it; the checker judges its envelopes by the server-side rules (docs/checker.md).
+    public static let senderDeviceID = RESTEnvelopeSender.deviceID
+
     /// The largest request body, in bytes, but for envelope creation.
     public static let maxBodyBytes = 1 << 20
     /// The largest envelope definition, in bytes (its documents travel in it as base64).

@@ -1,3 +1,4 @@
+import Coordinator
 import CoordinatorPostgres
 import Foundation
 
@@ -273,10 +274,20 @@ struct CheckerAnalysis {
         counts.rejected = counts.perDevice.values.reduce(0) { $0 + $1.rejected }
     }
 
-    /// A device the server or the history knows but whose store is not among the inputs cannot be checked.
+    /// A device the server or the history knows but whose store is not among the inputs cannot be
+    /// checked. The coordinator's own REST sender has no store by design: its envelopes (created
+    /// over the REST API) are judged by the server-side rules alone — duplicates, order, the
+    /// signature rule with its enrolled key, routing — and a note counts them.
     private mutating func checkMissingStores(_ server: ServerSnapshot) {
         var seen = Set(server.envelopes.map(\.deviceID))
         for (device, deviceHistory) in history.byDevice where !deviceHistory.signed.isEmpty { seen.insert(device) }
+        let rest = server.envelopes.filter { $0.deviceID == RESTRoutes.senderDeviceID }.count
+        if rest > 0, devices[RESTRoutes.senderDeviceID] == nil {
+            seen.remove(RESTRoutes.senderDeviceID)
+            notes.append(
+                "\(rest) envelope\(rest == 1 ? "" : "s") created over the REST API (device \(RESTRoutes.senderDeviceID), the coordinator's REST sender) "
+                    + "checked by the server-side rules only: duplicates, order, signatures, routing (no device store to compare)")
+        }
         for device in seen.sorted() where devices[device] == nil {
             let onServer = server.envelopes.filter { $0.deviceID == device }.count
             let signed = history.byDevice[device]?.signed.count ?? 0

@@ -253,8 +253,9 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> String {
         for page in 1...6 {
             let render = gated("heavy-\(page)")
             requests.append(Task { _ = await cache.image(heavy(page), account: "a-heavy", render: render) })
-            // One at a time, so the heavy account's requests are queued in page order.
-            try await waitUntil("heavy page \(page) runs or waits") { await cache.waitingRenders == max(0, page - 2) }
+            // One at a time, so the heavy account's requests take the slots and queue in page order:
+            // each has reached the slots (holds one or waits) before the next is made.
+            try await waitUntil("heavy page \(page) runs or waits") { await cache.runningRenders + cache.waitingRenders == page }
         }
         var first = [await order.next(), await order.next()]
         first.sort { ($0 ?? "") < ($1 ?? "") }

@@ -27,8 +27,10 @@ struct CheckerRun {
     ///   - unsynced: how many of each device's last envelopes are never pushed (the run "ends" first).
     ///   - postgres: a PostgreSQL URL with `?schema=` to keep the coordinator's store in instead of
     ///     `coordinator.sqlite` (written to `coordinator.json` as a `store: postgres` run does).
+    ///   - rest: envelopes then created over the REST API's sender (transactions `rest-tx-<n>`,
+    ///     one remote signer each), as `POST …/envelopes` creates them.
     static func make(
-        devices: [String] = ["a-1", "b-1"], envelopes: Int = 3, unsynced: [String: Int] = [:], postgres: String? = nil
+        devices: [String] = ["a-1", "b-1"], envelopes: Int = 3, unsynced: [String: Int] = [:], postgres: String? = nil, rest: Int = 0
     ) async throws -> CheckerRun {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("checker-\(UUID().uuidString)").path
         let run = try RunDirectory.create(root: root)
@@ -83,6 +85,12 @@ struct CheckerRun {
                 }
             }
             try await node.close()
+        }
+        let routes = RESTRoutes(services: services)
+        for index in 0..<rest {
+            let envelope = try SampleEnvelope.inPerson(signers: 0, remoteSigners: 1, transactionId: "rest-tx-\(index + 1)")
+            _ = try await routes.sender.send(envelope, accessToken: token, account: "acme", at: Date())
+            transactions[RESTRoutes.senderDeviceID, default: []].append(envelope.transactionId)
         }
         // Closed, so the files can be copied whole (no write-ahead log left behind).
         if let store = storage as? CoordinatorStore { try store.database.close() }

@@ -34,6 +34,27 @@ import Testing
         #expect(report.counts.serverRecipients == 12)
     }
 
+    /// Envelopes created over the REST API belong to the coordinator's REST sender, which has no
+    /// device store: they are judged by the server-side rules (a note counts them), not reported as
+    /// a device without a store; one whose signature was tampered with is still `invalid-signature`.
+    @Test func envelopesCreatedOverRESTAreCheckedByTheServerSideRules() async throws {
+        let fixture = try await CheckerRun.make(rest: 2)
+        defer { fixture.remove() }
+        let report = try await Checker.check(run: fixture.run)
+        #expect(report.verdict == .valid, "\(report.summary())")
+        #expect(report.counts.serverEnvelopes == 8 && report.counts.perDevice[RESTRoutes.senderDeviceID]?.onServer == 2)
+        #expect(report.notes.contains { $0.hasPrefix("2 envelopes created over the REST API") }, "\(report.notes)")
+
+        let broken = try fixture.copy()
+        try CheckerRun.edit(broken.coordinatorStore) { db in
+            let signature = Data(repeating: 7, count: 64)
+            try db.execute(sql: "UPDATE envelope SET deviceSignature = ? WHERE transactionID = ?", arguments: [signature, "rest-tx-2"])
+        }
+        let tampered = try await Checker.check(run: broken)
+        #expect(tampered.verdict == .invalid && tampered.anomalies.map(\.kind) == [.invalidSignature], "\(tampered.summary())")
+        #expect(tampered.anomalies.first?.device == RESTRoutes.senderDeviceID)
+    }
+
     @Test func aDeletedServerRowIsLost() async throws {
         let fixture = try await CheckerRun.make()
         defer { fixture.remove() }
