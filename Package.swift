@@ -213,8 +213,9 @@ let package = Package(
                 "Coordinator", "CoordinatorPostgres", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "DeviceNode",
                 "SignatureCapture", "Envelopes", "SyncContract", .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                // RSA key pairs for the OAuth JWT grant's tests.
+                // RSA key pairs for the OAuth JWT grant's tests; the HTTPS listener's certificates read back.
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],

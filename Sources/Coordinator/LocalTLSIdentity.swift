@@ -17,8 +17,9 @@ import Glibc
 /// - `ca.pem`, `ca-key.pem`: the CA, ECDSA P-256, valid ten years, `CA:true, pathlen:0`;
 /// - `server.pem`, `server-key.pem`: the server certificate, ECDSA P-256, valid 397 days,
 ///   `serverAuth`, with subject alternative names for every name asked for plus `localhost`,
-///   `127.0.0.1` and `::1`. It is made again when one of the names is missing from it, when it
-///   expires within a day, or when the CA changed.
+///   `127.0.0.1` and `::1`. It is made again when one of the names is missing from it (then
+///   with the names it had as well, up to 64: coordinators on several hosts can share the
+///   directory), when it expires within a day, or when the CA changed.
 public struct LocalTLSIdentity: Sendable {
     /// The CA certificate a client trusts.
     public var caCertificatePath: String
@@ -29,6 +30,8 @@ public struct LocalTLSIdentity: Sendable {
 
     static let caValidity: TimeInterval = 10 * 365 * 86_400
     static let serverValidity: TimeInterval = 397 * 86_400
+    /// The most names a server certificate gathers (beyond, it names only the host asked now).
+    static let maxNames = 64
 
     /// Reads the identity in `directory`, making what is missing or no longer fits.
     /// - Parameter names: host names and IP addresses (without ports) the listener answers to.
@@ -61,7 +64,7 @@ public struct LocalTLSIdentity: Sendable {
             try write(try ca.serializeAsPEM().pemString, to: caPath, mode: 0o644)
         }
 
-        let wanted = try subjectAlternativeNames(names)
+        var wanted = try subjectAlternativeNames(names)
         var server: Certificate?
         var serverKey: P256.Signing.PrivateKey?
         if let pem = try? String(contentsOf: serverPath, encoding: .utf8), let keyPEM = try? String(contentsOf: serverKeyPath, encoding: .utf8),
@@ -69,10 +72,17 @@ public struct LocalTLSIdentity: Sendable {
             certificate.issuer == ca.subject, certificate.notValidAfter > now.addingTimeInterval(86_400),
             certificate.publicKey == Certificate.PublicKey(key.publicKey),
             ca.publicKey.isValidSignature(certificate.signature, for: certificate),
-            let present = try? certificate.extensions.subjectAlternativeNames, Set(wanted).isSubset(of: Set(present))
+            let present = try? certificate.extensions.subjectAlternativeNames
         {
-            server = certificate
-            serverKey = key
+            if Set(wanted).isSubset(of: Set(present)) {
+                server = certificate
+                serverKey = key
+            } else if Set(present).union(wanted).count <= maxNames {
+                // Coordinators sharing the directory on different hosts: the new certificate keeps
+                // the names of the one before, so each one's restart finds its host and none is
+                // made again at every start of the other.
+                wanted = Array(present) + wanted.filter { !present.contains($0) }
+            }
         }
         if server == nil {
             let key = P256.Signing.PrivateKey()

@@ -3,6 +3,7 @@ import FleetProtocol
 import FleetTesting
 import Foundation
 import Testing
+import X509
 import _CryptoExtras
 
 @testable import Coordinator
@@ -324,8 +325,16 @@ import _CryptoExtras
         #expect(again.certificateChainPEM == first.certificateChainPEM && again.privateKeyPEM == first.privateKeyPEM, "kept")
         let named = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["signfleet.test"], now: now)
         #expect(named.certificateChainPEM != first.certificateChainPEM && named.certificateChainPEM.hasSuffix(ca + "\n"), "a new name: a new certificate, the same CA")
+        // Two coordinators on two hosts sharing the directory: the names gather, so neither's start
+        // makes the certificate again for the other.
+        let other = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["b.signfleet.test"], now: now)
+        let names = try Certificate(pemEncoded: other.certificateChainPEM.components(separatedBy: "-----END CERTIFICATE-----").first! + "-----END CERTIFICATE-----")
+            .extensions.subjectAlternativeNames
+        #expect(names?.contains(.dnsName("b.signfleet.test")) == true && names?.contains(.dnsName("signfleet.test")) == true, "\(String(describing: names))")
+        let back = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["signfleet.test"], now: now)
+        #expect(back.certificateChainPEM == other.certificateChainPEM, "the first host's restart keeps the gathered certificate")
         let late = try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["signfleet.test"], now: now.addingTimeInterval(397 * 86_400))
-        #expect(late.certificateChainPEM != named.certificateChainPEM, "about to expire: made again")
+        #expect(late.certificateChainPEM != back.certificateChainPEM, "about to expire: made again")
         let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("server-key.pem").path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         #expect(throws: FleetError.self) { try LocalTLSIdentity.loadOrCreate(directory: directory, names: ["not a host name!"], now: now) }
