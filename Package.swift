@@ -139,7 +139,7 @@ let package = Package(
             dependencies: [
                 "DeviceNode", "Envelopes", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "SignatureCapture", "SyncContract",
                 // The launcher drives the fault proxy with its client.
-                "Chaos",
+                "Chaos", "LoadGenerator",
                 .product(name: "Logging", package: "swift-log"),
                 // The launcher's supervisor starts and signals child processes.
                 .product(name: "Subprocess", package: "swift-subprocess"),

@@ -21,12 +21,15 @@ public enum Checker {
         public var root: String?
         /// `hostile/` of a run with hostile groups: their attempts (``HostileAttempt``).
         public var hostileDirectory: String?
+        /// `backend/` of a run with backend groups: their REST ceremonies (``BackendEvent``).
+        public var backendDirectory: String?
 
         public init(
             coordinatorStore: String, deviceStores: [String], historyDirectory: String? = nil, historyFile: String? = nil,
-            root: String? = nil, hostileDirectory: String? = nil
+            root: String? = nil, hostileDirectory: String? = nil, backendDirectory: String? = nil
         ) {
             self.hostileDirectory = hostileDirectory
+            self.backendDirectory = backendDirectory
             self.coordinatorStore = coordinatorStore
             self.deviceStores = deviceStores
             self.historyDirectory = historyDirectory
@@ -59,7 +62,8 @@ public enum Checker {
             coordinatorStore: store, deviceStores: stores,
             historyDirectory: manager.fileExists(atPath: run.historyDirectory) ? run.historyDirectory : nil,
             historyFile: manager.fileExists(atPath: run.historyFile) ? run.historyFile : nil, root: run.path,
-            hostileDirectory: manager.fileExists(atPath: run.hostileDirectory) ? run.hostileDirectory : nil)
+            hostileDirectory: manager.fileExists(atPath: run.hostileDirectory) ? run.hostileDirectory : nil,
+            backendDirectory: manager.fileExists(atPath: run.backendDirectory) ? run.backendDirectory : nil)
         var report = await check(inputs)
         report.run = run.path
         return report
@@ -86,6 +90,9 @@ struct CheckerAnalysis {
     var notes: [String] = []
     /// (device, transaction) pairs already reported as lost / data loss, so one fault is reported once.
     var reportedMissing: Set<DeviceTransaction> = []
+    /// Backend groups' REST ceremonies, by time (``BackendEvent``); where they were read from.
+    var backendEvents: [BackendEvent] = []
+    var backendLog: String?
 
     struct DeviceTransaction: Hashable {
         var device: String
@@ -133,6 +140,7 @@ struct CheckerAnalysis {
         loadHistory(inputs)
         restrictToTheDevicesAccounts()
         loadHostileAttempts(inputs)
+        loadBackendEvents(inputs)
     }
 
     /// Checks the accounts the device stores belong to (the account each logged in to, or else the
@@ -223,6 +231,7 @@ struct CheckerAnalysis {
         checkSignatures(server)
         checkResultDigests(server)
         checkRouting(server)
+        checkBackends(server)
         resolveInfo(server)
         noteUncompleted()
         noteRestoredStores()

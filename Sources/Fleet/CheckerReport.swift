@@ -52,6 +52,9 @@ public struct CheckAnomaly: Codable, Sendable, Hashable {
         /// A hostile group's attempt got what the coordinator must refuse an attacker (its log,
         /// `hostile/<process>.jsonl`, records the answer).
         case hostileBreach = "hostile-breach"
+        /// A backend group's log (`backend/<process>.jsonl`) records an answer of the REST API — an
+        /// envelope created, signed, declined — that the server's records contradict.
+        case backendMismatch = "backend-mismatch"
         /// An input could not be read or is missing (a device store, the coordinator store, a history file).
         case unreadableInput = "unreadable-input"
 

@@ -84,7 +84,7 @@ public struct FaultSchedule: Codable, Sendable, Hashable {
             var spec: Int, occurrence: Int, start: Double, end: Double
         }
         var pending: [Pending] = []
-        let hostileGroups = scenario.hostileGroupNames
+        let hostileGroups = scenario.nonDeviceGroupNames
         for (index, spec) in scenario.faults.enumerated() {
             for (occurrence, span) in spec.occurrences(runDuration: scenario.duration).enumerated() {
                 pending.append(Pending(spec: index, occurrence: occurrence, start: span.start, end: span.end))

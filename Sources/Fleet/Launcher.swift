@@ -158,8 +158,8 @@ public final class Launcher: Sendable {
     public init(configuration: LauncherConfiguration) throws {
         self.configuration = configuration
         run = try RunDirectory.create(root: configuration.runsRoot, now: configuration.wall.now())
-        // Attackers are not devices of the fleet: the progress line and the summary count the honest ones.
-        let hostile = configuration.scenario.hostileGroupNames
+        // Attackers and backends are not devices of the fleet: the progress line and the summary count the signing devices.
+        let hostile = configuration.scenario.nonDeviceGroupNames
         let devices = Dictionary(
             configuration.plan.nodes.map { ($0.process, hostile.contains($0.group) ? 0 : $0.devices.count) }, uniquingKeysWith: +)
         let state = LauncherState(devicesPerProcess: devices)
@@ -280,14 +280,15 @@ public final class Launcher: Sendable {
                 restartBudget: configuration.scenario.coordinator.restartBudget)
             await supervisor.start(spec)
             let endpoint = try await waitForAnnounced("listening", by: name)
-            // A restart (crash or scheduled kill) comes back on the same endpoint and store.
-            var again = spec
-            again.arguments = coordinatorArguments(bind: endpoint)
-            await supervisor.update(again)
             let http = try await waitForAnnounced("http", by: name)
+            // A restart (crash or scheduled kill) comes back on the same endpoint, HTTP address and
+            // store: devices keep their endpoint, backend groups and SDKs their base URL.
+            var again = spec
+            again.arguments = coordinatorArguments(bind: endpoint) + ["--http", http]
+            await supervisor.update(again)
             endpoints.append(Self.localEndpoint(endpoint))
             message("\(name) listening on \(endpoint)")
-            // Where a DocuSign SDK points (docs/rest-api.md); a restart may take another port.
+            // Where a DocuSign SDK points (docs/rest-api.md); a restart keeps it.
             message("\(name) REST API on http://\(http)/restapi")
         }
         // Printed before `listening`; the devices pin it (and a restart serves the same key, from the store).
@@ -340,11 +341,13 @@ public final class Launcher: Sendable {
         let groups = Dictionary(scenario.groups.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let hostile = hostileGroups
         let rivalSecret = hostile.isEmpty ? nil : try await createRivalAccount()
+        let backends = Dictionary(scenario.groups.compactMap { group in group.backend.map { (group.name, $0) } }, uniquingKeysWith: { a, _ in a })
+        let httpBase = state.announced("http", by: FaultSchedule.coordinatorProcess).map { "http://\($0)" }
         let client = mutable.withLock { $0.proxyClient }
         var endpoints: [String: String] = [:]
         for node in configuration.plan.nodes {
-            // Attackers connect straight to the coordinator: the proxies' faults are the honest fleet's.
-            if let client, hostile[node.group] == nil {
+            // Attackers and backends connect straight to the coordinator: the proxies' faults are the devices'.
+            if let client, hostile[node.group] == nil, backends[node.group] == nil {
                 do {
                     let proxy = try await client.create(ProxyDefinition(name: node.process, upstream: coordinatorAddress))
                     endpoints[node.process] = "tcp://\(proxy.listen)"
@@ -361,7 +364,7 @@ public final class Launcher: Sendable {
         let allEndpoints = mutable.withLock { $0.coordinatorEndpoints }
         var failover: [String: [String]] = [:]
         if allEndpoints.count > 1 {
-            for node in configuration.plan.nodes where hostile[node.group] == nil {
+            for node in configuration.plan.nodes where hostile[node.group] == nil && backends[node.group] == nil {
                 endpoints[node.process] = allEndpoints[0]
                 failover[node.process] = Array(allEndpoints.dropFirst())
             }
@@ -394,12 +397,19 @@ public final class Launcher: Sendable {
             if let settings = hostile[node.group], let rivalSecret {
                 plan.hostile = hostilePlan(for: node, settings: settings, rivalSecret: rivalSecret)
             }
+            if let settings = backends[node.group] {
+                guard let httpBase else {
+                    throw LauncherError.childDidNotStart(process: "coordinator", waitingFor: "http", logFile: run.logFile(process: "coordinator"))
+                }
+                plan.backend = BackendPlan(baseURL: httpBase, logFile: run.backendLogFile(process: node.process), settings: settings)
+            }
             let path = run.nodePlanFile(process: node.process)
             try encoder.encode(plan).write(to: URL(fileURLWithPath: path))
             await supervisor.start(try await nodeChildSpec(node, planFile: path))
         }
-        let honest = configuration.plan.nodes.filter { hostile[$0.group] == nil }
+        let honest = configuration.plan.nodes.filter { hostile[$0.group] == nil && backends[$0.group] == nil }
         let attackers = configuration.plan.nodes.filter { hostile[$0.group] != nil }
+        let backendNodes = configuration.plan.nodes.filter { backends[$0.group] != nil }
         // "started" means spawned: every node process has its pid (and is in the pids file).
         for node in ordered {
             _ = await supervisor.waitUntilRunning(node.process, within: .seconds(configuration.startTimeout))
@@ -408,6 +418,9 @@ public final class Launcher: Sendable {
         var started = "started \(honest.count) node processes with \(honest.reduce(0) { $0 + $1.devices.count }) devices"
         if !attackers.isEmpty {
             started += " and \(attackers.count) hostile process\(attackers.count == 1 ? "" : "es") with \(attackers.reduce(0) { $0 + $1.devices.count }) attackers"
+        }
+        if !backendNodes.isEmpty {
+            started += " and \(backendNodes.count) backend process\(backendNodes.count == 1 ? "" : "es") with \(backendNodes.reduce(0) { $0 + $1.devices.count }) REST backends"
         }
         message(started)
     }

@@ -50,7 +50,7 @@ extension Launcher {
             scenario: configuration.scenario.name, seed: configuration.seed, replay: configuration.replay, runDirectory: run.path,
             startedAt: started,
             durations: .init(run: runSeconds, drain: drainSeconds, total: configuration.wall.secondsSince1970 - started),
-            devices: configuration.plan.nodes.filter { !hostileNames.contains($0.group) }.reduce(0) { $0 + $1.devices.count },
+            devices: configuration.plan.nodes.filter { !configuration.scenario.nonDeviceGroupNames.contains($0.group) }.reduce(0) { $0 + $1.devices.count },
             nodeProcesses: configuration.plan.nodes.count,
             counts: counts,
             signedPerSecond: runSeconds > 0 ? Double(counts.signed) / runSeconds : 0,

@@ -66,7 +66,7 @@ public final class NodeHost: Sendable {
         logger.info("open file limit", metadata: ["limit": "\(limit)"])
         try FileManager.default.createDirectory(atPath: plan.dataDirectory, withIntermediateDirectories: true)
         // Attackers keep no history: the checker's evidence is the honest devices'.
-        let history = plan.hostile == nil ? try HistoryWriter(path: plan.historyFile) : nil
+        let history = plan.hostile == nil && plan.backend == nil ? try HistoryWriter(path: plan.historyFile) : nil
         defer { history?.close() }
         let context = try ZMQContext(maxSockets: max(1024, plan.devices.count * 2 + 64))
         let loop = try ZMQIOLoop(context: context, label: "node-io")
@@ -76,7 +76,15 @@ public final class NodeHost: Sendable {
         // Attackers keep a log of their attempts instead.
         let hostileLog = try plan.hostile.map { try HistoryWriter(path: $0.logFile) }
         defer { hostileLog?.close() }
-        if let hostile = plan.hostile, let log = hostileLog {
+        // Backends keep a log of their REST ceremonies (``BackendEvent``).
+        let backendLog = try plan.backend.map { try HistoryWriter(path: $0.logFile) }
+        defer { backendLog?.close() }
+        if let backend = plan.backend, let log = backendLog {
+            workers = plan.devices.map { device in
+                let worker = BackendWorker(id: device.id, plan: plan, backend: backend, seed: device.seed, loop: loop, log: log, logger: logger)
+                return Worker(id: device.id, run: { try await worker.run() }, drain: { await worker.drain() })
+            }
+        } else if let hostile = plan.hostile, let log = hostileLog {
             // Attackers: they sign nothing (their stats stay zero) and stop at the drain.
             workers = plan.devices.map { device in
                 let attacker = HostileDevice(
@@ -99,7 +107,7 @@ public final class NodeHost: Sendable {
             }
         }
         func stats() -> String {
-            let snapshot = counters.snapshot(time: WallClock.system.secondsSince1970, devices: plan.hostile == nil ? plan.devices.count : 0)
+            let snapshot = counters.snapshot(time: WallClock.system.secondsSince1970, devices: plan.hostile == nil && plan.backend == nil ? plan.devices.count : 0)
             let json = (try? JSONEncoder().encode(snapshot)).flatMap { String(data: $0, encoding: .utf8) } ?? "{}"
             return NodeStats.linePrefix + json
         }

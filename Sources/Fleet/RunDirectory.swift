@@ -23,6 +23,7 @@ import Foundation
 ///   devices/<device>.sqlite  (gathered from node hosts at the end, when the scenario has `hosts`)
 ///   hosts/<host>.tar     node hosts only, while unpacked or when unpacking failed: what the host sent
 ///   hostile/<process>.jsonl  what hostile groups tried and got (only with hostile groups)
+///   backend/<process>.jsonl  what backend groups did over the REST API (only with backend groups)
 ///   report.html          self-contained report
 /// ```
 public struct RunDirectory: Sendable, Hashable {
@@ -66,6 +67,11 @@ public struct RunDirectory: Sendable, Hashable {
     /// Hostile groups' attempts, `<process>.jsonl` each (``HostileAttempt`` per line); absent
     /// without hostile groups.
     public var hostileDirectory: String { file("hostile") }
+    /// `backend/`: one ``BackendEvent`` log per backend group process; absent without backend groups.
+    public var backendDirectory: String { file("backend") }
+    public func backendLogFile(process: String) -> String {
+        URL(fileURLWithPath: backendDirectory).appendingPathComponent("\(process).jsonl").path
+    }
     public func hostileLogFile(process: String) -> String {
         URL(fileURLWithPath: hostileDirectory).appendingPathComponent("\(process).jsonl").path
     }

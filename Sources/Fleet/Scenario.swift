@@ -10,6 +10,9 @@ import Foundation
 public struct Scenario: Codable, Sendable, Hashable {
     /// The groups that attack (``DeviceGroup/hostile``), by name.
     public var hostileGroupNames: Set<String> { Set(groups.filter(\.isHostile).map(\.name)) }
+    /// The groups whose processes run no signing devices (hostile and backend groups), by name:
+    /// faults, node hosts and the fleet's device counts are the signing devices'.
+    public var nonDeviceGroupNames: Set<String> { Set(groups.filter { !$0.runsDevices }.map(\.name)) }
     public var name: String
     /// Every random choice of the run (device behaviour, connectivity, fault targets,
     /// toxics) derives from it. `nil` in a file: the launcher picks one and prints it.
@@ -125,6 +128,11 @@ public struct DeviceGroup: Codable, Sendable, Hashable {
     /// outside the verdict, which covers the honest groups; the report shows what they tried.
     public var hostile: HostileSettings?
     public var isHostile: Bool { hostile != nil }
+    /// Set for a group of REST backends (``BackendSettings``): its members are integrations that
+    /// drive the REST API, not devices; the checker judges the envelopes they create.
+    public var backend: BackendSettings?
+    /// Whether the group's processes run signing devices (neither hostile nor backends).
+    public var runsDevices: Bool { hostile == nil && backend == nil }
 
     public init(
         name: String, count: Int, processes: Int = 1, behaviour: Behaviour = Behaviour(),

@@ -96,7 +96,7 @@ struct FaultReader {
             if action == "restore_node" {
                 // The copies are files of the launcher's machine: node processes on a host keep theirs there.
                 let group = (try? map.optional("group")?.text(expected: "a group name")) ?? nil
-                let remote = scenario.groups.filter { $0.hostile == nil && (group == nil || $0.name == group) }
+                let remote = scenario.groups.filter { $0.runsDevices && (group == nil || $0.name == group) }
                     .compactMap { group in scenario.host(ofGroup: group.name).map { "\(group.name) (on host \($0.name))" } }
                 if !remote.isEmpty {
                     throw map.error(
@@ -201,9 +201,9 @@ struct FaultReader {
         }
         if let group = map.optional("group") {
             let name = try group.text(expected: "a group name")
-            let names = scenario.groups.filter { $0.hostile == nil }.map(\.name)
-            if scenario.groups.contains(where: { $0.name == name && $0.hostile != nil }) {
-                throw group.error("`\(name)` is a hostile group; faults hit honest groups (\(names.joined(separator: ", ")))")
+            let names = scenario.groups.filter(\.runsDevices).map(\.name)
+            if scenario.groups.contains(where: { $0.name == name && !$0.runsDevices }) {
+                throw group.error("`\(name)` is a hostile or backend group; faults hit the signing devices' groups (\(names.joined(separator: ", ")))")
             }
             guard names.contains(name) else {
                 throw group.error("unknown group `\(name)`; groups are \(names.joined(separator: ", "))\(Suggestion.hint(for: name, in: names))")
@@ -232,7 +232,7 @@ struct FaultReader {
             if target.fraction != nil && target.count != nil {
                 throw map.error(at: map.has("count") ? "count" : action, "give fraction or count, not both")
             }
-            let processes = scenario.groups.filter { $0.hostile == nil && (target.group == nil || $0.name == target.group) }
+            let processes = scenario.groups.filter { $0.runsDevices && (target.group == nil || $0.name == target.group) }
                 .reduce(0) { $0 + $1.processes }
             if let count = target.count, count > processes {
                 let key = map.has("count") ? "count" : action

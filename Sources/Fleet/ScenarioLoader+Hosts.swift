@@ -50,11 +50,11 @@ extension ScenarioReader {
         let groupEntries = try groupsValue.sequence(maximumCount: ScenarioLoader.maximumGroups, expected: "a list of group names")
         guard !groupEntries.isEmpty else { throw groupsValue.error("needs at least one group") }
         var names: [String] = []
-        let honest = groups.filter { $0.hostile == nil }.map(\.name)
+        let honest = groups.filter(\.runsDevices).map(\.name)
         for entry in groupEntries {
             let group = try entry.text(expected: "a group name")
-            if groups.contains(where: { $0.name == group && $0.hostile != nil }) {
-                throw entry.error("`\(group)` is a hostile group; hostile groups run on the launcher's machine")
+            if groups.contains(where: { $0.name == group && !$0.runsDevices }) {
+                throw entry.error("`\(group)` is a hostile or backend group; those run on the launcher's machine")
             }
             guard honest.contains(group) else {
                 throw entry.error("unknown group `\(group)`; groups are \(honest.joined(separator: ", "))\(Suggestion.hint(for: group, in: honest))")

@@ -64,6 +64,10 @@ struct ScenarioYAMLWriter {
             line("    hostile: {target: \(Self.quote(hostile.target)), behaviours: [\(behaviours)], every: \(DurationText.render(hostile.every)), slow_reader_messages: \(hostile.slowReaderMessages)}")
             return
         }
+        if let backend = group.backend {
+            line("    backend: {envelopes_per_minute: \(Self.number(backend.envelopesPerMinute)), decline_rate: \(Self.number(backend.declineRate))}")
+            return
+        }
         let pens = group.pens.sorted { $0.key < $1.key }.map { "\(Self.quote($0.key)): \(Self.number($0.value))" }
         line("    pens: {\(pens.joined(separator: ", "))}")
         let b = group.behaviour

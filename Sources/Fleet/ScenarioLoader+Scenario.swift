@@ -10,7 +10,8 @@ import Yams
 enum ScenarioReader {
     static let topKeys = ["name", "seed", "duration", "drain_timeout", "drain_ramp", "start_ramp", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
-    static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile"]
+    static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile", "backend"]
+    static let backendKeys = ["envelopes_per_minute", "decline_rate"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
     static let behaviourKeys = [
         "envelopes_per_minute", "template_fraction", "in_person_signers", "remote_signers", "embedded_fraction",
@@ -148,9 +149,9 @@ enum ScenarioReader {
 
     /// A hostile group attacks an honest group of the same scenario.
     static func checkHostileTargets(_ groups: [DeviceGroup], entries: [YAMLValue]) throws {
-        let honest = groups.filter { $0.hostile == nil }.map(\.name)
+        let honest = groups.filter(\.runsDevices).map(\.name)
         guard !honest.isEmpty else {
-            throw entries[0].error("every group is hostile; a scenario needs at least one honest group for them to attack")
+            throw entries[0].error("no group runs signing devices (every group is hostile or a backend); a scenario needs at least one")
         }
         for (group, entry) in zip(groups, entries) {
             guard let hostile = group.hostile else { continue }
@@ -162,6 +163,15 @@ enum ScenarioReader {
                         + Suggestion.hint(for: hostile.target, in: honest))
             }
         }
+    }
+
+    /// `backend: {envelopes_per_minute: 12, decline_rate: 0.1}`.
+    static func backendSettings(_ value: YAMLValue) throws -> BackendSettings {
+        let map = try value.mapping(keys: backendKeys, expected: "a mapping (envelopes_per_minute, decline_rate)")
+        var settings = BackendSettings()
+        if let rate = map.optional("envelopes_per_minute") { settings.envelopesPerMinute = try rate.double(0...600) }
+        if let decline = map.optional("decline_rate") { settings.declineRate = try decline.fraction() }
+        return settings
     }
 
     /// `hostile: {target: office, behaviours: [impersonate, junk_push], every: 1s, slow_reader_messages: 20000}`.
@@ -208,6 +218,12 @@ enum ScenarioReader {
                 throw map.error(at: key, "a hostile group signs nothing; it takes no \(key)")
             }
             group.hostile = try hostileSettings(hostile, count: count)
+        }
+        if let backend = map.optional("backend") {
+            for key in ["behaviour", "connectivity", "pens", "hostile"] where map.has(key) {
+                throw map.error(at: key, "a backend group drives the REST API, it runs no devices; it takes no \(key)")
+            }
+            group.backend = try backendSettings(backend)
         }
         return group
     }

@@ -123,19 +123,16 @@ final class RESTBackend: LoadDevice {
     func close() async { client.close() }
 
     /// The signing form's CSRF token (`name="csrf" value="…"`).
-    static func csrf(in html: String) -> String? {
-        guard let range = html.range(of: "name=\"csrf\" value=\"") else { return nil }
-        return html[range.upperBound...].split(separator: "\"", maxSplits: 1).first.map(String.init)
-    }
+    static func csrf(in html: String) -> String? { RESTLoadClient.csrf(in: html) }
 }
 
 /// One backend's HTTP session: JSON calls with its bearer token, raw calls for the signing page;
-/// redirects are answers, not followed.
-final class RESTLoadClient: Sendable {
+/// redirects are answers, not followed. Also the fleet's backend groups' client (module Fleet).
+public final class RESTLoadClient: Sendable {
     let configuration: RESTCeremonyConfiguration
     let session: URLSession
 
-    init(configuration: RESTCeremonyConfiguration) {
+    public init(configuration: RESTCeremonyConfiguration) {
         self.configuration = configuration
         let settings = URLSessionConfiguration.ephemeral
         settings.httpCookieStorage = nil
@@ -143,17 +140,23 @@ final class RESTLoadClient: Sendable {
         session = URLSession(configuration: settings, delegate: NoRedirects(), delegateQueue: nil)
     }
 
-    func close() { session.finishTasksAndInvalidate() }
+    public func close() { session.finishTasksAndInvalidate() }
 
-    struct Answer {
-        var status: Int
-        var body: [UInt8]
-        var headers: [String: String]
+    /// The signing form's CSRF token (`name="csrf" value="…"`).
+    public static func csrf(in html: String) -> String? {
+        guard let range = html.range(of: "name=\"csrf\" value=\"") else { return nil }
+        return html[range.upperBound...].split(separator: "\"", maxSplits: 1).first.map(String.init)
+    }
+
+    public struct Answer: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+        public var headers: [String: String]
     }
 
     /// A JSON request with the bearer token; the answer's JSON object, or a ``CeremonyFailure``
     /// (`rest.<status>` with DocuSign's errorCode) when the status is not `expect`.
-    func json(_ method: String, _ path: String, body: [String: Any]? = nil, expect: Int) async throws -> [String: Any] {
+    public func json(_ method: String, _ path: String, body: [String: Any]? = nil, expect: Int) async throws -> [String: Any] {
         let answer = try await raw(method, path, json: body, authorized: true)
         let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any] ?? [:]
         guard answer.status == expect else {
@@ -162,7 +165,7 @@ final class RESTLoadClient: Sendable {
         return object
     }
 
-    func raw(
+    public func raw(
         _ method: String, _ target: String, json: [String: Any]? = nil, form: String? = nil, cookie: String? = nil, authorized: Bool = false
     ) async throws -> Answer {
         guard let url = URL(string: target.hasPrefix("http") ? target : configuration.baseURL + target) else {

@@ -63,7 +63,7 @@ import Testing
     @Test func aFaultNamingAHostileGroupIsRefused() {
         let yaml = ScenarioValidationTests.base + "\n  - {name: m, count: 1, hostile: {target: office, behaviours: [squat]}}\nfaults:\n  - {at: 1s, for: 1s, kill: node, group: m}"
         let error = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: yaml, source: "bad.yaml") }
-        #expect(error?.description.contains("`m` is a hostile group; faults hit honest groups") == true, "\(String(describing: error))")
+        #expect(error?.description.contains("`m` is a hostile or backend group; faults hit the signing devices' groups") == true, "\(String(describing: error))")
     }
 
     // MARK: - The checker

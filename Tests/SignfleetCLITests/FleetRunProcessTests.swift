@@ -399,6 +399,39 @@ extension FleetRunProcessTests {
     }
 }
 
+/// The shipped rest-backends scenario: REST integrations beside the devices, across a coordinator
+/// crash; the checker judges their envelopes and what they were told (issue #32).
+extension FleetRunProcessTests {
+    @Test(.timeLimit(.minutes(3))) func theRESTBackendsScenarioEndsValidWithTheirEnvelopesChecked() async throws {
+        let binary = try signfleetBinary()
+        let directory = try FleetRunProcessTests.temporaryDirectory("backend-run")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scenarios/rest-backends.yaml").path
+        let launcher = try ChildProcess.launch(
+            binary, ["fleet", "run", scenario, "--seed", "3232", "--duration", "20", "--runs", directory + "/runs"], name: "fleet")
+        let status = try await launcher.waitForExit(timeout: .seconds(150))
+        #expect(status == 0, "\(launcher.output)")
+        #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
+        #expect(launcher.output.contains("started 2 node processes with 6 devices and 1 backend process with 2 REST backends"), "\(launcher.output)")
+
+        let run = directory + "/runs/latest"
+        let summary = try FleetRunProcessTests.json(run + "/summary.json")
+        #expect(summary["devices"] as? Int == 6, "backends are not devices of the fleet")
+        // backend/<process>.jsonl: one event per line (docs/fleet.md, the run directory).
+        let log = try String(contentsOfFile: run + "/backend/node-backoffice-1.jsonl", encoding: .utf8)
+        let events = log.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        func count(_ step: String) -> Int { events.filter { $0["step"] as? String == step && $0["result"] as? String == "ok" }.count }
+        let created = count("create")
+        #expect(created >= 5 && count("sign") > 0, "\(events.count) events, \(created) created")
+        #expect(Set(events.compactMap { $0["backend"] as? String }) == ["backoffice-1", "backoffice-2"])
+        let check = try FleetRunProcessTests.json(run + "/check.json")
+        let notes = check["notes"] as? [String] ?? []
+        #expect(notes.contains { $0.contains("created over the REST API") }, "\(notes)")
+        #expect(notes.contains { $0.hasPrefix("backend groups: create \(created) ok") }, "\(notes)")
+    }
+}
+
 extension FleetRunProcessTests {
     /// Runs a shipped scenario for 30 s with seed 2024 under `directory` and expects it valid;
     /// returns its run directory.

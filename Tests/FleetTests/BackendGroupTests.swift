@@ -1,0 +1,72 @@
+import Foundation
+import Testing
+
+@testable import Coordinator
+@testable import Fleet
+
+/// Backend groups (docs/scenarios.md, "`backend`"): REST integrations beside the devices, and the
+/// checker's rule on what they were told (docs/checker.md, "`backend-mismatch`").
+@Suite struct BackendGroupTests {
+    static let scenario = ScenarioValidationTests.base + """
+
+          - name: backoffice
+            count: 3
+            backend: {envelopes_per_minute: 12, decline_rate: 0.25}
+        faults:
+          - {at: 5s, for: 2s, kill: node}
+        """
+
+    @Test func aBackendGroupParsesRendersBackAndIsNoFaultTarget() throws {
+        let scenario = try ScenarioLoader.parse(yaml: Self.scenario, source: "b.yaml")
+        let group = try #require(scenario.groups.first { $0.name == "backoffice" })
+        #expect(group.backend == BackendSettings(envelopesPerMinute: 12, declineRate: 0.25) && !group.runsDevices)
+        #expect(scenario.nonDeviceGroupNames == ["backoffice"])
+        #expect(try ScenarioLoader.parse(yaml: scenario.yaml(), source: "rendered.yaml") == scenario)
+        for seed in UInt64(1)...30 {
+            let plan = LaunchPlan.make(scenario: scenario, seed: seed)
+            for event in plan.faults { #expect(event.targets.allSatisfy { !$0.hasPrefix("node-backoffice-") }, "seed \(seed): \(event)") }
+        }
+    }
+
+    @Test(arguments: [
+        ("  - {name: b, count: 1, backend: {envelopes_per_minute: 601}}", "groups[2].backend.envelopes_per_minute", "600"),
+        ("  - {name: b, count: 1, backend: {decline_rate: 2}}", "groups[2].backend.decline_rate", "must be 0 to 1"),
+        ("  - {name: b, count: 1, backend: {rate: 1}}", "groups[2].backend.rate", "envelopes_per_minute"),
+        ("  - {name: b, count: 1, pens: {finger: 1}, backend: {}}", "groups[2].pens", "a backend group drives the REST API"),
+    ])
+    func aBadBackendGroupIsRefusedWithLineAndField(entry: String, field: String, says: String) {
+        let yaml = ScenarioValidationTests.base + "\n" + entry
+        let error = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: yaml, source: "bad.yaml") }
+        #expect(error?.field == field, "\(String(describing: error))")
+        #expect(error?.description.contains(says) == true, "\(String(describing: error))")
+    }
+
+    /// A backend's log says a create succeeded for an envelope the server does not have, and that
+    /// its signer signed an envelope the server holds only `sent`: two `backend-mismatch`
+    /// anomalies, each with the log line and the server row as witness. What the server does have
+    /// and agrees with is not reported.
+    @Test func whatABackendWasToldMustHoldOnTheServer() async throws {
+        let fixture = try await CheckerRun.make(rest: 2)
+        defer { fixture.remove() }
+        let run = try fixture.copy()
+        let sent = CheckerTests.serverID("rest-tx-1"), other = CheckerTests.serverID("rest-tx-2")
+        let log = try HistoryWriter(path: run.backendLogFile(process: "node-backoffice-1"))
+        for event in [
+            BackendEvent(time: 1, backend: "backoffice-1", step: .login, envelope: nil, result: "ok"),
+            BackendEvent(time: 2, backend: "backoffice-1", step: .create, envelope: sent, result: "ok"),
+            BackendEvent(time: 3, backend: "backoffice-1", step: .create, envelope: other, result: "ok"),
+            BackendEvent(time: 4, backend: "backoffice-1", step: .create, envelope: "env-never-made", result: "ok"),
+            BackendEvent(time: 5, backend: "backoffice-1", step: .sign, envelope: sent, result: "ok"),
+            BackendEvent(time: 6, backend: "backoffice-1", step: .decline, envelope: other, result: "rest.open", detail: "timed out"),
+        ] { try log.appendLine(event) }
+        log.close()
+        let report = try await Checker.check(run: run)
+        #expect(report.verdict == .invalid, "\(report.summary())")
+        let mismatches = report.anomalies.filter { $0.kind == .backendMismatch }
+        #expect(mismatches.count == 2 && report.anomalies.count == 2, "\(report.summary())")
+        #expect(mismatches.contains { $0.message.contains("no envelope env-never-made") })
+        #expect(mismatches.contains { $0.message.contains("holds it sent, not completed") && $0.serverEnvelope == sent }, "\(mismatches.map(\.message))")
+        #expect(mismatches.allSatisfy { CheckerTests.witnessText($0).contains("backoffice-1") })
+        #expect(report.notes.contains { $0.hasPrefix("backend groups: create 3 ok, 0 failed") }, "\(report.notes)")
+    }
+}
