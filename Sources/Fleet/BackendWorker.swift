@@ -17,7 +17,7 @@ import ZeroMQ
 /// Its access token comes from the account's user through the wire's `auth.token` (a REST client
 /// gets its token from OAuth; the fleet's user has a password instead), again when the REST API
 /// answers 401. Its random choices derive from its seed. On drain it starts no new ceremony and
-/// returns once the one in flight has ended.
+/// cancels the one in flight.
 final class BackendWorker: Sendable {
     let id: String
     let plan: NodePlan
@@ -30,7 +30,8 @@ final class BackendWorker: Sendable {
 
     struct State {
         var draining = false
-        var inFlight = false
+        /// The ceremony running now, if any.
+        var inFlight: Task<Void, Never>?
         var token: String?
         var drained: [CheckedContinuation<Void, Never>] = []
     }
@@ -46,51 +47,58 @@ final class BackendWorker: Sendable {
     }
 
     /// Runs ceremonies until the run's duration ends, then waits (the node ends it at the drain).
+    /// Arrival times are a Poisson process's (each the previous one plus an exponential gap); a
+    /// backend runs one ceremony at a time, so one whose time came while the previous ran starts
+    /// when that one ends.
     func run() async throws {
         var random = SeededRandom(seed: seed)
         let end = plan.runStart + plan.duration
         var number = 0
         let rate = backend.settings.envelopesPerMinute / 60
-        while !Task.isCancelled {
-            let now = WallClock.system.secondsSince1970
-            guard rate > 0, now < end, !state.withLock({ $0.draining }) else { break }
-            // Exponential inter-arrival times: a Poisson process of `rate` per second.
-            let wait = -log1p(-Double.random(in: 0..<1, using: &random)) / rate
-            try await Task.sleep(for: .milliseconds(Int64(min(wait, end - now) * 1000)))
-            guard WallClock.system.secondsSince1970 < end else { break }
+        var arrival = max(plan.runStart, WallClock.system.secondsSince1970)
+        while !Task.isCancelled, rate > 0 {
+            arrival += -log1p(-Double.random(in: 0..<1, using: &random)) / rate
             let declines = Double.random(in: 0..<1, using: &random) < backend.settings.declineRate
+            guard arrival < end else { break }
+            let wait = arrival - WallClock.system.secondsSince1970
+            if wait > 0 { try await Task.sleep(for: .milliseconds(Int64(wait * 1000))) }
+            number += 1
+            let ceremony = Task { [number] in await self.ceremony(number: number, declines: declines) }
             let go = state.withLock { state -> Bool in
                 guard !state.draining else { return false }
-                state.inFlight = true
+                state.inFlight = ceremony
                 return true
             }
-            guard go else { break }
-            number += 1
-            await ceremony(number: number, declines: declines)
+            guard go else {
+                ceremony.cancel()
+                break
+            }
+            await withTaskCancellationHandler { await ceremony.value } onCancel: { ceremony.cancel() }
             finishCeremony()
         }
         // Nothing more to do: wait to be stopped (a worker ending early reads as a failure).
         while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
     }
 
-    /// Stops new ceremonies and returns once the one in flight (if any) has ended.
+    /// Starts no new ceremony, cancels the one in flight (its unfinished step is logged as
+    /// `cancelled`: a failed step, which the checker does not judge) and returns once it has ended.
     func drain() async {
         await withCheckedContinuation { continuation in
-            let now = state.withLock { state -> Bool in
+            let running = state.withLock { state -> Task<Void, Never>? in
                 state.draining = true
-                if state.inFlight {
+                if let ceremony = state.inFlight {
                     state.drained.append(continuation)
-                    return false
+                    return ceremony
                 }
-                return true
+                return nil
             }
-            if now { continuation.resume() }
+            if let running { running.cancel() } else { continuation.resume() }
         }
     }
 
     private func finishCeremony() {
         let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.inFlight = false
+            state.inFlight = nil
             defer { state.drained = [] }
             return state.drained
         }
@@ -116,7 +124,9 @@ final class BackendWorker: Sendable {
         let account: String
         do {
             let info = try await client.json("GET", "/oauth/userinfo", expect: 200)
-            guard let found = (info["accounts"] as? [[String: Any]])?.first?["account_id"] as? String else { return }
+            guard let found = (info["accounts"] as? [[String: Any]])?.first?["account_id"] as? String else {
+                throw CeremonyFailure(kind: "rest.userinfo", "GET /oauth/userinfo named no account")
+            }
             account = found
         } catch {
             // Logged as a failed login: the ceremony could not start.
@@ -180,7 +190,7 @@ final class BackendWorker: Sendable {
         do {
             let combined = try await client.raw("GET", "\(prefix)/envelopes/\(envelopeID)/documents/combined", authorized: true)
             guard combined.status == 200, combined.body.starts(with: Array("%PDF-".utf8)) else {
-                throw CeremonyFailure(kind: "rest.\(combined.status)", "the combined document answered \(combined.status)")
+                throw CeremonyFailure(kind: combined.status == 200 ? "rest.combined" : "rest.\(combined.status)", "the combined document answered \(combined.status)")
             }
             record(.combined, envelope: envelopeID, result: "ok")
         } catch {
@@ -216,6 +226,7 @@ final class BackendWorker: Sendable {
 
     /// `ok`'s opposite, short: the failure's kind (`rest.400`, `rest.open`, …) or the error's type.
     static func result(_ error: any Error) -> String {
+        if error is CancellationError || (error as? URLError)?.code == .cancelled { return "cancelled" }
         if let failure = error as? CeremonyFailure { return failure.kind }
         if let fleet = error as? FleetError { return fleet.code.rawValue }
         return "error"

@@ -111,6 +111,13 @@ struct FaultReader {
                     at: action,
                     "restores a copy of a SQLite store; it is not supported with `coordinator: {store: postgres}` (use kill: coordinator or restart_postgres)")
             }
+            if let backend = scenario.groups.first(where: { $0.backend != nil }) {
+                // Devices resend what a restored store forgot; a REST client does not, so what the
+                // backends were told would be contradicted by the fault, not by a fault of the server.
+                throw map.error(
+                    at: action,
+                    "forgets what the backends of `\(backend.name)` were told after the copy, which they cannot resend; not supported with backend groups")
+            }
             fault = .restoreCoordinator(snapshot: snapshot)
         case "restart_postgres":
             guard scenario.coordinator.store == .postgres else {

@@ -41,6 +41,15 @@ import Testing
         #expect(error?.description.contains(says) == true, "\(String(describing: error))")
     }
 
+    @Test func aRestoredCoordinatorOrABackendOnlyScenarioIsRefused() {
+        let restore = ScenarioValidationTests.base + "\n  - {name: b, count: 1, backend: {}}\nfaults:\n  - {at: 20s, restore_coordinator: {snapshot: 10s}}"
+        let error = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: restore, source: "bad.yaml") }
+        #expect(error?.description.contains("not supported with backend groups") == true, "\(String(describing: error))")
+        let only = "name: v\nduration: 60s\ngroups:\n  - {name: b, count: 1, backend: {}}"
+        let alone = #expect(throws: ScenarioError.self) { try ScenarioLoader.parse(yaml: only, source: "bad.yaml") }
+        #expect(alone?.description.contains("no group runs signing devices") == true, "\(String(describing: alone))")
+    }
+
     /// A backend's log says a create succeeded for an envelope the server does not have, and that
     /// its signer signed an envelope the server holds only `sent`: two `backend-mismatch`
     /// anomalies, each with the log line and the server row as witness. What the server does have

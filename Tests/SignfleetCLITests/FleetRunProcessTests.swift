@@ -409,7 +409,7 @@ extension FleetRunProcessTests {
         let scenario = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scenarios/rest-backends.yaml").path
         let launcher = try ChildProcess.launch(
-            binary, ["fleet", "run", scenario, "--seed", "3232", "--duration", "20", "--runs", directory + "/runs"], name: "fleet")
+            binary, ["fleet", "run", scenario, "--seed", "3232", "--duration", "25", "--runs", directory + "/runs"], name: "fleet")
         let status = try await launcher.waitForExit(timeout: .seconds(150))
         #expect(status == 0, "\(launcher.output)")
         #expect(launcher.lines(.standardOutput).contains("verdict: valid (0 anomalies)"), "\(launcher.output)")
@@ -425,6 +425,10 @@ extension FleetRunProcessTests {
         let created = count("create")
         #expect(created >= 5 && count("sign") > 0, "\(events.count) events, \(created) created")
         #expect(Set(events.compactMap { $0["backend"] as? String }) == ["backoffice-1", "backoffice-2"])
+        // Ceremonies go on after the coordinator's restart (killed 15–17 s): it kept its HTTP address.
+        let start = events.compactMap { $0["time"] as? Double }.min() ?? 0
+        let after = events.filter { ($0["time"] as? Double ?? 0) > start + 18 && $0["step"] as? String == "create" && $0["result"] as? String == "ok" }
+        #expect(!after.isEmpty, "no REST envelope created after the coordinator's restart")
         let check = try FleetRunProcessTests.json(run + "/check.json")
         let notes = check["notes"] as? [String] ?? []
         #expect(notes.contains { $0.contains("created over the REST API") }, "\(notes)")
