@@ -96,9 +96,28 @@ extension REST.EnvelopeDefinition {
     /// An envelope composed from `template` with this definition's `templateRoles` (who fills
     /// each role; tab values by `tabLabel`), `emailSubject` and `emailBlurb` (replacing the
     /// template's when given), made ready to send.
-    func envelope(from template: EnvelopeTemplate, transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
+    ///
+    /// `replacement` (a composite template's `document`) takes the place of the template's one
+    /// document: its bytes and name, under the template document's id, so the template's tabs fall
+    /// on it at their pages and positions (a tab on a page it does not have is refused).
+    func envelope(from given: EnvelopeTemplate, replacing replacement: Document? = nil, transactionID: String, at now: Date) throws(RESTRoutes.Failure) -> Envelope {
         guard (documents ?? []).isEmpty, recipients == nil, compositeTemplates == nil else {
             throw .unsupported("an envelope from templateId takes templateRoles, not documents, recipients or compositeTemplates of its own")
+        }
+        var template = given
+        if let replacement {
+            guard template.documents.count == 1, let original = template.documents.first else {
+                throw .unsupported("a composite template's document replaces a server template's only document; template \(template.templateId) has \(template.documents.count)")
+            }
+            var carrier = self
+            carrier.documents = [replacement]
+            guard let built = try carrier.builtDocuments().first else { throw .badBody("the composite template's document could not be read") }
+            var document = original
+            document.pdfBytes = built.pdfBytes
+            document.pageCount = built.pageCount
+            document.sourcePath = nil
+            document.name = built.name.isEmpty ? original.name : built.name
+            template.documents = [document]
         }
         var composition = TemplateComposition(emailSubject: emailSubject, emailMessage: emailBlurb, envelopeName: emailSubject)
         for (index, role) in (templateRoles ?? []).enumerated() {
@@ -122,9 +141,11 @@ extension REST.EnvelopeDefinition {
     }
 
     /// A definition with one composite template — one server template whose roles its inline
-    /// templates' recipients fill by `roleName` — as the same envelope asked for by `templateId`
-    /// and `templateRoles` (docs/rest-api.md, "Composite templates"). Nil without composite templates.
-    func flattenedComposite() throws(RESTRoutes.Failure) -> Self? {
+    /// templates' recipients fill by `roleName`, and optionally a `document` that takes the place
+    /// of the server template's — as the same envelope asked for by `templateId` and
+    /// `templateRoles`, with that document (docs/rest-api.md, "Composite templates"). Nil without
+    /// composite templates.
+    func flattenedComposite() throws(RESTRoutes.Failure) -> (definition: Self, document: Document?)? {
         guard let composites = compositeTemplates, !composites.isEmpty else { return nil }
         guard templateId == nil, (documents ?? []).isEmpty, recipients == nil, templateRoles == nil else {
             throw .unsupported("compositeTemplates replace templateId, templateRoles, documents and recipients; give them inside the composite template")
@@ -135,8 +156,8 @@ extension REST.EnvelopeDefinition {
         guard let servers = composite.serverTemplates, servers.count == 1, let server = servers.first?.templateId, !server.isEmpty else {
             throw .unsupported("a composite template is served with exactly one serverTemplates entry naming a templateId")
         }
-        guard composite.document == nil, (composite.inlineTemplates ?? []).allSatisfy({ ($0.documents ?? []).isEmpty }) else {
-            throw .unsupported("documents in a composite template (adding or replacing the server template's) are not served yet")
+        guard (composite.inlineTemplates ?? []).allSatisfy({ ($0.documents ?? []).isEmpty }) else {
+            throw .unsupported("documents in an inline template (adding to the server template's) are not served yet; a composite template's document replaces the server template's")
         }
         var roles: [TemplateRoleDefinition] = []
         for inline in composite.inlineTemplates ?? [] {
@@ -159,7 +180,7 @@ extension REST.EnvelopeDefinition {
         flat.compositeTemplates = nil
         flat.templateId = server
         flat.templateRoles = roles
-        return flat
+        return (flat, composite.document)
     }
 
     /// The template this definition describes (`POST …/templates`): its documents, each

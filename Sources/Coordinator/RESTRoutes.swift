@@ -383,11 +383,13 @@ public struct RESTRoutes: Sendable {
     /// The envelope a definition describes: from its documents and recipients, or composed from
     /// the account's template `templateId` with its `templateRoles`.
     func envelope(from given: REST.EnvelopeDefinition, transactionID: String, at now: Date, account: String) async throws -> Envelope {
-        let definition = try given.flattenedComposite() ?? given
+        let composite = try given.flattenedComposite()
+        let definition = composite?.definition ?? given
         guard let templateID = definition.templateId else {
             return try definition.envelope(transactionID: transactionID, at: now, anchors: try await anchorWords(definition))
         }
-        return try definition.envelope(from: try await template(templateID, account: account), transactionID: transactionID, at: now)
+        return try definition.envelope(
+            from: try await template(templateID, account: account), replacing: composite?.document, transactionID: transactionID, at: now)
     }
 
     /// One of the account's templates; another account's does not exist for the caller.

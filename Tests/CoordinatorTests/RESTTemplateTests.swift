@@ -13,6 +13,38 @@ import FoundationNetworking
 /// Templates over REST (docs/rest-api.md, "Templates"): through DocuSign's official Python SDK,
 /// then the device rule of seed 004 — a template changed over REST is re-cached by a real device.
 @Suite struct RESTTemplateTests {
+    /// A composite template's document replaces a server template's only document: the template's
+    /// tabs must fit it (a tab on page 2 of a one-page replacement is refused by name), and a
+    /// template of two documents is refused with one.
+    @Test func aCompositeDocumentMustCarryTheTemplatesTabs() throws {
+        func pdf(_ pages: Int) -> String { SamplePDF.make(pages: pages, title: "T").base64EncodedString() }
+        func definition(_ json: String) throws -> REST.EnvelopeDefinition {
+            try JSONDecoder().decode(REST.EnvelopeDefinition.self, from: Data(json.utf8))
+        }
+        let template = try definition("""
+            {"name": "Two pages", "documents": [{"documentId": "1", "name": "T", "documentBase64": "\(pdf(2))"}],
+             "recipients": {"signers": [{"recipientId": "1", "roleName": "Client",
+               "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": "2", "xPosition": "100", "yPosition": "100"}]}}]}}
+            """).template(id: "t1")
+        let asked = try definition(#"{"status": "sent", "templateRoles": [{"roleName": "Client", "name": "C", "email": "c@example.com"}]}"#)
+        func code(_ replacement: String, _ template: EnvelopeTemplate) -> String? {
+            let document = try? JSONDecoder().decode(
+                REST.EnvelopeDefinition.Document.self, from: Data(#"{"documentId": "9", "name": "Own", "documentBase64": "\#(replacement)"}"#.utf8))
+            do {
+                _ = try asked.envelope(from: template, replacing: document, transactionID: "tx", at: Date())
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(pdf(2), template) == nil)
+        #expect(code(pdf(1), template) == "TAB_PAGENUMBER_IS_NOT_IN_DOCUMENT")
+        var two = template
+        two.documents.append(two.documents[0])
+        two.documents[1].documentId = "2"
+        #expect(code(pdf(2), two) == "INVALID_REQUEST_BODY")
+    }
+
     static let script = SyncPayloadInteropTests.repository.appendingPathComponent("Tests/interop/rest_templates.py")
 
     @Test(.timeLimit(.minutes(3))) func theOfficialSDKsTemplatesAndAnEnvelopeFromOneThenADeviceRecachesTheChange() async throws {
@@ -59,7 +91,10 @@ import FoundationNetworking
         #expect(failures["unknownRole"]?["errorCode"] as? String == "INVALID_REQUEST_BODY" && "\(failures["unknownRole"] ?? [:])".contains("Nobody"))
         #expect(failures["noRoleName"]?["errorCode"] as? String == "INVALID_REQUEST_BODY")
         #expect(failures["notAPDF"]?["errorCode"] as? String == "INVALID_REQUEST_BODY")
-        #expect("\(failures["compositeWithDocument"]?["message"] ?? "")".contains("not served"), "\(failures["compositeWithDocument"] ?? [:])")
+        #expect("\(failures["compositeInlineDocument"]?["message"] ?? "")".contains("not served"), "\(failures["compositeInlineDocument"] ?? [:])")
+        let own = try #require(out["compositeDocument"] as? [String: Any], "\(out)")
+        #expect(own["documents"] as? [[String]] == [["1", "Our own NDA", "2"]], "the composite's document in the template document's place: \(own)")
+        #expect(own["signHere"] as? [[String]] == [["1", "1"]], "the template's tab on it: \(own)")
         #expect(failures["noDocument"]?["errorCode"] as? String == "DOCUMENT_DOES_NOT_EXIST", "\(failures["noDocument"] ?? [:])")
         let schema = try #require(out["schema"] as? [String: Any])
         #expect((schema["problems"] as? [String])?.isEmpty == true, "answers as DocuSign's published definition declares: \(schema)")

@@ -79,6 +79,17 @@ def main():
     out["composite"] = {"signers": [[s.name, s.email, s.client_user_id] for s in (composed.recipients.signers or [])],
                         "company": [t.value for t in (envelopes.list_tabs(a.account, composite.envelope_id, "1").text_tabs or [])],
                         "emailSubject": composed.email_subject}
+    # A composite template's document takes the place of the server template's; its tabs land on it.
+    own = envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(status="sent", composite_templates=[
+        CompositeTemplate(composite_template_id="1", server_templates=[ServerTemplate(sequence="1", template_id=tid)],
+                          inline_templates=[InlineTemplate(sequence="2", recipients=Recipients(signers=[Signer(
+                              role_name="Client", recipient_id="1", name="Otto Own", email="otto@example.com", client_user_id="cu-o")]))],
+                          document=Document(document_base64=pdf2, name="Our own NDA", document_id="7", file_extension="pdf"))]))
+    own_documents = envelopes.list_documents(a.account, own.envelope_id)
+    own_tabs = envelopes.list_tabs(a.account, own.envelope_id, "1")
+    out["compositeDocument"] = {
+        "documents": [[d.document_id, d.name, str(len(d.pages or []))] for d in (own_documents.envelope_documents or []) if d.document_id != "certificate"],
+        "signHere": [[t.document_id, t.page_number] for t in (own_tabs.sign_here_tabs or [])]}
     document = templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
         documents=[Document(document_base64=pdf2, name="NDA v2", document_id="1")]))
     after = templates.get(a.account, tid)
@@ -95,10 +106,10 @@ def main():
             recipients=Recipients(signers=[Signer(recipient_id="1", tabs=Tabs(sign_here_tabs=[
                 SignHere(document_id="1", page_number="1", x_position="1", y_position="1")]))])))),
         "getUnknown": error_of(lambda: templates.get(a.account, "no-such-template")),
-        "compositeWithDocument": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
+        "compositeInlineDocument": error_of(lambda: envelopes.create_envelope(a.account, envelope_definition=EnvelopeDefinition(
             status="sent", composite_templates=[CompositeTemplate(
                 server_templates=[ServerTemplate(sequence="1", template_id=tid)],
-                document=Document(document_base64=pdf, name="extra", document_id="9"))]))),
+                inline_templates=[InlineTemplate(sequence="2", documents=[Document(document_base64=pdf, name="extra", document_id="9")])])]))),
         "noDocument": error_of(lambda: templates.update_document(a.account, "9", tid, envelope_definition=EnvelopeDefinition(
             documents=[Document(document_base64=pdf, name="x", document_id="9")]))),
         "notAPDF": error_of(lambda: templates.update_document(a.account, "1", tid, envelope_definition=EnvelopeDefinition(
