@@ -63,6 +63,7 @@ final class BackendWorker: Sendable {
             let wait = arrival - WallClock.system.secondsSince1970
             if wait > 0 { try await Task.sleep(for: .milliseconds(Int64(wait * 1000))) }
             number += 1
+            // A task of its own, so that the drain can cancel the ceremony in flight.
             let ceremony = Task { [number] in await self.ceremony(number: number, declines: declines) }
             let go = state.withLock { state -> Bool in
                 guard !state.draining else { return false }

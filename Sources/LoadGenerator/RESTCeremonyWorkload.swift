@@ -137,6 +137,8 @@ public final class RESTLoadClient: Sendable {
         let settings = URLSessionConfiguration.ephemeral
         settings.httpCookieStorage = nil
         settings.timeoutIntervalForRequest = Double(configuration.requestTimeout.components.seconds)
+        // The request timeout is an idle timeout; this bounds a whole answer that trickles in.
+        settings.timeoutIntervalForResource = 3 * settings.timeoutIntervalForRequest
         session = URLSession(configuration: settings, delegate: NoRedirects(), delegateQueue: nil)
     }
 
