@@ -35,7 +35,7 @@ public struct LocalTLSIdentity: Sendable {
 
     /// Reads the identity in `directory`, making what is missing or no longer fits.
     /// - Parameter names: host names and IP addresses (without ports) the listener answers to.
-    public static func loadOrCreate(directory: URL, names: [String], now: Date = Date()) throws -> LocalTLSIdentity {
+    public static func loadOrCreate(directory: URL, names: [String], now: Date = WallClock.system.now()) throws -> LocalTLSIdentity {
         let files = FileManager.default
         try files.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         guard chmod(directory.path, 0o700) == 0 else { throw FleetError(.internal, "cannot make \(directory.path) private: \(String(cString: strerror(errno)))") }

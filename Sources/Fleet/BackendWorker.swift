@@ -26,6 +26,10 @@ final class BackendWorker: Sendable {
     let loop: ZMQIOLoop
     let log: HistoryWriter
     let logger: Logger
+    /// Waits (the gaps between arrivals) are on `clock`; the schedule's times (the run's start and
+    /// end, each arrival, each log line's `time`) are seconds since 1970 on `wall`, as the node's.
+    let clock: any FleetClock
+    let wall: WallClock
     private let state = Mutex(State())
 
     struct State {
@@ -36,7 +40,12 @@ final class BackendWorker: Sendable {
         var drained: [CheckedContinuation<Void, Never>] = []
     }
 
-    init(id: String, plan: NodePlan, backend: BackendPlan, seed: UInt64, loop: ZMQIOLoop, log: HistoryWriter, logger: Logger) {
+    init(
+        id: String, plan: NodePlan, backend: BackendPlan, seed: UInt64, loop: ZMQIOLoop, log: HistoryWriter, logger: Logger,
+        clock: any FleetClock = ContinuousClock(), wall: WallClock = .system
+    ) {
+        self.clock = clock
+        self.wall = wall
         self.id = id
         self.plan = plan
         self.backend = backend
@@ -55,13 +64,14 @@ final class BackendWorker: Sendable {
         let end = plan.runStart + plan.duration
         var number = 0
         let rate = backend.settings.envelopesPerMinute / 60
-        var arrival = max(plan.runStart, WallClock.system.secondsSince1970)
+        var arrival = max(plan.runStart, wall.secondsSince1970)
         while !Task.isCancelled, rate > 0 {
             arrival += -log1p(-Double.random(in: 0..<1, using: &random)) / rate
             let declines = Double.random(in: 0..<1, using: &random) < backend.settings.declineRate
             guard arrival < end else { break }
-            let wait = arrival - WallClock.system.secondsSince1970
-            if wait > 0 { try await Task.sleep(for: .milliseconds(Int64(wait * 1000))) }
+            // Finite and under the run's duration (arrival < end), so the conversion cannot trap.
+            let wait = arrival - wall.secondsSince1970
+            if wait > 0 { try await clock.sleep(for: .milliseconds(Int64((wait * 1000).rounded(.up)))) }
             number += 1
             // A task of its own, so that the drain can cancel the ceremony in flight.
             let ceremony = Task { [number] in await self.ceremony(number: number, declines: declines) }
@@ -78,7 +88,7 @@ final class BackendWorker: Sendable {
             finishCeremony()
         }
         // Nothing more to do: wait to be stopped (a worker ending early reads as a failure).
-        while !Task.isCancelled { try await Task.sleep(for: .seconds(3600)) }
+        while !Task.isCancelled { try await clock.sleep(for: .seconds(3600)) }
     }
 
     /// Starts no new ceremony, cancels the one in flight (its unfinished step is logged as
@@ -110,7 +120,7 @@ final class BackendWorker: Sendable {
         // The token expired (or the coordinator forgot it): the next ceremony logs in again.
         if result == "rest.401" { state.withLock { $0.token = nil } }
         do {
-            try log.appendLine(BackendEvent(time: WallClock.system.secondsSince1970, backend: id, step: step, envelope: envelope, result: result, detail: detail))
+            try log.appendLine(BackendEvent(time: wall.secondsSince1970, backend: id, step: step, envelope: envelope, result: result, detail: detail))
         } catch {
             logger.error("cannot write the backend log", metadata: ["error": "\(error)"])
         }

@@ -81,7 +81,8 @@ public final class NodeHost: Sendable {
         defer { backendLog?.close() }
         if let backend = plan.backend, let log = backendLog {
             workers = plan.devices.map { device in
-                let worker = BackendWorker(id: device.id, plan: plan, backend: backend, seed: device.seed, loop: loop, log: log, logger: logger)
+                let worker = BackendWorker(
+                    id: device.id, plan: plan, backend: backend, seed: device.seed, loop: loop, log: log, logger: logger, clock: clock)
                 return Worker(id: device.id, run: { try await worker.run() }, drain: { await worker.drain() })
             }
         } else if let hostile = plan.hostile, let log = hostileLog {

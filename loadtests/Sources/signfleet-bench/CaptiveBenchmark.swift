@@ -33,13 +33,10 @@ import FoundationNetworking
 #endif
 
 func captiveBenchmark(_ arguments: [String]) async throws {
-    func option(_ name: String) -> Double? {
-        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
-        return Double(arguments[i + 1])
-    }
-    let signers = Int(option("--signers") ?? 8)
-    let envelopes = Int(option("--envelopes") ?? 1000)
-    let seconds = option("--seconds") ?? 2
+    let options = BenchOptions(arguments: arguments)
+    let signers = try options.integer("--signers", default: 8, range: 1...256)
+    let envelopes = try options.integer("--envelopes", default: 1000, range: 1...1_000_000)
+    let seconds = try options.number("--seconds", default: 2, range: 0.1...3600)
     let render = arguments.firstIndex(of: "--render").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil } ?? "none"
     let pages: CaptiveBenchClient.PageImages
     switch render {

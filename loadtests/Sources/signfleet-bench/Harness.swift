@@ -43,3 +43,26 @@ struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// A benchmark's numeric options (`--name value`), checked: a value that is not a number of the
+/// range is an error that names the option, never a trap.
+struct BenchOptions {
+    let arguments: [String]
+
+    func number(_ name: String, default value: Double, range: ClosedRange<Double>) throws -> Double {
+        guard let i = arguments.firstIndex(of: name) else { return value }
+        guard i + 1 < arguments.count, let given = Double(arguments[i + 1]), range.contains(given) else {
+            throw BenchError("\(name) takes a number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return given
+    }
+
+    func integer(_ name: String, default value: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let i = arguments.firstIndex(of: name) else { return value }
+        guard i + 1 < arguments.count, let given = Int(arguments[i + 1]), range.contains(given) else {
+            throw BenchError("\(name) takes a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return given
+    }
+}
+

@@ -22,13 +22,10 @@ import LoadGenerator
 import Synchronization
 
 func restBenchmark(_ arguments: [String]) async throws {
-    func option(_ name: String) -> Double? {
-        guard let i = arguments.firstIndex(of: name), i + 1 < arguments.count else { return nil }
-        return Double(arguments[i + 1])
-    }
-    let concurrency = Int(option("--signers") ?? 8)
-    let envelopes = Int(option("--envelopes") ?? 2000)
-    let seconds = option("--seconds") ?? 6
+    let options = BenchOptions(arguments: arguments)
+    let concurrency = try options.integer("--signers", default: 8, range: 1...256)
+    let envelopes = try options.integer("--envelopes", default: 2000, range: 1...1_000_000)
+    let seconds = try options.number("--seconds", default: 6, range: 0.1...3600)
     let bench = "rest"
     let root = NSTemporaryDirectory() + "signfleet-bench-rest-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
