@@ -40,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Connect's deliveries to listeners (docs/connect.md).
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         // The REST API's OAuth JWT grant verifies RS256 assertions (docs/rest-api.md, "Authentication").
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
         // The HTTPS listener and its local certificate authority (docs/rest-api.md, "TLS").
@@ -117,6 +119,7 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // The captive page renders PDF pages with poppler's pdftoppm as a child process.
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -218,6 +221,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                // Connect's listeners in the delivery tests.
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             exclude: ["browser"]),  // the Selenium scripts of the browser tests
         .testTarget(
@@ -255,7 +260,7 @@ let package = Package(
         .testTarget(
             name: "SignfleetCLITests",
             // Yams: the deploy manifests' test parses deploy/kubernetes/*.yaml.
-            dependencies: ["FleetTesting", .product(name: "Yams", package: "Yams")]),
+            dependencies: ["FleetTesting", "Envelopes", .product(name: "Yams", package: "Yams")]),
     ],
     swiftLanguageModes: [.v6]
 )

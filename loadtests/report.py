@@ -56,6 +56,7 @@ COMPARISONS = [
     ("captive", "ceremonies that fetch their 2 page images from the cache (the signer came back) vs without page images", "ceremonies.k8.render_cached.per_s", "ceremonies.k8.per_s", True, "(cost of cached pages)"),
     ("rest", "full REST ceremonies (create envelope, recipient view, open page, sign, combined PDF with the certificate), 8 concurrent backends vs the captive-only ceremony (issue URL, open, finish), same server and run", "rest.ceremonies.k8.per_s", "rest.captive.k8.per_s", True, "(cost of REST create + drawing the completed PDF)"),
     ("rest", "full REST ceremonies vs GET /health, same server, clients and concurrency", "rest.ceremonies.k8.per_s", "rest.health.k8.per_s", True, "(cost over the bare server)"),
+    ("connect", "ingest ack p99 at 1,000 envelopes/s with Connect delivering every event vs the same ingest without a configuration", "connect.ingest_p99_ms", "ref.ingest_p99_ms", False, "(cost of the outbox on ingest)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).
@@ -94,6 +95,8 @@ TARGETS = [
     ("rest", "REST step open (GET the signing page) p99", "rest.k8.open.p99_ms", "(no target)", None),
     ("rest", "REST step sign (POST the page, typed signature) p99", "rest.k8.sign.p99_ms", "(no target)", None),
     ("rest", "REST step combined (GET documents/combined: qpdf draws the signature, adds the certificate) p99", "rest.k8.combined.p99_ms", "(no target)", None),
+    ("connect", "Connect events delivered per second while ingesting 1,000 envelopes/s (5 events each)", "connect.events_delivered_per_s", "(keeps up: 5,000 events/s)", lambda v: v >= 4750),
+    ("connect", "Connect lag from an envelope's commit to its events' 2xx, p99", "connect.lag_p99_ms", "<= 250 ms", lambda v: v <= 250),
 ]
 
 # Where loadtests/run keeps its outputs (kept figures by group, fleet scale).

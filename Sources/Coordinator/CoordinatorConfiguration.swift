@@ -72,12 +72,18 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var signingURLLifetime = 300
     /// Seconds a signing page may sit without a request before its session ends (DocuSign: 20 minutes).
     public var signingSessionTimeout = 1200
+    /// Attempts per Connect event before it becomes a failure record (docs/webhooks.md).
+    public var connectAttempts = 8
+    /// Seconds a Connect listener has to answer a delivery.
+    public var connectTimeout = 10
+    /// Seeds the Connect back-off's jitter; `nil`: drawn at start and printed.
+    public var connectSeed: Int?
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "probe-http", "https", "tls-dir", "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
-        "signing-url-lifetime", "signing-session-timeout",
+        "signing-url-lifetime", "signing-session-timeout", "connect-attempts", "connect-timeout", "connect-seed",
     ]
 
     /// The limits the demo account is created with.
@@ -151,6 +157,9 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "http-max-connections": httpMaxConnections = number
                 case "signing-url-lifetime": signingURLLifetime = number
                 case "signing-session-timeout": signingSessionTimeout = number
+                case "connect-attempts": connectAttempts = number
+                case "connect-timeout": connectTimeout = number
+                case "connect-seed": connectSeed = number
                 default: maxMessageSize = number
                 }
             case .bool(let flag):
@@ -179,6 +188,9 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         if let httpMaxConnections { try check((1...1_000_000).contains(httpMaxConnections), "http-max-connections", "must be 1 to 1000000") }
         try check((1...86_400).contains(signingURLLifetime), "signing-url-lifetime", "must be 1 to 86400 seconds")
         try check((1...86_400).contains(signingSessionTimeout), "signing-session-timeout", "must be 1 to 86400 seconds")
+        try check((1...100).contains(connectAttempts), "connect-attempts", "must be 1 to 100")
+        try check((1...300).contains(connectTimeout), "connect-timeout", "must be 1 to 300 seconds")
+        if let connectSeed { try check(connectSeed >= 0, "connect-seed", "must be 0 or more") }
         if let demoBurstLimit {
             try check(demoBurstLimit >= 1, "demo-burst-limit", "must be at least 1")
             try check(demoHourlyLimit != nil, "demo-burst-limit", "needs demo-hourly-limit (the burst is of that budget)")

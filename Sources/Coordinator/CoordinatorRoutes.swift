@@ -18,6 +18,8 @@ public struct CoordinatorServices: Sendable {
     public var captive: CaptiveSigningService
     /// The REST API's OAuth: integration keys, consent, the JWT grant (docs/rest-api.md).
     public var oauth: OAuthService
+    /// Connect configurations and HMAC keys (docs/webhooks.md); delivery is ``ConnectPublisher``'s.
+    public var connect: ConnectService
 
     /// - Parameters:
     ///   - store: the coordinator's database.
@@ -49,6 +51,7 @@ public struct CoordinatorServices: Sendable {
         templates = TemplateCatalog(storage: store, auth: auth, now: now)
         envelopes = EnvelopeService(storage: store, auth: auth, now: now)
         oauth = OAuthService(store: store, auth: auth, now: now)
+        connect = ConnectService(store: store, links: links, now: now)
         self.captive = CaptiveSigningService(
             storage: store, auth: auth, configuration: captive, links: links, metricsFactory: metricsFactory, now: now)
     }

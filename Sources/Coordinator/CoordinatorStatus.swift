@@ -28,6 +28,8 @@ public struct CoordinatorStatus: Sendable, Hashable, Codable {
     /// Devices whose receipts reach further than the store (it lost items it acknowledged), until
     /// they send them again; absent when there are none.
     public var storeRegressions: [DeviceStoreRegression]?
+    /// Connect's outbox (docs/webhooks.md): absent while it has never held an event.
+    public var connect: ConnectDeliveryCounts?
 
     public init(
         version: String, instance: String, storePath: String, devicesEnrolled: Int, devicesAlive: Int, envelopes: Int,
@@ -76,10 +78,13 @@ extension CoordinatorStatus {
             case .plaintext: ("plaintext", nil)
             case .curve(let keys): ("curve", Z85.encode(keys.publicKey))
             }
-        return CoordinatorStatus(
+        var status = CoordinatorStatus(
             version: FleetProtocolInfo.softwareVersion, instance: server.instance, storePath: store.location,
             devicesEnrolled: counts.devicesEnrolled, devicesAlive: await server.aliveDeviceCount,
             envelopes: counts.envelopes, syncOutcomes: counts.syncOutcomes, transport: transport, curvePublicKey: curvePublicKey,
             storeFault: store.faults.episode, storeRegressions: store.regressions.current.isEmpty ? nil : store.regressions.current)
+        let connect = try await store.connectDeliveryCounts()
+        if connect.pending > 0 || connect.failed > 0 { status.connect = connect }
+        return status
     }
 }

@@ -151,6 +151,36 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     /// once, even by two coordinators on one PostgreSQL racing for it. `nil` when it is not there.
     func redeemAuthorizationCode(codeHash: Data) async throws -> AuthorizationCodeRecord?
 
+    // MARK: Connect (docs/webhooks.md)
+
+    /// - Throws: ``StoreRefusal/noAccount(_:)``.
+    func insertConnectConfiguration(_ configuration: ConnectConfigurationRecord) async throws
+    /// An account's configurations, oldest first.
+    func connectConfigurations(accountID: String) async throws -> [ConnectConfigurationRecord]
+    /// One configuration of `accountID` (of any account when nil).
+    func connectConfiguration(id: String, accountID: String?) async throws -> ConnectConfigurationRecord?
+    /// Replaces a configuration (same id and account); false when there is none.
+    func replaceConnectConfiguration(_ configuration: ConnectConfigurationRecord) async throws -> Bool
+    /// Deletes a configuration and its undelivered events; false when there was none.
+    func deleteConnectConfiguration(id: String, accountID: String) async throws -> Bool
+    /// - Throws: ``StoreRefusal/noAccount(_:)``.
+    func insertConnectKey(_ key: ConnectKeyRecord) async throws
+    /// An account's HMAC keys, revoked ones too, oldest first.
+    func connectKeys(accountID: String) async throws -> [ConnectKeyRecord]
+    /// Marks a key revoked; false when the account has no such active key.
+    func revokeConnectKey(id: String, accountID: String, at: Date) async throws -> Bool
+    /// Claims up to `limit` deliveries that are due at `now`, each the oldest undelivered event of
+    /// its envelope for its configuration (an envelope's next event waits for the one before it),
+    /// not claimed by anyone until after `now`; each is held until `claimUntil`. Two coordinators
+    /// on one PostgreSQL never claim the same row at once.
+    func claimConnectDeliveries(now: Date, claimUntil: Date, limit: Int) async throws -> [ConnectDeliveryRecord]
+    /// Records how an attempt at a claimed delivery ended, and releases the claim.
+    func finishConnectDelivery(id: Int64, _ outcome: ConnectAttemptOutcome) async throws
+    /// An account's deliveries, newest first, at most `limit`: only failure records when `failedOnly`.
+    func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord]
+    /// Deliveries not yet delivered nor failed, and failure records, in every account (`GET /status`).
+    func connectDeliveryCounts() async throws -> ConnectDeliveryCounts
+
     // MARK: The checker's snapshot
 
     /// What the fleet checker judges, read in one read-only transaction (a consistent cut):
@@ -273,6 +303,9 @@ package struct EnvelopeAggregate: Sendable {
     package var envelope: EnvelopeRecord
     /// By routing order, then recipient id.
     package var recipients: [EnvelopeRecipientRecord]
+    /// What this change did to the envelope (``EnvelopeEvent/between(_:_:at:)``), appended by the
+    /// service that made it; the store writes them to the Connect outbox in the same transaction.
+    package var events: [EnvelopeEvent] = []
 
     package init(envelope: EnvelopeRecord, recipients: [EnvelopeRecipientRecord]) {
         self.envelope = envelope

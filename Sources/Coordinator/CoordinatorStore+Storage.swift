@@ -162,6 +162,7 @@ extension CoordinatorStore: CoordinatorStorage {
                     r.envelopeID, r.recipientID, r.type, r.name, r.routingOrder, r.status, r.statusChangedAt, r.declineReason,
                 ])
             }
+            try Self.publish(aggregate, db)
         }
         let insertResult = try db.cachedStatement(
             sql: """
@@ -292,6 +293,7 @@ extension CoordinatorStore: CoordinatorStorage {
         for r in aggregate.recipients {
             try recipient.execute(arguments: [r.status, r.statusChangedAt, r.declineReason, r.envelopeID, r.recipientID])
         }
+        try Self.publish(aggregate, db)
     }
 
     public func envelopeSummaries() async throws -> [DeviceEnvelopeSummary] {

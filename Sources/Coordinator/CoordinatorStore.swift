@@ -259,6 +259,51 @@ public final class CoordinatorStore: Sendable {
                 t.column("expiresAt", .datetime).notNull().indexed()
             }
         }
+        // Connect: configurations, HMAC keys and the outbox of deliveries (docs/webhooks.md).
+        migrator.registerMigration("v14-connect") { db in
+            try db.create(table: "connectConfiguration") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("name", .text).notNull()
+                t.column("url", .text).notNull()
+                t.column("events", .text).notNull()
+                t.column("includeData", .text).notNull()
+                t.column("enabled", .boolean).notNull()
+                t.column("includeHMAC", .boolean).notNull()
+                t.column("createdAt", .datetime).notNull()
+            }
+            try db.create(table: "connectKey") { t in
+                t.primaryKey("id", .text)
+                t.column("accountID", .text).notNull().indexed().references("account", onDelete: .cascade)
+                t.column("secret", .text).notNull()
+                t.column("createdAt", .datetime).notNull()
+                t.column("revokedAt", .datetime)
+            }
+            try db.create(table: "connectDelivery") { t in
+                t.autoIncrementedPrimaryKey("id")
+                t.column("configurationID", .text).notNull().references("connectConfiguration", onDelete: .cascade)
+                t.column("accountID", .text).notNull().indexed()
+                t.column("envelopeID", .text).notNull()
+                t.column("event", .text).notNull()
+                t.column("recipientID", .text)
+                t.column("occurredAt", .datetime).notNull()
+                t.column("recordedAt", .datetime).notNull()
+                t.column("attempts", .integer).notNull()
+                t.column("nextAttemptAt", .datetime).notNull()
+                t.column("claimedUntil", .datetime)
+                t.column("deliveredAt", .datetime)
+                t.column("failedAt", .datetime)
+                t.column("lastError", .text)
+            }
+            // The claim reads only undelivered rows: partial indexes keep it off the delivered history.
+            try db.execute(
+                sql: """
+                    CREATE INDEX connectDelivery_pending ON connectDelivery (nextAttemptAt)
+                        WHERE deliveredAt IS NULL AND failedAt IS NULL;
+                    CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)
+                        WHERE deliveredAt IS NULL AND failedAt IS NULL;
+                    """)
+        }
         return migrator
     }
 }

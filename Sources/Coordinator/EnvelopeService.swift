@@ -102,7 +102,10 @@ public struct EnvelopeService: Sendable {
 
     /// Applies one lifecycle event to an envelope and its recipients; recipients the event
     /// changed get `at` as their change time.
+    /// The change's Connect events are appended to the aggregate's ``EnvelopeAggregate/events``.
     static func apply(_ event: EnvelopeLifecycle.Event, to aggregate: inout EnvelopeAggregate, at: Date) throws -> EnvelopeQueryReply {
+        let before = aggregate
+        defer { aggregate.events += EnvelopeEvent.between(before, aggregate, at: at) }
         var lifecycle = try Self.lifecycle(aggregate.envelope, aggregate.recipients)
         let changed = try lifecycle.apply(event)
         aggregate.envelope.status = lifecycle.status.rawValue

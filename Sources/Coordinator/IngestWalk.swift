@@ -220,10 +220,12 @@ package struct IngestPush: Sendable {
             id: envelopeID, accountID: device.accountID, deviceID: device.id, sequence: Int64(item.sequence),
             transactionID: payload.transactionId, localEnvelopeID: payload.envelopeId, name: payload.name, status: lifecycle.status.rawValue,
             payload: Data(item.payload), deviceSignature: Data(item.signature), createdAt: recordedAt)
-        plan.envelopes.append(
-            EnvelopeAggregate(
-                envelope: envelope,
-                recipients: EnvelopeService.syncedRecipients(envelopeID: envelopeID, payload: payload, lifecycle: lifecycle, routed: routed, at: recordedAt)))
+        var aggregate = EnvelopeAggregate(
+            envelope: envelope,
+            recipients: EnvelopeService.syncedRecipients(envelopeID: envelopeID, payload: payload, lifecycle: lifecycle, routed: routed, at: recordedAt))
+        // Every step the envelope took on the device is reported now, stamped with the device's time.
+        aggregate.events = EnvelopeEvent.between(nil, aggregate, at: recordedAt)
+        plan.envelopes.append(aggregate)
         created[envelopeID] = EnvelopeOwner(sequence: Int64(item.sequence), deviceID: device.id, localEnvelopeID: payload.envelopeId)
         return SyncItemResult(sequence: item.sequence, outcome: .applied, envelopeID: envelopeID)
     }

@@ -54,6 +54,8 @@ public struct RESTRoutes: Sendable {
     let oauth: OAuthService
     /// The account's templates, the same devices cache.
     let templates: TemplateCatalog
+    /// Connect configurations (docs/webhooks.md).
+    let connect: ConnectService
     /// Reads documents' text for anchor tabs.
     var textLocator = PDFTextLocator()
     var documents = CompletedDocuments()
@@ -75,6 +77,7 @@ public struct RESTRoutes: Sendable {
         self.rateLimiter = services.rateLimiter
         self.oauth = services.oauth
         self.templates = services.templates
+        self.connect = services.connect
     }
 
     /// Where the listeners are (their base URLs once bound).
@@ -236,6 +239,7 @@ public struct RESTRoutes: Sendable {
             }
         }
         registerTemplates(on: accounts)
+        registerConnect(on: accounts)
         registerDraftEdits(on: accounts)
         accounts.post("envelopes/:envelopeId/views/recipient") { request, context in
             await routes.answer(status: .created) {

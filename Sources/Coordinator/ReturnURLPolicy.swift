@@ -9,28 +9,29 @@ public enum ReturnURLPolicy {
     static var maxLength: Int { CaptiveSigningService.maxReturnURLLength }
 
     /// `scheme://host[:port]`, lowercased, default ports left out: what an allow-list holds.
-    public static func origin(of url: String) throws(FleetError) -> String {
+    /// `field` names the URL in errors (Connect's `urlToPublishTo` is checked by the same rules).
+    public static func origin(of url: String, field: String = "returnURL") throws(FleetError) -> String {
         guard !url.isEmpty, url.utf8.count <= maxLength else {
-            throw FleetError(.invalidRequest, "returnURL must be 1 to \(maxLength) bytes")
+            throw FleetError(.invalidRequest, "\(field) must be 1 to \(maxLength) bytes")
         }
         // Control characters, spaces, quotes, angle brackets and backslashes have no place in a
         // URL a page redirects to (`https://evil\@app/` is read differently by browsers and parsers).
         guard !url.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || "<>\"'\\`".unicodeScalars.contains($0) }),
             let components = URLComponents(string: url), let scheme = components.scheme?.lowercased()
         else {
-            throw FleetError(.invalidRequest, "returnURL must be an absolute http or https URL such as https://app.example/done; got \"\(url)\"")
+            throw FleetError(.invalidRequest, "\(field) must be an absolute http or https URL such as https://app.example/done; got \"\(url)\"")
         }
         guard scheme == "http" || scheme == "https" else {
             throw FleetError(
-                .invalidRequest, "returnURL must use http or https (got \(scheme):); other schemes can run code or open local files in the browser")
+                .invalidRequest, "\(field) must use http or https (got \(scheme):); other schemes can run code or open local files in the browser")
         }
         guard components.user == nil, components.password == nil else {
-            throw FleetError(.invalidRequest, "returnURL must not carry user info (user@host): it hides the real host; got \"\(url)\"")
+            throw FleetError(.invalidRequest, "\(field) must not carry user info (user@host): it hides the real host; got \"\(url)\"")
         }
         // IDNA's ASCII form (`xn--…`), as browsers send it in `Origin`: a punycode and a Unicode
         // spelling of one host are one origin.
         guard let host = components.encodedHost?.lowercased(), !host.isEmpty else {
-            throw FleetError(.invalidRequest, "returnURL \"\(url)\" has no host")
+            throw FleetError(.invalidRequest, "\(field) \"\(url)\" has no host")
         }
         let port = components.port.flatMap { ($0 == 80 && scheme == "http") || ($0 == 443 && scheme == "https") ? nil : $0 }
         return "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")

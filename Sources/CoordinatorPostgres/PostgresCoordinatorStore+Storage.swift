@@ -225,6 +225,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                             \(r.declineReason))
                     """, logger: logger)
             }
+            try await Self.publish(aggregate, c, logger)
         }
         for r in plan.results {
             try await c.query(
@@ -296,6 +297,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                 WHERE envelopeID = \(r.envelopeID) AND recipientID = \(r.recipientID)
                 """, logger: logger)
         }
+        try await Self.publish(aggregate, c, logger)
     }
 
     static func loadEnvelope(_ c: PostgresConnection, id: String, accountID: String?, lock: Bool, _ logger: Logger) async throws -> EnvelopeAggregate? {

@@ -151,6 +151,39 @@ enum PostgresSchema {
                 """,
                 "CREATE INDEX oauthCode_expiresAt ON oauthCode (expiresAt)",
             ]),
+        // SQLite's `v14-connect`: Connect configurations, HMAC keys, the outbox of deliveries.
+        Migration(
+            name: "v7-connect",
+            statements: [
+                """
+                CREATE TABLE connectConfiguration (
+                    id text PRIMARY KEY, accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE,
+                    name text NOT NULL, url text NOT NULL, events text NOT NULL, includeData text NOT NULL,
+                    enabled boolean NOT NULL, includeHMAC boolean NOT NULL, createdAt timestamptz NOT NULL)
+                """,
+                "CREATE INDEX connectConfiguration_accountID ON connectConfiguration (accountID)",
+                """
+                CREATE TABLE connectKey (
+                    id text PRIMARY KEY, accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE,
+                    secret text NOT NULL, createdAt timestamptz NOT NULL, revokedAt timestamptz)
+                """,
+                "CREATE INDEX connectKey_accountID ON connectKey (accountID)",
+                """
+                CREATE TABLE connectDelivery (
+                    id bigserial PRIMARY KEY,
+                    configurationID text NOT NULL REFERENCES connectConfiguration (id) ON DELETE CASCADE,
+                    accountID text NOT NULL, envelopeID text NOT NULL, event text NOT NULL, recipientID text,
+                    occurredAt timestamptz NOT NULL, recordedAt timestamptz NOT NULL, attempts bigint NOT NULL,
+                    nextAttemptAt timestamptz NOT NULL, claimedUntil timestamptz, deliveredAt timestamptz, failedAt timestamptz,
+                    lastError text)
+                """,
+                "CREATE INDEX connectDelivery_accountID ON connectDelivery (accountID)",
+                "CREATE INDEX connectDelivery_pending ON connectDelivery (nextAttemptAt) WHERE deliveredAt IS NULL AND failedAt IS NULL",
+                """
+                CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)
+                    WHERE deliveredAt IS NULL AND failedAt IS NULL
+                """,
+            ]),
     ]
 
     /// Creates the schema if needed and applies the migrations it lacks, in one transaction under

@@ -11,7 +11,7 @@ struct AdminCommand: AsyncParsableCommand {
         abstract: "Create accounts and users in a coordinator store.",
         subcommands: [
             CreateAccount.self, CreateUser.self, SeedDemo.self, List.self, Token.self, Envelopes.self, Devices.self, ReturnOriginsCommand.self,
-            AdminTemplatesCommand.self, AdminEnvelopeCommand.self, AdminIntegrationKeysCommand.self,
+            AdminTemplatesCommand.self, AdminEnvelopeCommand.self, AdminIntegrationKeysCommand.self, AdminConnectKeysCommand.self,
         ]
     )
 

@@ -115,6 +115,15 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Seconds a signing page may sit idle before its session ends (default 1200, as DocuSign).")
     var signingSessionTimeout: Int?
 
+    @Option(help: "Attempts per Connect event before it becomes a failure record (default 8; docs/webhooks.md).")
+    var connectAttempts: Int?
+
+    @Option(help: "Seconds a Connect listener has to answer a delivery (default 10).")
+    var connectTimeout: Int?
+
+    @Option(help: "Seed of the Connect back-off's jitter (default: drawn at start and printed).")
+    var connectSeed: Int?
+
     /// Defaults, then the file, then the flags.
     func settings() throws -> CoordinatorConfiguration {
         var settings = CoordinatorConfiguration()
@@ -141,6 +150,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let httpMaxConnections { settings.httpMaxConnections = httpMaxConnections }
         if let signingUrlLifetime { settings.signingURLLifetime = signingUrlLifetime }
         if let signingSessionTimeout { settings.signingSessionTimeout = signingSessionTimeout }
+        if let connectAttempts { settings.connectAttempts = connectAttempts }
+        if let connectTimeout { settings.connectTimeout = connectTimeout }
+        if let connectSeed { settings.connectSeed = connectSeed }
         try settings.validate()
         return settings
     }
@@ -225,6 +237,14 @@ struct CoordinatorCommand: AsyncParsableCommand {
             }
             announce("listening \(endpoint)")
             var members: [any Service] = [CoordinatorService(server: server)]
+            // Connect's deliveries (docs/webhooks.md): the publisher logs its jitter seed, so a run's delays can be replayed.
+            var connect = ConnectPublisherConfiguration()
+            connect.maxAttempts = settings.connectAttempts
+            connect.requestTimeout = .seconds(settings.connectTimeout)
+            connect.jitterSeed = UInt64(settings.connectSeed ?? Int.random(in: 0...Int.max))
+            let connectTransport = HTTPConnectTransport()
+            members.append(
+                ConnectPublisher(store: coordinatorStore, connect: services.connect, configuration: connect, transport: connectTransport, logger: logger))
             if let address = try settings.httpAddress() {
                 let http = CoordinatorHTTPServer(
                     configuration: .init(host: address.host, port: address.port, maxConnections: settings.httpMaxConnections),

@@ -10,6 +10,7 @@ let benchmarks: [String: ([String]) async throws -> Void] = [
     "proxy": proxyBenchmark,
     "captive": captiveBenchmark,
     "rest": restBenchmark,
+    "connect": connectBenchmark,
     "ingest-profile": ingestProfile,
     "ingest-wire": ingestWireBenchmark,
     "flood": floodBenchmark,

@@ -1,0 +1,269 @@
+import AsyncHTTPClient
+import FleetProtocol
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+
+/// Where a Connect message goes: an HTTP POST that answers a status (docs/webhooks.md). The real
+/// one is ``HTTPConnectTransport``; a unit test may give its own.
+public protocol ConnectTransport: Sendable {
+    /// POSTs `body` to `url` with `headers`; the listener's HTTP status once its whole answer is read.
+    func post(_ url: String, body: Data, headers: [(name: String, value: String)]) async throws -> Int
+    /// Releases what it holds; the publisher calls it once it stops.
+    func shutdown() async
+}
+
+/// Connect over AsyncHTTPClient: no redirects followed (a listener cannot send a delivery
+/// elsewhere), at most 64 KiB of an answer read.
+public final class HTTPConnectTransport: ConnectTransport {
+    private let client: HTTPClient
+    /// A guard against a hang on the machine's clock; the publisher's own timeout is on its clock.
+    private let deadline: TimeAmount
+
+    /// - Parameter deadline: a guard against a hang, on the machine's clock; the publisher's
+    ///   `requestTimeout` (on its own clock) ends an attempt first.
+    public init(deadline: TimeAmount = .seconds(120)) {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.connectionPool = .init(idleTimeout: .seconds(30))
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.deadline = deadline
+    }
+
+    public func post(_ url: String, body: Data, headers: [(name: String, value: String)]) async throws -> Int {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(bytes: body))
+        let response = try await client.execute(request, timeout: deadline)
+        _ = try await response.body.collect(upTo: 64 << 10)
+        return Int(response.status.code)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+}
+
+/// How the publisher delivers (docs/webhooks.md, "Delivery").
+public struct ConnectPublisherConfiguration: Sendable {
+    /// Attempts per event before it becomes a failure record.
+    public var maxAttempts = 8
+    /// The back-off's first ceiling and its cap (full jitter, doubling per attempt).
+    public var backoff = Backoff(initial: .seconds(2), maximum: .seconds(300))
+    /// How long a listener has to answer.
+    public var requestTimeout: Duration = .seconds(10)
+    /// How often the outbox is read when nothing woke the publisher.
+    public var pollInterval: Duration = .milliseconds(500)
+    /// Deliveries in flight at once, in all.
+    public var maxInFlight = 16
+    /// Deliveries in flight at once to one configuration: a hanging listener holds only these.
+    public var maxInFlightPerListener = 4
+    /// Seeds the back-off's jitter (printed at start; the same seed gives the same delays).
+    public var jitterSeed: UInt64 = 0
+
+    public init() {}
+
+    /// How long a claim lasts: past it, another coordinator (or this one restarted) takes the row
+    /// over. An attempt ends within the request timeout; the rest covers its store reads and writes.
+    var claimLifetime: Duration { requestTimeout * 2 + .seconds(5) }
+}
+
+/// Delivers the Connect outbox (docs/webhooks.md): claims due events — each the oldest undelivered
+/// one of its envelope for its configuration —, POSTs each signed with the account's HMAC keys,
+/// and records the outcome: delivered on a 2xx, otherwise retried with back-off until the
+/// attempts run out (a failure record). At-least-once: a coordinator killed mid-delivery leaves a
+/// claim that expires, and the event is delivered again.
+public final class ConnectPublisher: Service {
+    let store: any CoordinatorStorage
+    let connect: ConnectService
+    let configuration: ConnectPublisherConfiguration
+    let clock: any FleetClock
+    let wall: WallClock
+    let transport: any ConnectTransport
+    let logger: Logger
+    private let inFlight = Mutex<[String: Int]>([:])
+    private let wake: AsyncStream<Void>.Continuation
+    private let wakes: AsyncStream<Void>
+    private let delivered: Counter
+    private let retried: Counter
+    private let failed: Counter
+
+    package init(
+        store: any CoordinatorStorage, connect: ConnectService, configuration: ConnectPublisherConfiguration = .init(),
+        clock: any FleetClock = ContinuousClock(), wall: WallClock = .system, transport: any ConnectTransport, logger: Logger
+    ) {
+        self.store = store
+        self.connect = connect
+        self.configuration = configuration
+        self.clock = clock
+        self.wall = wall
+        self.transport = transport
+        self.logger = logger
+        (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        delivered = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "delivered")])
+        retried = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "retry")])
+        failed = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "failed")])
+    }
+
+    /// The publisher of the coordinator serving `services`: what an embedder runs beside its
+    /// ``CoordinatorService`` (in the same `ServiceGroup`) to deliver Connect events.
+    /// - Parameters:
+    ///   - clock: what its waits (poll, request timeout) run on.
+    ///   - wall: what it stamps outcomes and back-off times with (the services' own clock).
+    public convenience init(
+        services: CoordinatorServices, configuration: ConnectPublisherConfiguration = .init(), clock: any FleetClock = ContinuousClock(),
+        wall: WallClock = .system, transport: any ConnectTransport = HTTPConnectTransport(), logger: Logger
+    ) {
+        self.init(
+            store: services.envelopes.store, connect: services.connect, configuration: configuration, clock: clock, wall: wall,
+            transport: transport, logger: logger)
+    }
+
+    /// Reads the outbox now rather than at the next poll (a change was just committed).
+    public func nudge() { wake.yield() }
+
+    public func run() async throws {
+        logger.info("connect publisher started", metadata: ["jitterSeed": "\(configuration.jitterSeed)"])
+        let wake = self.wake
+        await withTaskCancellationOrGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { [clock, configuration] in
+                    // The poll: the outbox is read at least this often.
+                    while !Task.isCancelled {
+                        try? await clock.sleep(for: configuration.pollInterval)
+                        wake.yield()
+                    }
+                }
+                wake.yield()
+                for await _ in wakes {
+                    await claimAndDeliver(into: &group)
+                }
+                group.cancelAll()
+            }
+        } onCancelOrGracefulShutdown: {
+            wake.finish()
+        }
+        await transport.shutdown()
+    }
+
+    /// One pass: claims what there is room for and starts each delivery.
+    private func claimAndDeliver(into group: inout DiscardingTaskGroup) async {
+        let busy = inFlight.withLock { $0.values.reduce(0, +) }
+        let room = configuration.maxInFlight - busy
+        guard room > 0 else { return }
+        let now = wall.now()
+        let claimed: [ConnectDeliveryRecord]
+        do {
+            claimed = try await store.claimConnectDeliveries(
+                now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room)
+        } catch {
+            logger.warning("connect: cannot read the outbox", metadata: ["error": "\(error)"])
+            return
+        }
+        for delivery in claimed {
+            let admitted = inFlight.withLock { counts in
+                guard counts[delivery.configurationID, default: 0] < configuration.maxInFlightPerListener else { return false }
+                counts[delivery.configurationID, default: 0] += 1
+                return true
+            }
+            guard admitted else {
+                // This listener has its share in flight: the row waits for the next pass, unclaimed.
+                try? await store.finishConnectDelivery(id: delivery.id, .released)
+                continue
+            }
+            group.addTask { [self] in
+                await deliver(delivery)
+                inFlight.withLock { counts in
+                    counts[delivery.configurationID, default: 1] -= 1
+                    if counts[delivery.configurationID] == 0 { counts[delivery.configurationID] = nil }
+                }
+                wake.yield()
+            }
+        }
+        // A full page may mean more are due.
+        if claimed.count == room { wake.yield() }
+    }
+
+    /// One attempt at one delivery, and its outcome recorded.
+    func deliver(_ delivery: ConnectDeliveryRecord) async {
+        let outcome: ConnectAttemptOutcome
+        do {
+            try await attempt(delivery)
+            outcome = .delivered(at: wall.now())
+            delivered.increment()
+        } catch {
+            let reason = (error as? ConnectAttemptError)?.message ?? String(describing: error)
+            if delivery.attempts + 1 >= configuration.maxAttempts || (error as? ConnectAttemptError)?.final == true {
+                outcome = .failed(at: wall.now(), error: reason)
+                failed.increment()
+                logger.warning(
+                    "connect: delivery failed for good",
+                    metadata: ["delivery": "\(delivery.id)", "event": "\(delivery.event)", "envelope": "\(delivery.envelopeID)", "error": "\(reason)"])
+            } else {
+                outcome = .retry(at: wall.now().addingTimeInterval(backoff(after: delivery).seconds), error: reason)
+                retried.increment()
+            }
+        }
+        do {
+            try await store.finishConnectDelivery(id: delivery.id, outcome)
+        } catch {
+            // The claim expires and the event is tried again: at-least-once.
+            logger.warning("connect: cannot record a delivery's outcome", metadata: ["delivery": "\(delivery.id)", "error": "\(error)"])
+        }
+    }
+
+    /// The wait before the next attempt: full jitter under a ceiling doubling with each attempt,
+    /// drawn from the delivery's id and the publisher's seed (replayable).
+    func backoff(after delivery: ConnectDeliveryRecord) -> Duration {
+        var backoff = configuration.backoff.jittered(seed: Backoff.jitterSeed(for: String(delivery.id), salt: configuration.jitterSeed))
+        var delay = Duration.zero
+        for _ in 0...min(delivery.attempts, 40) { delay = backoff.next() }
+        return delay
+    }
+
+    private func attempt(_ delivery: ConnectDeliveryRecord) async throws {
+        guard let configuration = try await store.connectConfiguration(id: delivery.configurationID, accountID: delivery.accountID) else {
+            throw ConnectAttemptError("the configuration is gone", final: true)
+        }
+        if let own = connect.ownListener(configuration.url) {
+            throw ConnectAttemptError("urlToPublishTo is this coordinator's own listener (\(own))", final: true)
+        }
+        guard let aggregate = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) else {
+            throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
+        }
+        let user = try await store.devices(id: aggregate.envelope.deviceID, limit: 64).first { $0.accountID == delivery.accountID }?.userID ?? ""
+        let keys = configuration.includeHMAC ? try await store.connectKeys(accountID: delivery.accountID).filter { $0.revokedAt == nil } : []
+        let body = ConnectMessage.body(delivery, configuration: configuration, aggregate: aggregate, userID: user, at: wall.now())
+        let headers = [(name: "Content-Type", value: "application/json"), (name: "User-Agent", value: "SignFleet-Connect/2.1")]
+            + ConnectMessage.signatures(of: body, keys: keys)
+        let status = try await withThrowingTaskGroup(of: Int?.self) { group in
+            group.addTask { [transport] in try await transport.post(configuration.url, body: body, headers: headers) }
+            group.addTask { [clock, timeout = self.configuration.requestTimeout] in
+                try await clock.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let status = first else {
+                throw ConnectAttemptError("no answer within \(self.configuration.requestTimeout)")
+            }
+            return status
+        }
+        guard (200..<300).contains(status) else { throw ConnectAttemptError("the listener answered HTTP \(status)") }
+    }
+}
+
+/// Why one attempt did not deliver; `final` when trying again cannot help.
+struct ConnectAttemptError: Error, CustomStringConvertible {
+    var message: String
+    var final: Bool
+
+    init(_ message: String, final: Bool = false) {
+        self.message = message
+        self.final = final
+    }
+
+    var description: String { message }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import GRDB
+
+// What the coordinator keeps for Connect (docs/webhooks.md): the account's configurations, its
+// HMAC keys, and the outbox of deliveries — one row per (event, configuration), written in the
+// transaction of the change the event reports.
+
+/// One Connect configuration of an account: where to POST which events, with what data.
+package struct ConnectConfigurationRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "connectConfiguration"
+    package var id: String
+    package var accountID: String
+    package var name: String
+    /// The listener's URL (http or https, checked against the account's allow-list when set).
+    package var url: String
+    /// The event names it asks for, each between commas (`,envelope-sent,recipient-completed,`),
+    /// so the outbox's fan-out finds one with a substring search in SQL.
+    package var events: String
+    /// What `data.envelopeSummary` carries besides the envelope itself, comma-separated:
+    /// `recipients`, `tabs`, `documents`, `custom_fields`.
+    package var includeData: String
+    /// `allowEnvelopePublish`: whether events are written for it at all.
+    package var enabled: Bool
+    /// Whether deliveries are signed with the account's Connect HMAC keys.
+    package var includeHMAC: Bool
+    package var createdAt: Date
+
+    package init(
+        id: String, accountID: String, name: String, url: String, events: [EnvelopeEvent.Kind], includeData: [String], enabled: Bool,
+        includeHMAC: Bool, createdAt: Date
+    ) {
+        self.id = id
+        self.accountID = accountID
+        self.name = name
+        self.url = url
+        self.events = events.isEmpty ? "" : "," + events.map(\.rawValue).joined(separator: ",") + ","
+        self.includeData = includeData.joined(separator: ",")
+        self.enabled = enabled
+        self.includeHMAC = includeHMAC
+        self.createdAt = createdAt
+    }
+
+    package var eventKinds: [EnvelopeEvent.Kind] {
+        events.split(separator: ",").compactMap { EnvelopeEvent.Kind(rawValue: String($0)) }
+    }
+
+    package var includeDataList: [String] { includeData.split(separator: ",").map(String.init) }
+}
+
+/// One Connect HMAC key of an account: every delivery of a configuration with HMAC on is signed
+/// with each of the account's active keys (`X-DocuSign-Signature-1`, `-2`, …), so a key can be
+/// rotated with two active at once.
+package struct ConnectKeyRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "connectKey"
+    package var id: String
+    package var accountID: String
+    /// The key as the listener configures it: 32 random bytes, base64.
+    package var secret: String
+    package var createdAt: Date
+    package var revokedAt: Date?
+
+    package init(id: String, accountID: String, secret: String, createdAt: Date, revokedAt: Date? = nil) {
+        self.id = id
+        self.accountID = accountID
+        self.secret = secret
+        self.createdAt = createdAt
+        self.revokedAt = revokedAt
+    }
+}
+
+/// One event to deliver to one configuration: the Connect outbox's row.
+package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecord, Sendable, Hashable {
+    package static let databaseTableName = "connectDelivery"
+    /// Increasing in commit order per envelope: an envelope's events are delivered by it.
+    package var id: Int64
+    package var configurationID: String
+    package var accountID: String
+    package var envelopeID: String
+    /// An ``EnvelopeEvent/Kind`` raw value.
+    package var event: String
+    package var recipientID: String?
+    package var occurredAt: Date
+    package var recordedAt: Date
+    /// Attempts made so far (the body's `retryCount` is this number at the attempt).
+    package var attempts: Int
+    /// Not before this time (the back-off after a failed attempt).
+    package var nextAttemptAt: Date
+    /// A coordinator delivering it holds it until then; after that another may take it over.
+    package var claimedUntil: Date?
+    package var deliveredAt: Date?
+    /// Set when the attempts ran out: a failure record (`GET …/connect/failures`).
+    package var failedAt: Date?
+    package var lastError: String?
+
+    package init(
+        id: Int64, configurationID: String, accountID: String, envelopeID: String, event: String, recipientID: String?, occurredAt: Date,
+        recordedAt: Date, attempts: Int, nextAttemptAt: Date, claimedUntil: Date?, deliveredAt: Date?, failedAt: Date?, lastError: String?
+    ) {
+        self.id = id
+        self.configurationID = configurationID
+        self.accountID = accountID
+        self.envelopeID = envelopeID
+        self.event = event
+        self.recipientID = recipientID
+        self.occurredAt = occurredAt
+        self.recordedAt = recordedAt
+        self.attempts = attempts
+        self.nextAttemptAt = nextAttemptAt
+        self.claimedUntil = claimedUntil
+        self.deliveredAt = deliveredAt
+        self.failedAt = failedAt
+        self.lastError = lastError
+    }
+}
+
+/// Connect deliveries not yet delivered and failure records, in every account (`GET /status`).
+public struct ConnectDeliveryCounts: Sendable, Hashable, Codable {
+    /// Events waiting for a 2xx (due now, backing off, or in flight).
+    public var pending: Int
+    /// Failure records: events whose attempts ran out.
+    public var failed: Int
+
+    public init(pending: Int, failed: Int) {
+        self.pending = pending
+        self.failed = failed
+    }
+}
+
+/// How one delivery attempt ended.
+package enum ConnectAttemptOutcome: Sendable, Hashable {
+    /// The listener answered 2xx.
+    case delivered(at: Date)
+    /// Try again at `at` (back-off); `error` says what went wrong.
+    case retry(at: Date, error: String)
+    /// Attempts exhausted (or the configuration is gone): a failure record.
+    case failed(at: Date, error: String)
+    /// Not attempted: the claim is given back (the listener had its share in flight).
+    case released
+}

@@ -1,0 +1,340 @@
+import Crypto
+import DeviceNode
+import Envelopes
+import FleetProtocol
+import FleetTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Synchronization
+import Testing
+
+@testable import Coordinator
+
+/// A Connect listener on a real socket (port 0): records every POST it reads and answers what
+/// the test says — a status, or no answer at all (a hang).
+final class ConnectListener: Sendable {
+    struct Received: Sendable {
+        var path: String
+        var body: Data
+        /// By lower-case name.
+        var headers: [String: String]
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+        var event: String { json["event"] as? String ?? "" }
+    }
+
+    enum Answer: Sendable { case status(Int), hang }
+
+    let received: AsyncStream<Received>
+    private let record: AsyncStream<Received>.Continuation
+    private let answers: Mutex<[String: [Answer]]>
+    private let running: Mutex<Task<Void, any Error>?> = Mutex(nil)
+
+    /// - Parameter answers: per path, the answers to give in turn; past them, 200.
+    init(answers: [String: [Answer]] = [:]) {
+        (received, record) = AsyncStream<Received>.makeStream()
+        self.answers = Mutex(answers)
+    }
+
+    func start() async throws -> String {
+        let router = Router()
+        router.post("**") { [self] request, context -> Response in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            var headers: [String: String] = [:]
+            for field in request.headers { headers[field.name.canonicalName] = field.value }
+            let path = request.uri.path
+            record.yield(Received(path: path, body: Data(buffer: body), headers: headers))
+            let answer = answers.withLock { queued -> Answer in
+                guard var list = queued[path], !list.isEmpty else { return .status(200) }
+                let first = list.removeFirst()
+                queued[path] = list
+                return first
+            }
+            switch answer {
+            case .status(let code): return Response(status: HTTPResponse.Status(code: code))
+            case .hang:
+                try await Task.sleep(for: .seconds(3600))
+                return Response(status: .ok)
+            }
+        }
+        let (ports, announce) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "connect-listener")
+        logger.logLevel = .critical
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in announce.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        running.withLock { $0 = Task { try await application.runService() } }
+        let port = try await firstElement(of: ports, "the listener's port")
+        return "http://127.0.0.1:\(port)"
+    }
+
+    func stop() async {
+        let task = running.withLock { $0 }
+        task?.cancel()
+        _ = try? await task?.value
+    }
+}
+
+/// Connect end to end (docs/webhooks.md): a configuration made over REST, envelopes changed over
+/// REST, the publisher delivering to a real listener — signed, in order per envelope, retried
+/// after a 500 with the attempt counted, a failure record when the attempts run out, and a
+/// hanging listener costing only its own deliveries.
+@Suite(.timeLimit(.minutes(3))) struct ConnectDeliveryTests {
+    static let pdf = SamplePDF.make(pages: 1).base64EncodedString()
+
+    static func envelope(subject: String) -> String {
+        #"{"emailSubject": "\#(subject)", "status": "sent", "documents": [{"documentId": "1", "name": "x", "documentBase64": "\#(pdf)"}], "recipients": {"signers": [{"recipientId": "1", "name": "A", "email": "a@example.com", "clientUserId": "c", "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": "1", "xPosition": "10", "yPosition": "10"}]}}]}}"#
+    }
+
+    /// A publisher on the rig's store whose waits are on `clock` (moved by the test) and whose stamps are the rig's.
+    static func publisher(_ rig: CaptiveRig, clock: ManualClock, attempts: Int = 8) -> ConnectPublisher {
+        var configuration = ConnectPublisherConfiguration()
+        configuration.maxAttempts = attempts
+        configuration.jitterSeed = 7
+        configuration.maxInFlightPerListener = 2
+        let stamp = rig.clock
+        return ConnectPublisher(
+            store: rig.services.envelopes.store, connect: rig.services.connect, configuration: configuration, clock: clock,
+            wall: WallClock { stamp.now() }, transport: HTTPConnectTransport(), logger: Logger(label: "connect-test"))
+    }
+
+    static func configure(_ rig: CaptiveRig, url: String, events: [String], hmac: Bool = true) async throws -> String {
+        let body = try JSONSerialization.data(withJSONObject: [
+            "name": "backend", "urlToPublishTo": url, "allowEnvelopePublish": "true", "allUsers": "true", "includeHMAC": hmac ? "true" : "false",
+            "deliveryMode": "SIM", "events": events, "eventData": ["format": "json", "version": "restv2.1", "includeData": ["recipients"]],
+        ])
+        let answer = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/connect", token: rig.token, body: String(decoding: body, as: UTF8.self))
+        #expect(answer.status == 201, "\(answer.json)")
+        return try #require(answer.json["connectId"] as? String)
+    }
+
+    @Test func deliveriesAreSignedOrderedPerEnvelopeAndRetriedAfterA500() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener(answers: ["/hooks": [.status(500)]])
+        let base = try await listener.start()
+        let keys = [try await rig.services.connect.addKey(accountID: "acme"), try await rig.services.connect.addKey(accountID: "acme")]
+        let connectID = try await Self.configure(rig, url: base + "/hooks", events: ["envelope-sent", "recipient-sent", "envelope-voided"])
+
+        let created = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "one"))
+        let envelopeID = try #require(created.json["envelopeId"] as? String)
+        let voided = try await RESTAPITests.call(
+            rig, "PUT", "/restapi/v2.1/accounts/acme/envelopes/\(envelopeID)", token: rig.token, body: #"{"status": "voided", "voidedReason": "wrong"}"#)
+        #expect(voided.status == 200)
+
+        let clock = ManualClock()
+        let publisher = Self.publisher(rig, clock: clock)
+        let running = Task { try await publisher.run() }
+        var arrivals = listener.received.makeAsyncIterator()
+        // The first attempt at envelope-sent gets a 500: nothing else of the envelope is sent meanwhile.
+        let first = try #require(await arrivals.next())
+        #expect(first.event == "envelope-sent" && first.json["retryCount"] as? Int == 0)
+        // Once its retry is recorded, it is due within the back-off's first ceiling (2 s): move the stamps past it.
+        try await connectEventually {
+            try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).contains { $0.attempts == 1 }
+        }
+        rig.clock.advance(3)
+        publisher.nudge()
+        var delivered: [ConnectListener.Received] = []
+        while delivered.count < 3, let next = await arrivals.next() {
+            delivered.append(next)
+            publisher.nudge()
+        }
+        #expect(delivered.map(\.event) == ["envelope-sent", "recipient-sent", "envelope-voided"], "in order, after the retry")
+        #expect(delivered[0].json["retryCount"] as? Int == 1, "the second attempt says so")
+        for message in [first] + delivered {
+            // Each active key signs the exact bytes.
+            for (index, key) in keys.enumerated() {
+                let mac = HMAC<SHA256>.authenticationCode(for: message.body, using: SymmetricKey(data: Data(key.secret.utf8)))
+                #expect(message.headers["x-docusign-signature-\(index + 1)"] == Data(mac).base64EncodedString())
+            }
+            #expect(message.headers["x-docusign-signature-3"] == nil)
+            let data = try #require(message.json["data"] as? [String: Any])
+            #expect(data["envelopeId"] as? String == envelopeID && data["accountId"] as? String == "acme")
+            #expect(message.json["configurationId"] as? Int == Int(connectID))
+            #expect(message.json["apiVersion"] as? String == "v2.1")
+        }
+        let recipientData = try #require(delivered[1].json["data"] as? [String: Any])
+        #expect(recipientData["recipientId"] as? String == "1")
+        let summary = try #require((delivered[2].json["data"] as? [String: Any])?["envelopeSummary"] as? [String: Any])
+        #expect(summary["status"] as? String == "voided" && summary["voidedReason"] as? String == "wrong")
+        #expect(summary["recipients"] != nil, "includeData recipients")
+
+        // The log shows all three delivered, the first after two attempts; nothing failed.
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        let logs = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/logs", token: rig.token)
+        let entries = try #require(logs.json["logs"] as? [[String: Any]])
+        #expect(entries.count == 3 && entries.allSatisfy { $0["status"] as? String == "delivered" })
+        let failures = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/failures", token: rig.token)
+        #expect((failures.json["failures"] as? [[String: Any]])?.isEmpty == true)
+        running.cancel()
+        _ = try? await running.value
+        await listener.stop()
+        await rig.tearDown()
+    }
+
+    @Test func aHangingListenerCostsOnlyItsOwnQueueAndEndsAsAFailureRecord() async throws {
+        let rig = try await CaptiveRig()
+        let stuck = ConnectListener(answers: ["/stuck": [.hang, .hang, .hang, .hang]])
+        let healthy = ConnectListener()
+        let stuckBase = try await stuck.start(), healthyBase = try await healthy.start()
+        _ = try await Self.configure(rig, url: stuckBase + "/stuck", events: ["envelope-sent"], hmac: false)
+        _ = try await Self.configure(rig, url: healthyBase + "/fine", events: ["envelope-sent"], hmac: false)
+        var ids: [String] = []
+        for index in 0..<4 {
+            let created = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "e\(index)"))
+            ids.append(try #require(created.json["envelopeId"] as? String))
+        }
+        let clock = ManualClock()
+        let publisher = Self.publisher(rig, clock: clock, attempts: 1)
+        let running = Task { try await publisher.run() }
+        // The healthy listener gets all four while the stuck one holds its two slots.
+        var fine = healthy.received.makeAsyncIterator()
+        var seen: Set<String> = []
+        while seen.count < 4, let message = await fine.next() {
+            seen.insert((message.json["data"] as? [String: Any])?["envelopeId"] as? String ?? "")
+            publisher.nudge()
+        }
+        #expect(seen == Set(ids))
+        // The stuck one's two attempts time out on the publisher's clock; with one attempt allowed, each is a failure record.
+        var held = stuck.received.makeAsyncIterator()
+        _ = await held.next()
+        _ = await held.next()
+        await clock.waitForSleepers { $0.filter { $0 >= .seconds(10) }.count >= 2 }
+        await clock.advance(by: .seconds(10))
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: true, limit: 10).count >= 2 }
+        let failures = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/failures", token: rig.token)
+        let entries = try #require(failures.json["failures"] as? [[String: Any]])
+        #expect(entries.count >= 2 && entries.allSatisfy { ($0["error"] as? String)?.contains("no answer within") == true }, "\(entries)")
+        running.cancel()
+        _ = try? await running.value
+        await stuck.stop()
+        await healthy.stop()
+        await rig.tearDown()
+    }
+
+    @Test func configurationsAreCheckedAndWhatIsNotSupportedIsRefused() async throws {
+        let rig = try await CaptiveRig()
+        func post(_ fields: [String: Any]) async throws -> (status: Int, json: [String: Any]) {
+            var body: [String: Any] = ["urlToPublishTo": "http://127.0.0.1:9/hook", "events": ["envelope-sent"]]
+            body.merge(fields) { $1 }
+            let data = try JSONSerialization.data(withJSONObject: body)
+            return try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/connect", token: rig.token, body: String(decoding: data, as: UTF8.self))
+        }
+        for (fields, words) in [
+            (["useSoapInterface": "true"], "SOAP"), (["requireMutualTls": "true"], "mutual TLS"), (["deliveryMode": "aggregate"], "SIM"),
+            (["eventData": ["format": "xml"]], "XML"), (["events": ["envelope-exploded"]], "envelope-exploded"),
+            (["urlToPublishTo": "file:///etc/passwd"], "http or https"), (["urlToPublishTo": "http://\(rig.http)/status"], "own listener"),
+            (["eventData": ["includeData": ["documents"]]], "not supported"), (["allUsers": "false"], "allUsers"), (["events": []], "events is empty"),
+        ] as [([String: Any], String)] {
+            let answer = try await post(fields)
+            #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_REQUEST_BODY", "\(fields): \(answer.json)")
+            #expect((answer.json["message"] as? String)?.contains(words) == true, "\(fields): \(answer.json)")
+        }
+        // Legacy event lists map onto the event names; update and delete by id; another account sees nothing.
+        let made = try await post(["envelopeEvents": [["envelopeEventStatusCode": "Completed"]], "recipientEvents": [["recipientEventStatusCode": "Declined"]], "events": NSNull()])
+        #expect(made.status == 201 && made.json["events"] as? [String] == ["envelope-completed", "recipient-declined"], "\(made.json)")
+        let id = try #require(made.json["connectId"] as? String)
+        let updated = try await RESTAPITests.call(
+            rig, "PUT", "/restapi/v2.1/accounts/acme/connect", token: rig.token,
+            body: #"{"connectId": "\#(id)", "urlToPublishTo": "http://127.0.0.1:9/other", "events": ["envelope-voided"], "allowEnvelopePublish": false}"#)
+        #expect(updated.status == 200 && updated.json["allowEnvelopePublish"] as? String == "false" && updated.json["urlToPublishTo"] as? String == "http://127.0.0.1:9/other")
+        let one = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)
+        #expect((one.json["configurations"] as? [[String: Any]])?.first?["events"] as? [String] == ["envelope-voided"])
+        let deleted = try await RESTAPITests.call(rig, "DELETE", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)
+        #expect(deleted.status == 200)
+        let gone = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)
+        #expect(gone.status == 400 && gone.json["errorCode"] as? String == "INVALID_CONNECT_CONFIGURATION")
+        let anonymous = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect", token: nil)
+        #expect(anonymous.status == 401)
+        await rig.tearDown()
+    }
+}
+
+/// Polls `condition` (a store read) until it holds; the suite's time limit guards against a hang.
+func connectEventually(_ condition: () async throws -> Bool) async throws {
+    while try await !condition() { try await Task.sleep(for: .milliseconds(20)) }
+}
+
+/// docs/webhooks.md from the outside: a listener written from the doc alone (Python's standard
+/// library verifying the HMAC, the official SDK's ConnectApi for the configuration) receives
+/// every event of a REST envelope signed in a captive ceremony and of a device envelope signed
+/// offline, each validly signed, in order, its first message twice (a 500, then retryCount 1).
+@Suite(.timeLimit(.minutes(3))) struct ConnectInteropTests {
+    static let script = SyncPayloadInteropTests.repository.appendingPathComponent("Tests/interop/connect_listener.py")
+
+    struct Line: Decodable {
+        var event: String
+        var envelopeId: String
+        var recipientId: String?
+        var retryCount: Int
+        var status: Int
+        var hmac: String
+    }
+
+    @Test func aListenerWrittenFromTheDocVerifiesEveryEventOfARESTCaptiveAndOfflineFlow() async throws {
+        let rig = try await CaptiveRig()
+        let key = try await rig.services.connect.addKey(accountID: "acme")
+        let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
+        let listener = try ChildProcess.launch(
+            "/usr/bin/env",
+            [python, Self.script.path, "--host", "http://\(rig.http)/restapi", "--token", rig.token, "--account", "acme", "--secret", key.secret],
+            name: "connect-listener")
+        try await listener.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("configured ") }
+
+        let clock = ManualClock()
+        let publisher = ConnectDeliveryTests.publisher(rig, clock: clock)
+        let running = Task { try await publisher.run() }
+
+        // A REST envelope with an embedded signer, signed through the captive pages.
+        let created = try await RESTAPITests.call(
+            rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: ConnectDeliveryTests.envelope(subject: "captive"))
+        let captive = try #require(created.json["envelopeId"] as? String)
+        publisher.nudge()  // its poll is on the manual clock, which this test does not move
+        // The first message (envelope-sent) is answered 500; once its retry is recorded, move the stamps past its back-off.
+        try await listener.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.contains("\"status\": 500") }
+        try await connectEventually {
+            try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).contains { $0.attempts == 1 }
+        }
+        rig.clock.advance(3)
+        publisher.nudge()
+        let url = try await rig.url(captive, .recipientID("1"), returnURL: "https://app.example/done")
+        let signer = try await rig.anonymousDevice("kiosk")
+        try await signer.presentCaptiveSigning(signingURL: url.url, envelopeId: captive, recipientId: "1", signer: CaptiveSigner(seed: 3))
+        publisher.nudge()
+
+        // A device envelope signed offline by an in-person signer, synced afterwards.
+        let document = try DocumentBuilder().documentId("doc1").name("NDA").pdfBytes(SamplePDF.make(pages: 1, title: "NDA")).build()
+        let walkIn = try RecipientBuilder(type: .inPersonSigner).recipientId("1").hostName("Ann Host").hostEmail("ann@acme.example")
+            .signerName("Bob Walkin").build()
+        let tab = try TabBuilder(type: .signHere).tabId("sign").documentId("doc1").recipientId("1").pageNumber(1)
+            .frame(x: 100, y: 500, width: 160, height: 50).build()
+        let offline = try await rig.sync(
+            EnvelopeBuilder().envelopeName("NDA").emailSubject("NDA").addDocument(document).addRecipient(walkIn, tabs: [tab])
+                .transactionId(UUID().uuidString).build(), mode: .offline)
+        publisher.nudge()
+
+        // Every event the outbox holds arrives, validly signed; the listener's order per envelope is the outbox's.
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        let outbox = try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100).reversed()
+        let expected = outbox.count
+        try await listener.waitForLines(expected + 1, in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("{") }
+        let lines = try listener.lines(.standardOutput).filter { $0.hasPrefix("{") }.map { try JSONDecoder().decode(Line.self, from: Data($0.utf8)) }
+        #expect(lines.allSatisfy { $0.hmac == "valid" }, "\(lines.map(\.hmac))")
+        let accepted = lines.filter { $0.status == 200 }
+        for envelope in [captive, offline] {
+            #expect(
+                accepted.filter { $0.envelopeId == envelope }.map { "\($0.event) \($0.recipientId ?? "")" }
+                    == outbox.filter { $0.envelopeID == envelope }.map { "\($0.event) \($0.recipientID ?? "")" }, "\(envelope): \(accepted)")
+        }
+        #expect(accepted.filter { $0.envelopeId == captive }.map(\.event).suffix(1) == ["envelope-completed"])
+        #expect(accepted.filter { $0.envelopeId == offline }.map(\.event) == [
+            "envelope-sent", "recipient-sent", "recipient-delivered", "recipient-completed", "envelope-completed",
+        ])
+        #expect(lines.first?.status == 500 && lines.first?.retryCount == 0 && accepted.first?.retryCount == 1 && accepted.first?.event == lines.first?.event)
+        running.cancel()
+        _ = try? await running.value
+        await listener.terminate()
+        await rig.tearDown()
+    }
+}

@@ -1,0 +1,167 @@
+import Coordinator
+import Foundation
+import FleetProtocol
+import Testing
+
+@testable import Coordinator
+
+/// Connect's outbox on both stores (docs/webhooks.md): events written with the change that made
+/// them, one row per configuration that asks; claims that keep an envelope's events in order and
+/// never give one row to two claimants at once; outcomes recorded.
+@Suite struct ConnectStoreConformanceTests {
+    static let at = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func configuration(_ id: String, events: [EnvelopeEvent.Kind], enabled: Bool = true, createdAt: Date = at) -> ConnectConfigurationRecord {
+        ConnectConfigurationRecord(
+            id: id, accountID: "acme", name: "hook \(id)", url: "http://127.0.0.1:9/\(id)", events: events, includeData: ["recipients"],
+            enabled: enabled, includeHMAC: true, createdAt: createdAt)
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func eventsAreWrittenWithTheirChangeAndClaimedInOrderPerEnvelope(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let storage = store.storage
+
+        // Configurations: kept, listed oldest first, replaced, refused for an unknown account.
+        try await storage.insertConnectConfiguration(configuration("1001", events: EnvelopeEvent.Kind.allCases))
+        try await storage.insertConnectConfiguration(configuration("1002", events: [.envelopeVoided], createdAt: Self.at.addingTimeInterval(1)))
+        try await storage.insertConnectConfiguration(configuration("1003", events: EnvelopeEvent.Kind.allCases, enabled: false, createdAt: Self.at.addingTimeInterval(2)))
+        #expect(try await storage.connectConfigurations(accountID: "acme").map(\.id) == ["1001", "1002", "1003"])
+        #expect(try await storage.connectConfiguration(id: "1002", accountID: "acme")?.eventKinds == [.envelopeVoided])
+        #expect(try await storage.connectConfiguration(id: "1002", accountID: "other") == nil)
+        var stranger = configuration("2001", events: [.envelopeSent])
+        stranger.accountID = "nobody"
+        let refused = await #expect(throws: FleetError.self) { try await storage.insertConnectConfiguration(stranger) }
+        #expect(refused?.code == .notFound)
+        #expect(try await storage.replaceConnectConfiguration(stranger) == false)
+
+        // A synced envelope (an in-person signer who signed on the device, then a remote signer), then
+        // voided: its events go to the configurations asking for them.
+        let (items, forger) = try await forgedItems(count: 1, remoteSigners: 1)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        let envelopeID = try #require(ack.results.first?.envelopeID)
+        _ = try await services.envelopes.void(envelopeID: envelopeID, reason: "wrong amount", accountID: "acme")
+        let rows = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100).reversed()
+        #expect(rows.map { "\($0.configurationID) \($0.event) \($0.recipientID ?? "")" } == [
+            "1001 envelope-sent ", "1001 recipient-sent 1", "1001 recipient-delivered 1", "1001 recipient-completed 1", "1001 recipient-sent r1",
+            "1001 envelope-voided ", "1002 envelope-voided ",
+        ])
+        #expect(rows.allSatisfy { $0.envelopeID == envelopeID && $0.attempts == 0 && $0.deliveredAt == nil })
+        #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 7, failed: 0))
+
+        // A claim gives each (configuration, envelope)'s oldest undelivered event only, and holds it.
+        let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
+        let first = try await storage.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10)
+        #expect(first.map(\.event) == ["envelope-sent", "envelope-voided"])
+        #expect(first.map(\.configurationID) == ["1001", "1002"])
+        let again = try await storage.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10)
+        #expect(again.isEmpty, "claimed rows are held, and the next event of the envelope waits for the first")
+        // Another handle on the same store (a second coordinator) sees the claims too.
+        let second = try await store.reopened()
+        #expect(try await second.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10).isEmpty)
+        // A claim that expired is taken over.
+        let later = now.addingTimeInterval(61)
+        let takenOver = try await second.claimConnectDeliveries(now: later, claimUntil: later.addingTimeInterval(60), limit: 10)
+        #expect(takenOver.map(\.id) == first.map(\.id))
+
+        // A retry waits for its time; a delivery lets the envelope's next event go.
+        let sent = try #require(takenOver.first { $0.event == "envelope-sent" })
+        let voided = try #require(takenOver.first { $0.event == "envelope-voided" })
+        try await storage.finishConnectDelivery(id: sent.id, .retry(at: later.addingTimeInterval(30), error: "HTTP 500"))
+        try await storage.finishConnectDelivery(id: voided.id, .delivered(at: later))
+        #expect(try await storage.claimConnectDeliveries(now: later, claimUntil: later.addingTimeInterval(60), limit: 10).isEmpty)
+        let due = later.addingTimeInterval(30)
+        let retried = try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10)
+        #expect(retried.map(\.id) == [sent.id] && retried.first?.attempts == 1 && retried.first?.lastError == "HTTP 500")
+        try await storage.finishConnectDelivery(id: sent.id, .failed(at: due, error: "HTTP 500"))
+        // A failure record does not hold the envelope's later events back.
+        let next = try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10)
+        #expect(next.map(\.event) == ["recipient-sent"])
+        try await storage.finishConnectDelivery(id: try #require(next.first).id, .released)
+        #expect(try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10).map(\.event) == ["recipient-sent"], "a released claim is free at once")
+        let failures = try await storage.connectDeliveries(accountID: "acme", failedOnly: true, limit: 10)
+        #expect(failures.map(\.id) == [sent.id] && failures.first?.attempts == 2 && failures.first?.failedAt == due)
+        #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 5, failed: 1))
+
+        // Deleting a configuration drops its rows; keys are kept and revoked per account.
+        #expect(try await storage.deleteConnectConfiguration(id: "1001", accountID: "other") == false)
+        #expect(try await storage.deleteConnectConfiguration(id: "1001", accountID: "acme"))
+        #expect(try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).map(\.configurationID) == ["1002"])
+        try await storage.insertConnectKey(ConnectKeyRecord(id: "k1", accountID: "acme", secret: "c2VjcmV0", createdAt: Self.at))
+        #expect(try await storage.revokeConnectKey(id: "k1", accountID: "other", at: Self.at) == false)
+        #expect(try await storage.revokeConnectKey(id: "k1", accountID: "acme", at: Self.at.addingTimeInterval(5)))
+        #expect(try await storage.connectKeys(accountID: "acme").first?.revokedAt == Self.at.addingTimeInterval(5))
+    }
+
+    /// Two coordinators claiming at once on one database never both get a row.
+    @Test func twoClaimantsNeverShareARowOnPostgreSQL() async throws {
+        let store = try await ConformanceStore.make(.postgres)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        try await store.storage.insertConnectConfiguration(configuration("1001", events: EnvelopeEvent.Kind.allCases))
+        let (items, forger) = try await forgedItems(count: 20, remoteSigners: 1)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        _ = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        let other = try await store.reopened()
+        let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
+        let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for handle in [store.storage, other, store.storage, other] {
+                group.addTask { try await handle.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 7).map(\.id) }
+            }
+            return try await group.reduce(into: [[Int64]]()) { $0.append($1) }
+        }
+        let all = claims.flatMap { $0 }
+        #expect(all.count == Set(all).count, "no row claimed twice: \(claims)")
+        #expect(all.count == 20, "one head per envelope, each claimed once: \(claims)")
+    }
+}
+
+/// The events one change makes, derived from the envelope before and after it.
+@Suite struct EnvelopeEventTests {
+    let at = Date(timeIntervalSince1970: 1_800_000_000)
+    let device = Date(timeIntervalSince1970: 1_799_999_000)
+
+    func aggregate(_ status: String, _ recipients: [(String, String, Date?)]) -> EnvelopeAggregate {
+        EnvelopeAggregate(
+            envelope: EnvelopeRecord(
+                id: "e", accountID: "a", deviceID: "d", sequence: 1, transactionID: "t", localEnvelopeID: "l", name: "n", status: status,
+                payload: Data(), deviceSignature: Data(), createdAt: at),
+            recipients: recipients.enumerated().map { index, r in
+                EnvelopeRecipientRecord(
+                    envelopeID: "e", recipientID: r.0, type: "signer", name: "R", routingOrder: index + 1, status: r.1, statusChangedAt: r.2,
+                    declineReason: nil)
+            })
+    }
+
+    @Test func anEnvelopeSignedOfflineReportsEveryStepWithTheDevicesTime() {
+        let events = EnvelopeEvent.between(nil, aggregate("completed", [("1", "completed", device), ("2", "signed", device)]), at: at)
+        #expect(events.map(\.kind.rawValue) == [
+            "envelope-sent", "recipient-sent", "recipient-delivered", "recipient-completed", "recipient-sent", "recipient-delivered",
+            "recipient-completed", "envelope-completed",
+        ])
+        #expect(events.filter { $0.recipientID != nil }.allSatisfy { $0.occurredAt == device && $0.recordedAt == at })
+        #expect(events.filter { $0.recipientID == nil }.allSatisfy { $0.occurredAt == at })
+    }
+
+    @Test func routingAndEndsReportOnlyWhatChanged() {
+        let sent = aggregate("sent", [("1", "sent", at), ("2", "created", nil)])
+        #expect(EnvelopeEvent.between(nil, sent, at: at).map(\.kind.rawValue) == ["envelope-sent", "recipient-sent"])
+        let signedFirst = aggregate("sent", [("1", "completed", at), ("2", "sent", at)])
+        #expect(EnvelopeEvent.between(sent, signedFirst, at: at).map { "\($0.kind.rawValue) \($0.recipientID ?? "")" } == [
+            "recipient-delivered 1", "recipient-completed 1", "recipient-sent 2",
+        ])
+        let declined = aggregate("declined", [("1", "completed", at), ("2", "declined", at)])
+        #expect(EnvelopeEvent.between(signedFirst, declined, at: at).map(\.kind.rawValue) == ["recipient-declined", "envelope-declined"])
+        let voided = aggregate("voided", [("1", "sent", at), ("2", "created", nil)])
+        #expect(EnvelopeEvent.between(sent, voided, at: at).map(\.kind.rawValue) == ["envelope-voided"])
+        #expect(EnvelopeEvent.between(sent, sent, at: at).isEmpty)
+        let future = at.addingTimeInterval(3600)
+        let clockAhead = aggregate("sent", [("1", "delivered", future), ("2", "created", nil)])
+        #expect(EnvelopeEvent.between(sent, clockAhead, at: at).map(\.occurredAt) == [at], "a device clock ahead of the server's is clamped")
+    }
+}
