@@ -38,7 +38,12 @@ public final class HTTPConnectTransport: ConnectTransport {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.body = .bytes(ByteBuffer(bytes: body))
         let response = try await client.execute(request, timeout: deadline)
-        _ = try await response.body.collect(upTo: 64 << 10)
+        // The status decides; at most 64 KiB of the answer is read, the rest left unread.
+        var read = 0
+        for try await chunk in response.body {
+            read += chunk.readableBytes
+            if read >= 64 << 10 { break }
+        }
         return Int(response.status.code)
     }
 
@@ -149,20 +154,25 @@ public final class ConnectPublisher: Service {
         await transport.shutdown()
     }
 
-    /// One pass: claims what there is room for and starts each delivery.
+    /// One pass: claims what there is room for — at most each listener's share, none of a
+    /// listener that has its share in flight — and starts each delivery.
     private func claimAndDeliver(into group: inout DiscardingTaskGroup) async {
-        let busy = inFlight.withLock { $0.values.reduce(0, +) }
-        let room = configuration.maxInFlight - busy
+        let counts = inFlight.withLock { $0 }
+        let room = configuration.maxInFlight - counts.values.reduce(0, +)
         guard room > 0 else { return }
+        let saturated = Set(counts.filter { $0.value >= configuration.maxInFlightPerListener }.keys)
         let now = wall.now()
+        let token = UUID().uuidString
         let claimed: [ConnectDeliveryRecord]
         do {
             claimed = try await store.claimConnectDeliveries(
-                now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room)
+                now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room,
+                perConfiguration: configuration.maxInFlightPerListener, excluding: saturated, token: token)
         } catch {
             logger.warning("connect: cannot read the outbox", metadata: ["error": "\(error)"])
             return
         }
+        var released = 0
         for delivery in claimed {
             let admitted = inFlight.withLock { counts in
                 guard counts[delivery.configurationID, default: 0] < configuration.maxInFlightPerListener else { return false }
@@ -170,8 +180,9 @@ public final class ConnectPublisher: Service {
                 return true
             }
             guard admitted else {
-                // This listener has its share in flight: the row waits for the next pass, unclaimed.
-                try? await store.finishConnectDelivery(id: delivery.id, .released)
+                // This listener had part of its share in flight already: the row waits, unclaimed.
+                _ = try? await store.finishConnectDelivery(id: delivery.id, token: token, .released)
+                released += 1
                 continue
             }
             group.addTask { [self] in
@@ -183,32 +194,45 @@ public final class ConnectPublisher: Service {
                 wake.yield()
             }
         }
-        // A full page may mean more are due.
-        if claimed.count == room { wake.yield() }
+        // A full page may mean more are due; a page with rows given back waits for a delivery to end.
+        if claimed.count == room, released == 0 { wake.yield() }
     }
 
-    /// One attempt at one delivery, and its outcome recorded.
+    /// One attempt at one delivery, and its outcome recorded under the delivery's claim.
     func deliver(_ delivery: ConnectDeliveryRecord) async {
+        let token = delivery.claimToken ?? ""
         let outcome: ConnectAttemptOutcome
         do {
             try await attempt(delivery)
             outcome = .delivered(at: wall.now())
             delivered.increment()
+        } catch let error as ConnectAttemptError where error.released {
+            outcome = .released
+        } catch where Task.isCancelled {
+            // Shutting down: the attempt was cut short by us, not the listener, and is not counted.
+            outcome = .released
         } catch {
-            let reason = (error as? ConnectAttemptError)?.message ?? String(describing: error)
+            let reason = (error as? ConnectAttemptError)?.message ?? ConnectAttemptError.describe(error)
+            let now = wall.now()
             if delivery.attempts + 1 >= configuration.maxAttempts || (error as? ConnectAttemptError)?.final == true {
-                outcome = .failed(at: wall.now(), error: reason)
+                outcome = .failed(at: now, error: reason)
                 failed.increment()
                 logger.warning(
                     "connect: delivery failed for good",
                     metadata: ["delivery": "\(delivery.id)", "event": "\(delivery.event)", "envelope": "\(delivery.envelopeID)", "error": "\(reason)"])
             } else {
-                outcome = .retry(at: wall.now().addingTimeInterval(backoff(after: delivery).seconds), error: reason)
+                outcome = .retry(next: now.addingTimeInterval(backoff(after: delivery).seconds), at: now, error: reason)
                 retried.increment()
             }
         }
         do {
-            try await store.finishConnectDelivery(id: delivery.id, outcome)
+            // Recorded even while shutting down (an unstructured task: this one may be cancelled,
+            // and the store's accesses honour cancellation).
+            let store = self.store
+            let recorded = try await Task { try await store.finishConnectDelivery(id: delivery.id, token: token, outcome) }.value
+            if !recorded {
+                logger.notice("connect: a claim lapsed before its outcome was recorded", metadata: ["delivery": "\(delivery.id)"])
+            }
         } catch {
             // The claim expires and the event is tried again: at-least-once.
             logger.warning("connect: cannot record a delivery's outcome", metadata: ["delivery": "\(delivery.id)", "error": "\(error)"])
@@ -224,9 +248,17 @@ public final class ConnectPublisher: Service {
         return delay
     }
 
+    /// Who created each envelope's device: never changes, so kept.
+    private let users = Mutex<[String: String]>([:])
+
     private func attempt(_ delivery: ConnectDeliveryRecord) async throws {
         guard let configuration = try await store.connectConfiguration(id: delivery.configurationID, accountID: delivery.accountID) else {
             throw ConnectAttemptError("the configuration is gone", final: true)
+        }
+        // The account's allow-list as it is now (it may have changed since the configuration was made).
+        let allowed = try await store.returnOrigins(accountID: delivery.accountID)
+        if !allowed.isEmpty, !allowed.contains((try? ReturnURLPolicy.origin(of: configuration.url, field: "urlToPublishTo")) ?? "") {
+            throw ConnectAttemptError("urlToPublishTo is no longer in the account's allowed origins", final: true)
         }
         if let own = connect.ownListener(configuration.url) {
             throw ConnectAttemptError("urlToPublishTo is this coordinator's own listener (\(own))", final: true)
@@ -234,9 +266,21 @@ public final class ConnectPublisher: Service {
         guard let aggregate = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) else {
             throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
         }
-        let user = try await store.devices(id: aggregate.envelope.deviceID, limit: 64).first { $0.accountID == delivery.accountID }?.userID ?? ""
+        let userKey = delivery.accountID + "\n" + aggregate.envelope.deviceID
+        var user = users.withLock { $0[userKey] }
+        if user == nil {
+            user = try await store.device(accountID: delivery.accountID, id: aggregate.envelope.deviceID)?.userID ?? ""
+            users.withLock { $0[userKey] = user }
+        }
         let keys = configuration.includeHMAC ? try await store.connectKeys(accountID: delivery.accountID).filter { $0.revokedAt == nil } : []
-        let body = ConnectMessage.body(delivery, configuration: configuration, aggregate: aggregate, userID: user, at: wall.now())
+        if configuration.includeHMAC, keys.isEmpty {
+            logger.warning(
+                "connect: includeHMAC is on but the account has no active key; the message goes unsigned",
+                metadata: ["account": "\(delivery.accountID)", "configuration": "\(configuration.id)"])
+        }
+        // A claim that lapsed meanwhile (a starved process) is another coordinator's now.
+        if let until = delivery.claimedUntil, wall.now() >= until { throw ConnectAttemptError("the claim lapsed", released: true) }
+        let body = ConnectMessage.body(delivery, configuration: configuration, aggregate: aggregate, userID: user ?? "", at: wall.now())
         let headers = [(name: "Content-Type", value: "application/json"), (name: "User-Agent", value: "SignFleet-Connect/2.1")]
             + ConnectMessage.signatures(of: body, keys: keys)
         let status = try await withThrowingTaskGroup(of: Int?.self) { group in
@@ -247,6 +291,7 @@ public final class ConnectPublisher: Service {
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let status = first else {
+                try Task.checkCancellation()
                 throw ConnectAttemptError("no answer within \(self.configuration.requestTimeout)")
             }
             return status
@@ -259,11 +304,28 @@ public final class ConnectPublisher: Service {
 struct ConnectAttemptError: Error, CustomStringConvertible {
     var message: String
     var final: Bool
+    /// Not an attempt at all: the claim is given back, nothing counted.
+    var released: Bool
 
-    init(_ message: String, final: Bool = false) {
+    init(_ message: String, final: Bool = false, released: Bool = false) {
         self.message = message
         self.final = final
+        self.released = released
     }
 
     var description: String { message }
+
+    /// A transport error as the failure record shows it: its class, not the socket layer's text
+    /// (which would tell an account more about the network than whether its listener answered).
+    static func describe(_ error: any Error) -> String {
+        let text = String(describing: error).lowercased()
+        if text.contains("refused") { return "the connection was refused" }
+        if text.contains("timeout") || text.contains("timed out") || text.contains("deadline") { return "no answer in time" }
+        if text.contains("ssl") || text.contains("tls") || text.contains("certificate") || text.contains("handshake") { return "TLS failed" }
+        if text.contains("resolve") || text.contains("dns") || text.contains("lookup") || text.contains("name or service") {
+            return "the host name did not resolve"
+        }
+        if text.contains("closed") || text.contains("reset") || text.contains("eof") { return "the connection closed before an answer" }
+        return "the request failed"
+    }
 }

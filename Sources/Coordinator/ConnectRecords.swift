@@ -24,10 +24,12 @@ package struct ConnectConfigurationRecord: Codable, FetchableRecord, Persistable
     /// Whether deliveries are signed with the account's Connect HMAC keys.
     package var includeHMAC: Bool
     package var createdAt: Date
+    /// Set for an envelope's own `eventNotification`: only that envelope's events; nil: the account's.
+    package var envelopeID: String?
 
     package init(
         id: String, accountID: String, name: String, url: String, events: [EnvelopeEvent.Kind], includeData: [String], enabled: Bool,
-        includeHMAC: Bool, createdAt: Date
+        includeHMAC: Bool, createdAt: Date, envelopeID: String? = nil
     ) {
         self.id = id
         self.accountID = accountID
@@ -38,6 +40,7 @@ package struct ConnectConfigurationRecord: Codable, FetchableRecord, Persistable
         self.enabled = enabled
         self.includeHMAC = includeHMAC
         self.createdAt = createdAt
+        self.envelopeID = envelopeID
     }
 
     package var eventKinds: [EnvelopeEvent.Kind] {
@@ -87,6 +90,11 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
     package var nextAttemptAt: Date
     /// A coordinator delivering it holds it until then; after that another may take it over.
     package var claimedUntil: Date?
+    /// The claim's own token: an outcome is recorded only by the claim that still holds the row,
+    /// so a coordinator whose claim lapsed cannot undo its successor's.
+    package var claimToken: String?
+    /// When the last attempt ended.
+    package var lastAttemptAt: Date?
     package var deliveredAt: Date?
     /// Set when the attempts ran out: a failure record (`GET …/connect/failures`).
     package var failedAt: Date?
@@ -94,7 +102,8 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
 
     package init(
         id: Int64, configurationID: String, accountID: String, envelopeID: String, event: String, recipientID: String?, occurredAt: Date,
-        recordedAt: Date, attempts: Int, nextAttemptAt: Date, claimedUntil: Date?, deliveredAt: Date?, failedAt: Date?, lastError: String?
+        recordedAt: Date, attempts: Int, nextAttemptAt: Date, claimedUntil: Date?, claimToken: String? = nil, lastAttemptAt: Date? = nil,
+        deliveredAt: Date?, failedAt: Date?, lastError: String?
     ) {
         self.id = id
         self.configurationID = configurationID
@@ -107,6 +116,8 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
         self.attempts = attempts
         self.nextAttemptAt = nextAttemptAt
         self.claimedUntil = claimedUntil
+        self.claimToken = claimToken
+        self.lastAttemptAt = lastAttemptAt
         self.deliveredAt = deliveredAt
         self.failedAt = failedAt
         self.lastError = lastError
@@ -130,8 +141,8 @@ public struct ConnectDeliveryCounts: Sendable, Hashable, Codable {
 package enum ConnectAttemptOutcome: Sendable, Hashable {
     /// The listener answered 2xx.
     case delivered(at: Date)
-    /// Try again at `at` (back-off); `error` says what went wrong.
-    case retry(at: Date, error: String)
+    /// The attempt ended at `at` without a 2xx; try again at `next` (back-off). `error` says what went wrong.
+    case retry(next: Date, at: Date, error: String)
     /// Attempts exhausted (or the configuration is gone): a failure record.
     case failed(at: Date, error: String)
     /// Not attempted: the claim is given back (the listener had its share in flight).

@@ -65,11 +65,13 @@ public struct ConnectService: Sendable {
         return (key.id, key.secret)
     }
 
-    /// Creates a configuration with a new numeric id (DocuSign's `connectId` is a number).
+    /// Creates a configuration with a new numeric id (DocuSign's `connectId` is a number); with
+    /// `envelopeID`, an envelope's own `eventNotification` (only that envelope's events, not listed).
     /// - Throws: `invalid_request` naming what is wrong with it.
-    package func create(_ request: Request, accountID: String) async throws -> ConnectConfigurationRecord {
+    package func create(_ request: Request, accountID: String, envelopeID: String? = nil) async throws -> ConnectConfigurationRecord {
         try await check(request, accountID: accountID)
-        guard try await store.connectConfigurations(accountID: accountID).count < Self.maxConfigurations else {
+        let accountWide = envelopeID == nil ? try await store.connectConfigurations(accountID: accountID).count : 0
+        guard accountWide < Self.maxConfigurations else {
             throw FleetError(.invalidRequest, "an account holds at most \(Self.maxConfigurations) Connect configurations; delete one first")
         }
         var generator = SystemRandomNumberGenerator()  // an identifier, not a simulation choice
@@ -78,7 +80,7 @@ public struct ConnectService: Sendable {
             guard try await store.connectConfiguration(id: id, accountID: nil) == nil else { continue }
             let record = ConnectConfigurationRecord(
                 id: id, accountID: accountID, name: request.name, url: request.url, events: request.events, includeData: request.includeData,
-                enabled: request.enabled, includeHMAC: request.includeHMAC, createdAt: now())
+                enabled: request.enabled, includeHMAC: request.includeHMAC, createdAt: now(), envelopeID: envelopeID)
             try await store.insertConnectConfiguration(record)
             return record
         }
@@ -104,8 +106,12 @@ public struct ConnectService: Sendable {
     /// listener URL that is http(s), in the account's allow-list when it has one, and not one of
     /// this coordinator's own listeners.
     func check(_ request: Request, accountID: String) async throws {
+        let origin = try ReturnURLPolicy.origin(of: request.url, field: "urlToPublishTo")
         guard !request.name.isEmpty, request.name.utf8.count <= 200 else {
             throw FleetError(.invalidRequest, "name must be 1 to 200 bytes")
+        }
+        guard request.includeData.count <= Self.supportedIncludeData.count, Set(request.includeData).count == request.includeData.count else {
+            throw FleetError(.invalidRequest, "eventData.includeData names each kind of data at most once")
         }
         guard !request.events.isEmpty else {
             throw FleetError(
@@ -118,7 +124,6 @@ public struct ConnectService: Sendable {
                 "eventData.includeData \(unsupported.sorted().joined(separator: ", ")) is not supported; supported: \(Self.supportedIncludeData.sorted().joined(separator: ", "))")
         }
         let allowed = try await store.returnOrigins(accountID: accountID)
-        let origin = try ReturnURLPolicy.origin(of: request.url, field: "urlToPublishTo")
         guard allowed.isEmpty || allowed.contains(origin) else {
             throw FleetError(
                 .invalidRequest,
@@ -129,14 +134,17 @@ public struct ConnectService: Sendable {
         }
     }
 
-    /// The coordinator listener `url` points at, if any: same port, and a loopback or the same host.
+    /// The coordinator listener `url` points at, if any: one of its listeners' ports, on a host
+    /// that is this machine's (resolved, so no spelling of a loopback or local address gets by;
+    /// ``LocalAddresses``). Blocking when the port matches: the host is resolved.
     package func ownListener(_ url: String) -> String? {
         guard let target = URLComponents(string: url), let host = target.host?.lowercased() else { return nil }
         let port = target.port ?? (target.scheme?.lowercased() == "https" ? 443 : 80)
         for base in [links.baseURL, links.secureBaseURL].compactMap({ $0 }) {
-            guard let own = URLComponents(string: base), let ownPort = own.port ?? (own.scheme == "https" ? 443 : 80) as Int? else { continue }
-            let loopback = ["localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0"].contains(host) || host.hasPrefix("127.")
-            if ownPort == port, loopback || host == own.host?.lowercased() { return base }
+            guard let own = URLComponents(string: base) else { continue }
+            let ownPort = own.port ?? (own.scheme?.lowercased() == "https" ? 443 : 80)
+            guard ownPort == port else { continue }
+            if host == own.host?.lowercased() || LocalAddresses.reachThisMachine(host) { return base }
         }
         return nil
     }

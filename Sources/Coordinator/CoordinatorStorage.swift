@@ -43,6 +43,8 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func enroll(
         accountID: String, deviceID: String, curveKey: Data?, _ decide: @escaping @Sendable (EnrollmentFacts) throws -> EnrollmentChange
     ) async throws -> DeviceRecord
+    /// The device `id` of `accountID`, if any.
+    func device(accountID: String, id: String) async throws -> DeviceRecord?
     /// The device bound to this CURVE key, if any.
     func device(curveKey: Data) async throws -> DeviceRecord?
     /// Devices with this id, in any account, at most `limit`, by account.
@@ -155,7 +157,7 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
 
     /// - Throws: ``StoreRefusal/noAccount(_:)``.
     func insertConnectConfiguration(_ configuration: ConnectConfigurationRecord) async throws
-    /// An account's configurations, oldest first.
+    /// An account's configurations, oldest first (not envelopes' own `eventNotification`s).
     func connectConfigurations(accountID: String) async throws -> [ConnectConfigurationRecord]
     /// One configuration of `accountID` (of any account when nil).
     func connectConfiguration(id: String, accountID: String?) async throws -> ConnectConfigurationRecord?
@@ -171,11 +173,17 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func revokeConnectKey(id: String, accountID: String, at: Date) async throws -> Bool
     /// Claims up to `limit` deliveries that are due at `now`, each the oldest undelivered event of
     /// its envelope for its configuration (an envelope's next event waits for the one before it),
-    /// not claimed by anyone until after `now`; each is held until `claimUntil`. Two coordinators
-    /// on one PostgreSQL never claim the same row at once.
-    func claimConnectDeliveries(now: Date, claimUntil: Date, limit: Int) async throws -> [ConnectDeliveryRecord]
-    /// Records how an attempt at a claimed delivery ended, and releases the claim.
-    func finishConnectDelivery(id: Int64, _ outcome: ConnectAttemptOutcome) async throws
+    /// not claimed by anyone until after `now`; at most `perConfiguration` of one configuration,
+    /// none of the configurations in `excluding` (those with their share in flight). Each is held
+    /// until `claimUntil` under `token`. Two coordinators on one PostgreSQL never claim the same
+    /// row at once.
+    func claimConnectDeliveries(
+        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
+    ) async throws -> [ConnectDeliveryRecord]
+    /// Records how an attempt at a delivery claimed under `token` ended, and releases the claim.
+    /// - Returns: false when the claim no longer holds the row (it lapsed and another took it over): nothing recorded.
+    @discardableResult
+    func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool
     /// An account's deliveries, newest first, at most `limit`: only failure records when `failedOnly`.
     func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord]
     /// Deliveries not yet delivered nor failed, and failure records, in every account (`GET /status`).

@@ -14,12 +14,13 @@ extension CoordinatorStore {
                 INSERT INTO connectDelivery (configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt,
                                              attempts, nextAttemptAt)
                 SELECT id, accountID, ?, ?, ?, ?, ?, 0, ? FROM connectConfiguration
-                WHERE accountID = ? AND enabled AND instr(events, ?) > 0 ORDER BY createdAt, id
+                WHERE accountID = ? AND enabled AND instr(events, ?) > 0 AND (envelopeID IS NULL OR envelopeID = ?)
+                ORDER BY createdAt, id
                 """)
         for event in aggregate.events {
             try fanOut.execute(arguments: [
                 aggregate.envelope.id, event.kind.rawValue, event.recipientID, event.occurredAt, event.recordedAt, event.recordedAt,
-                aggregate.envelope.accountID, ",\(event.kind.rawValue),",
+                aggregate.envelope.accountID, ",\(event.kind.rawValue),", aggregate.envelope.id,
             ])
         }
     }
@@ -33,7 +34,8 @@ extension CoordinatorStore {
 
     package func connectConfigurations(accountID: String) async throws -> [ConnectConfigurationRecord] {
         try await database.read { db in
-            try ConnectConfigurationRecord.filter(Column("accountID") == accountID).order(Column("createdAt"), Column("id")).fetchAll(db)
+            try ConnectConfigurationRecord.filter(Column("accountID") == accountID && Column("envelopeID") == nil)
+                .order(Column("createdAt"), Column("id")).fetchAll(db)
         }
     }
 
@@ -82,50 +84,65 @@ extension CoordinatorStore {
         }
     }
 
-    package func claimConnectDeliveries(now: Date, claimUntil: Date, limit: Int) async throws -> [ConnectDeliveryRecord] {
-        try await write { db in
+    package func claimConnectDeliveries(
+        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
+    ) async throws -> [ConnectDeliveryRecord] {
+        let excluded = String(decoding: try JSONEncoder().encode(excluding.sorted()), as: UTF8.self)
+        return try await write { db in
             // One writer at a time on SQLite: the transaction itself keeps two claims apart.
             let due = try ConnectDeliveryRecord.fetchAll(
                 db,
                 sql: """
-                    SELECT d.* FROM connectDelivery d
-                    WHERE d.deliveredAt IS NULL AND d.failedAt IS NULL AND d.nextAttemptAt <= ?
-                      AND (d.claimedUntil IS NULL OR d.claimedUntil <= ?)
-                      AND NOT EXISTS (
-                        SELECT 1 FROM connectDelivery p
-                        WHERE p.configurationID = d.configurationID AND p.envelopeID = d.envelopeID AND p.id < d.id
-                          AND p.deliveredAt IS NULL AND p.failedAt IS NULL)
-                    ORDER BY d.id LIMIT ?
+                    SELECT * FROM (
+                        SELECT d.*, ROW_NUMBER() OVER (PARTITION BY d.configurationID ORDER BY d.id) AS rank
+                        FROM connectDelivery d
+                        WHERE d.deliveredAt IS NULL AND d.failedAt IS NULL AND d.nextAttemptAt <= ?
+                          AND (d.claimedUntil IS NULL OR d.claimedUntil <= ?)
+                          AND d.configurationID NOT IN (SELECT value FROM json_each(?))
+                          AND NOT EXISTS (
+                            SELECT 1 FROM connectDelivery p
+                            WHERE p.configurationID = d.configurationID AND p.envelopeID = d.envelopeID AND p.id < d.id
+                              AND p.deliveredAt IS NULL AND p.failedAt IS NULL))
+                    WHERE rank <= ? ORDER BY id LIMIT ?
                     """,
-                arguments: [now, now, limit])
-            let claim = try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = ? WHERE id = ?")
+                arguments: [now, now, excluded, perConfiguration, limit])
+            let claim = try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = ?, claimToken = ? WHERE id = ?")
             return try due.map { row in
-                try claim.execute(arguments: [claimUntil, row.id])
+                try claim.execute(arguments: [claimUntil, token, row.id])
                 var claimed = row
                 claimed.claimedUntil = claimUntil
+                claimed.claimToken = token
                 return claimed
             }
         }
     }
 
-    package func finishConnectDelivery(id: Int64, _ outcome: ConnectAttemptOutcome) async throws {
+    package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
         try await write { db in
+            let held = "id = ? AND claimToken = ?"
             switch outcome {
             case .delivered(let at):
                 try db.execute(
-                    sql: "UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = ?, claimedUntil = NULL, lastError = NULL WHERE id = ?",
-                    arguments: [at, id])
-            case .retry(let at, let error):
+                    sql: """
+                        UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                            claimToken = NULL, lastError = NULL WHERE \(held)
+                        """, arguments: [at, at, id, token])
+            case .retry(let next, let at, let error):
                 try db.execute(
-                    sql: "UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = ?, claimedUntil = NULL, lastError = ? WHERE id = ?",
-                    arguments: [at, error, id])
+                    sql: """
+                        UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                            claimToken = NULL, lastError = ? WHERE \(held)
+                        """, arguments: [next, at, error, id, token])
             case .released:
-                try db.execute(sql: "UPDATE connectDelivery SET claimedUntil = NULL WHERE id = ?", arguments: [id])
+                try db.execute(sql: "UPDATE connectDelivery SET claimedUntil = NULL, claimToken = NULL WHERE \(held)", arguments: [id, token])
             case .failed(let at, let error):
                 try db.execute(
-                    sql: "UPDATE connectDelivery SET attempts = attempts + 1, failedAt = ?, claimedUntil = NULL, lastError = ? WHERE id = ?",
-                    arguments: [at, error, id])
+                    sql: """
+                        UPDATE connectDelivery SET attempts = attempts + 1, failedAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                            claimToken = NULL, lastError = ? WHERE \(held)
+                        """, arguments: [at, at, error, id, token])
             }
+            return db.changesCount > 0
         }
     }
 
@@ -138,15 +155,11 @@ extension CoordinatorStore {
     }
 
     package func connectDeliveryCounts() async throws -> ConnectDeliveryCounts {
+        // Each count reads its partial index, not the delivered history.
         try await database.read { db in
-            let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT count(*) FILTER (WHERE deliveredAt IS NULL AND failedAt IS NULL) AS pending,
-                           count(*) FILTER (WHERE failedAt IS NOT NULL) AS failed
-                    FROM connectDelivery
-                    """)
-            return ConnectDeliveryCounts(pending: row?["pending"] ?? 0, failed: row?["failed"] ?? 0)
+            ConnectDeliveryCounts(
+                pending: try Int.fetchOne(db, sql: "SELECT count(*) FROM connectDelivery WHERE deliveredAt IS NULL AND failedAt IS NULL") ?? 0,
+                failed: try Int.fetchOne(db, sql: "SELECT count(*) FROM connectDelivery WHERE failedAt IS NOT NULL") ?? 0)
         }
     }
 }

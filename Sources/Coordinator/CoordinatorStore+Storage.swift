@@ -96,6 +96,10 @@ extension CoordinatorStore: CoordinatorStorage {
         }
     }
 
+    package func device(accountID: String, id: String) async throws -> DeviceRecord? {
+        try await database.read { db in try DeviceRecord.fetchOne(db, key: DeviceRecord.key(account: accountID, id: id)) }
+    }
+
     package func devices(id: String, limit: Int) async throws -> [DeviceRecord] {
         try await database.read { db in
             try DeviceRecord.fetchAll(

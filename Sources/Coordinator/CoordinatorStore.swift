@@ -271,6 +271,7 @@ public final class CoordinatorStore: Sendable {
                 t.column("enabled", .boolean).notNull()
                 t.column("includeHMAC", .boolean).notNull()
                 t.column("createdAt", .datetime).notNull()
+                t.column("envelopeID", .text)
             }
             try db.create(table: "connectKey") { t in
                 t.primaryKey("id", .text)
@@ -291,6 +292,8 @@ public final class CoordinatorStore: Sendable {
                 t.column("attempts", .integer).notNull()
                 t.column("nextAttemptAt", .datetime).notNull()
                 t.column("claimedUntil", .datetime)
+                t.column("claimToken", .text)
+                t.column("lastAttemptAt", .datetime)
                 t.column("deliveredAt", .datetime)
                 t.column("failedAt", .datetime)
                 t.column("lastError", .text)
@@ -302,6 +305,7 @@ public final class CoordinatorStore: Sendable {
                         WHERE deliveredAt IS NULL AND failedAt IS NULL;
                     CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)
                         WHERE deliveredAt IS NULL AND failedAt IS NULL;
+                    CREATE INDEX connectDelivery_failed ON connectDelivery (accountID, id) WHERE failedAt IS NOT NULL;
                     """)
         }
         return migrator

@@ -52,7 +52,9 @@ package struct EnvelopeEvent: Sendable, Hashable {
         if Self.rank(oldStatus) < Self.rank(.sent), Self.rank(newStatus) >= Self.rank(.sent), newStatus != .voided {
             events.append(EnvelopeEvent(kind: .envelopeSent, occurredAt: at, recordedAt: at))
         }
-        for recipient in after.recipients {
+        // By routing order, then id: a synced envelope's rows come in its payload's order.
+        let recipients = after.recipients.sorted { ($0.routingOrder, $0.recipientID) < ($1.routingOrder, $1.recipientID) }
+        for recipient in recipients {
             let old = oldRecipients[recipient.recipientID].flatMap { RecipientStatus(rawValue: $0.status) } ?? .created
             guard let new = RecipientStatus(rawValue: recipient.status), new != old else { continue }
             let when = min(recipient.statusChangedAt ?? at, at)

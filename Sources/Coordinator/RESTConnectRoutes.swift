@@ -39,6 +39,14 @@ extension REST {
             case eventData, envelopeEvents, recipientEvents, requireMutualTls, useSoapInterface, signMessageWithX509Certificate, userIds
         }
 
+        /// What is read: the configuration's fields, and an envelope's `eventNotification`'s names
+        /// for the same things (`url`, `signMessageWithX509Cert`), so one reader serves both.
+        enum ReadKeys: String, CodingKey {
+            case connectId, name, urlToPublishTo, configurationType, deliveryMode, allowEnvelopePublish, allUsers, includeHMAC, events
+            case eventData, envelopeEvents, recipientEvents, requireMutualTls, useSoapInterface, signMessageWithX509Certificate, userIds
+            case url, signMessageWithX509Cert
+        }
+
         init(_ record: ConnectConfigurationRecord) {
             connectId = record.id
             name = record.name
@@ -57,11 +65,11 @@ extension REST {
 
         /// Decoded leniently: DocuSign's flags are strings, but SDK users pass booleans too.
         init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            func text(_ key: CodingKeys) throws -> String? { try c.decodeIfPresent(RESTText.self, forKey: key)?.value }
+            let c = try decoder.container(keyedBy: ReadKeys.self)
+            func text(_ key: ReadKeys) throws -> String? { try c.decodeIfPresent(RESTText.self, forKey: key)?.value }
             connectId = try text(.connectId)
             name = try text(.name)
-            urlToPublishTo = try text(.urlToPublishTo)
+            urlToPublishTo = try text(.urlToPublishTo) ?? text(.url)
             configurationType = try text(.configurationType)
             deliveryMode = try text(.deliveryMode)
             allowEnvelopePublish = try text(.allowEnvelopePublish)
@@ -73,7 +81,7 @@ extension REST {
             recipientEvents = try c.decodeIfPresent([LegacyEvent].self, forKey: .recipientEvents)
             requireMutualTls = try text(.requireMutualTls)
             useSoapInterface = try text(.useSoapInterface)
-            signMessageWithX509Certificate = try text(.signMessageWithX509Certificate)
+            signMessageWithX509Certificate = try text(.signMessageWithX509Certificate) ?? text(.signMessageWithX509Cert)
             userIds = try c.decodeIfPresent([String].self, forKey: .userIds)
         }
 
@@ -111,7 +119,7 @@ extension REST {
             guard try flag(allUsers, "allUsers", default: true), (userIds ?? []).isEmpty else {
                 throw .badBody("allUsers: only configurations for all of the account's users are supported (allUsers \"true\", no userIds)")
             }
-            guard let url = urlToPublishTo, !url.isEmpty else { throw .badBody("urlToPublishTo is required") }
+            guard let url = urlToPublishTo, !url.isEmpty else { throw .badBody("urlToPublishTo (eventNotification: url) is required") }
             var kinds: [EnvelopeEvent.Kind] = []
             for name in events ?? [] {
                 guard let kind = EnvelopeEvent.Kind(rawValue: name) else {
@@ -137,7 +145,7 @@ extension REST {
             var unique: [EnvelopeEvent.Kind] = []
             for kind in kinds where !unique.contains(kind) { unique.append(kind) }
             return ConnectService.Request(
-                name: name ?? url, url: url, events: unique, includeData: eventData?.includeData ?? [],
+                name: name ?? URLComponents(string: url)?.host.flatMap { $0.isEmpty ? nil : $0 } ?? "connect", url: url, events: unique, includeData: eventData?.includeData ?? [],
                 enabled: try flag(allowEnvelopePublish, "allowEnvelopePublish", default: true), includeHMAC: try flag(includeHMAC, "includeHMAC", default: false))
         }
     }
@@ -255,7 +263,7 @@ extension RESTRoutes {
                 accountId: row.accountID, configUrl: urls[row.configurationID] ?? "", connectId: row.configurationID,
                 created: REST.time(row.recordedAt), envelopeId: row.envelopeID, error: row.lastError,
                 failureId: failures ? String(row.id) : nil, logId: failures ? nil : String(row.id),
-                lastTry: row.attempts > 0 ? REST.time(row.deliveredAt ?? row.failedAt ?? row.nextAttemptAt) : nil,
+                lastTry: row.lastAttemptAt.map(REST.time),
                 retryCount: String(max(0, row.attempts - 1)),
                 status: row.deliveredAt != nil ? "delivered" : row.failedAt != nil ? "failed" : "pending", subject: row.event)
         }

@@ -386,6 +386,8 @@ extension REST {
         var templateId: String?
         var templateRoles: [TemplateRoleDefinition]?
         var compositeTemplates: [CompositeTemplate]?
+        /// The envelope's own Connect configuration (docs/webhooks.md, "An envelope's own eventNotification").
+        var eventNotification: ConnectConfiguration?
         /// A template's name, description and folder (`POST …/templates`, whose EnvelopeTemplate
         /// carries the envelope definition's fields too).
         var name: String?

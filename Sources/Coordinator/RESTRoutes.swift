@@ -155,12 +155,18 @@ public struct RESTRoutes: Sendable {
                 // Checked in full now, draft or not: a draft that could never be sent is refused at once.
                 let envelope = try await routes.envelope(from: definition, transactionID: transactionID, at: now, account: account.id)
                 if try definition.creationStatus() == "created" {
+                    // A draft's eventNotification is checked now and takes effect when it is sent.
+                    if let notification = definition.eventNotification {
+                        let request = try notification.request()
+                        try await routes.connectFleet { try await routes.connect.check(request, accountID: account.id) }
+                    }
                     let id = SyncIngest.serverEnvelopeID(accountID: account.id, transactionID: transactionID)
                     try await routes.store.insertDraft(
                         RESTDraftRecord(id: id, accountID: account.id, transactionID: transactionID, definition: body, createdAt: now))
                     return REST.EnvelopeSummary(envelopeId: id, status: "created", statusDateTime: REST.time(now), uri: "/envelopes/\(id)")
                 }
-                let id = try await routes.fleet { try await routes.sender.send(envelope, accessToken: token, account: account.id, at: now) }
+                let id = try await routes.send(
+                    envelope, notification: definition.eventNotification, transactionID: transactionID, token: token, account: account.id, at: now)
                 return REST.EnvelopeSummary(envelopeId: id, status: "sent", statusDateTime: REST.time(now), uri: "/envelopes/\(id)")
             }
         }
@@ -307,10 +313,30 @@ public struct RESTRoutes: Sendable {
             let definition = try decode(REST.EnvelopeDefinition.self, from: draft.definition)
             let now = auth.now()
             let envelope = try await envelope(from: definition, transactionID: draft.transactionID, at: now, account: account)
-            _ = try await fleet { try await sender.send(envelope, accessToken: token, account: account, at: now) }
+            _ = try await send(envelope, notification: definition.eventNotification, transactionID: draft.transactionID, token: token, account: account, at: now)
             return REST.EnvelopeUpdateSummary(envelopeId: id)
         } catch {
             try? await store.insertDraft(draft)
+            throw error
+        }
+    }
+
+    /// Sends `envelope` as the account's REST sender. Its `eventNotification` becomes the
+    /// envelope's own Connect configuration first, so it is in place when the envelope's first
+    /// events commit; it is removed again if sending fails.
+    func send(
+        _ envelope: Envelope, notification: REST.ConnectConfiguration?, transactionID: String, token: String, account: String, at now: Date
+    ) async throws -> String {
+        var own: ConnectConfigurationRecord?
+        if let notification {
+            let request = try notification.request()
+            let id = SyncIngest.serverEnvelopeID(accountID: account, transactionID: transactionID)
+            own = try await connectFleet { try await connect.create(request, accountID: account, envelopeID: id) }
+        }
+        do {
+            return try await fleet { try await sender.send(envelope, accessToken: token, account: account, at: now) }
+        } catch {
+            if let own { _ = try? await store.deleteConnectConfiguration(id: own.id, accountID: account) }
             throw error
         }
     }

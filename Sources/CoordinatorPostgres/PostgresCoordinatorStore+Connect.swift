@@ -24,6 +24,7 @@ extension PostgresCoordinatorStore {
                  WITH ORDINALITY AS e(event, recipient, occurred, recorded, ord)
             JOIN connectConfiguration c
               ON c.accountID = \(aggregate.envelope.accountID) AND c.enabled AND position(',' || e.event || ',' IN c.events) > 0
+                 AND (c.envelopeID IS NULL OR c.envelopeID = \(aggregate.envelope.id))
             ORDER BY e.ord, c.createdAt, c.id COLLATE "C"
             """, logger: logger)
     }
@@ -36,8 +37,9 @@ extension PostgresCoordinatorStore {
             let r = configuration
             try await c.query(
                 """
-                INSERT INTO connectConfiguration (id, accountID, name, url, events, includeData, enabled, includeHMAC, createdAt)
-                VALUES (\(r.id), \(r.accountID), \(r.name), \(r.url), \(r.events), \(r.includeData), \(r.enabled), \(r.includeHMAC), \(r.createdAt))
+                INSERT INTO connectConfiguration (id, accountID, name, url, events, includeData, enabled, includeHMAC, createdAt, envelopeID)
+                VALUES (\(r.id), \(r.accountID), \(r.name), \(r.url), \(r.events), \(r.includeData), \(r.enabled), \(r.includeHMAC), \(r.createdAt),
+                        \(r.envelopeID))
                 """, logger: logger)
         }
     }
@@ -45,7 +47,7 @@ extension PostgresCoordinatorStore {
     package func connectConfigurations(accountID: String) async throws -> [ConnectConfigurationRecord] {
         try await read { c in
             try await Self.configurations(
-                c, "SELECT \(unescaped: Self.configurationColumns) FROM connectConfiguration WHERE accountID = \(accountID) ORDER BY createdAt, id COLLATE \"C\"",
+                c, "SELECT \(unescaped: Self.configurationColumns) FROM connectConfiguration WHERE accountID = \(accountID) AND envelopeID IS NULL ORDER BY createdAt, id COLLATE \"C\"",
                 logger)
         }
     }
@@ -81,16 +83,16 @@ extension PostgresCoordinatorStore {
         }
     }
 
-    static let configurationColumns = "id, accountID, name, url, events, includeData, enabled, includeHMAC, createdAt"
+    static let configurationColumns = "id, accountID, name, url, events, includeData, enabled, includeHMAC, createdAt, envelopeID"
 
     static func configurations(_ c: PostgresConnection, _ query: PostgresQuery, _ logger: Logger) async throws -> [ConnectConfigurationRecord] {
         var out: [ConnectConfigurationRecord] = []
-        for try await (id, account, name, url, events, includeData, enabled, hmac, createdAt) in try await c.query(query, logger: logger)
-            .decode((String, String, String, String, String, String, Bool, Bool, Date).self)
+        for try await (id, account, name, url, events, includeData, enabled, hmac, createdAt, envelope) in try await c.query(query, logger: logger)
+            .decode((String, String, String, String, String, String, Bool, Bool, Date, String?).self)
         {
             var record = ConnectConfigurationRecord(
                 id: id, accountID: account, name: name, url: url, events: [], includeData: [], enabled: enabled, includeHMAC: hmac,
-                createdAt: createdAt)
+                createdAt: createdAt, envelopeID: envelope)
             record.events = events
             record.includeData = includeData
             out.append(record)
@@ -133,61 +135,86 @@ extension PostgresCoordinatorStore {
 
     static let deliveryColumns = """
         id, configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt, attempts, nextAttemptAt, claimedUntil,
-        deliveredAt, failedAt, lastError
+        claimToken, lastAttemptAt, deliveredAt, failedAt, lastError
         """
 
     static func deliveries(_ c: PostgresConnection, _ query: PostgresQuery, _ logger: Logger) async throws -> [ConnectDeliveryRecord] {
         var out: [ConnectDeliveryRecord] = []
         for try await row in try await c.query(query, logger: logger)
-            .decode((Int64, String, String, String, String, String?, Date, Date, Int64, Date, Date?, Date?, Date?, String?).self)
+            .decode((Int64, String, String, String, String, String?, Date, Date, Int64, Date, Date?, String?, Date?, Date?, Date?, String?).self)
         {
             out.append(
                 ConnectDeliveryRecord(
                     id: row.0, configurationID: row.1, accountID: row.2, envelopeID: row.3, event: row.4, recipientID: row.5, occurredAt: row.6,
-                    recordedAt: row.7, attempts: Int(row.8), nextAttemptAt: row.9, claimedUntil: row.10, deliveredAt: row.11, failedAt: row.12,
-                    lastError: row.13))
+                    recordedAt: row.7, attempts: Int(row.8), nextAttemptAt: row.9, claimedUntil: row.10, claimToken: row.11, lastAttemptAt: row.12,
+                    deliveredAt: row.13, failedAt: row.14, lastError: row.15))
         }
         return out
     }
 
-    package func claimConnectDeliveries(now: Date, claimUntil: Date, limit: Int) async throws -> [ConnectDeliveryRecord] {
-        try await write { c in
+    package func claimConnectDeliveries(
+        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
+    ) async throws -> [ConnectDeliveryRecord] {
+        let excluded = excluding.sorted()
+        return try await write { c in
+            // The heads ranked per configuration; then the rows locked (a window function cannot
+            // sit beside FOR UPDATE), re-checked on their latest version, skipping rows another
+            // coordinator is locking now.
             try await Self.deliveries(
                 c,
                 """
-                WITH due AS (
-                    SELECT d.id FROM connectDelivery d
+                WITH ranked AS (
+                    SELECT d.id, ROW_NUMBER() OVER (PARTITION BY d.configurationID ORDER BY d.id) AS rank
+                    FROM connectDelivery d
                     WHERE d.deliveredAt IS NULL AND d.failedAt IS NULL AND d.nextAttemptAt <= \(now)
                       AND (d.claimedUntil IS NULL OR d.claimedUntil <= \(now))
+                      AND NOT (d.configurationID = ANY(\(excluded)::text[]))
                       AND NOT EXISTS (
                         SELECT 1 FROM connectDelivery p
                         WHERE p.configurationID = d.configurationID AND p.envelopeID = d.envelopeID AND p.id < d.id
-                          AND p.deliveredAt IS NULL AND p.failedAt IS NULL)
-                    ORDER BY d.id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
-                UPDATE connectDelivery SET claimedUntil = \(claimUntil) FROM due WHERE connectDelivery.id = due.id
+                          AND p.deliveredAt IS NULL AND p.failedAt IS NULL)),
+                due AS (
+                    SELECT x.id FROM connectDelivery x
+                    WHERE x.id IN (SELECT id FROM ranked WHERE rank <= \(Int64(perConfiguration)))
+                      AND x.deliveredAt IS NULL AND x.failedAt IS NULL AND (x.claimedUntil IS NULL OR x.claimedUntil <= \(now))
+                    ORDER BY x.id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                UPDATE connectDelivery SET claimedUntil = \(claimUntil), claimToken = \(token) FROM due WHERE connectDelivery.id = due.id
                 RETURNING \(unescaped: Self.deliveryColumns.split(separator: ",").map { "connectDelivery." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", "))
                 """, logger
             ).sorted { $0.id < $1.id }
         }
     }
 
-    package func finishConnectDelivery(id: Int64, _ outcome: ConnectAttemptOutcome) async throws {
+    package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
         try await write { c in
             switch outcome {
             case .delivered(let at):
-                try await c.query(
-                    "UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = \(at), claimedUntil = NULL, lastError = NULL WHERE id = \(id)",
-                    logger: logger)
-            case .retry(let at, let error):
-                try await c.query(
-                    "UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = \(at), claimedUntil = NULL, lastError = \(error) WHERE id = \(id)",
-                    logger: logger)
+                return try await Self.exists(
+                    c,
+                    """
+                    UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = \(at), lastAttemptAt = \(at), claimedUntil = NULL,
+                        claimToken = NULL, lastError = NULL
+                    WHERE id = \(id) AND claimToken = \(token) RETURNING 1
+                    """, logger)
+            case .retry(let next, let at, let error):
+                return try await Self.exists(
+                    c,
+                    """
+                    UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = \(next), lastAttemptAt = \(at), claimedUntil = NULL,
+                        claimToken = NULL, lastError = \(error)
+                    WHERE id = \(id) AND claimToken = \(token) RETURNING 1
+                    """, logger)
             case .released:
-                try await c.query("UPDATE connectDelivery SET claimedUntil = NULL WHERE id = \(id)", logger: logger)
+                return try await Self.exists(
+                    c, "UPDATE connectDelivery SET claimedUntil = NULL, claimToken = NULL WHERE id = \(id) AND claimToken = \(token) RETURNING 1", logger)
             case .failed(let at, let error):
-                try await c.query(
-                    "UPDATE connectDelivery SET attempts = attempts + 1, failedAt = \(at), claimedUntil = NULL, lastError = \(error) WHERE id = \(id)",
-                    logger: logger)
+                return try await Self.exists(
+                    c,
+                    """
+                    UPDATE connectDelivery SET attempts = attempts + 1, failedAt = \(at), lastAttemptAt = \(at), claimedUntil = NULL,
+                        claimToken = NULL, lastError = \(error)
+                    WHERE id = \(id) AND claimToken = \(token) RETURNING 1
+                    """, logger)
             }
         }
     }
@@ -204,12 +231,13 @@ extension PostgresCoordinatorStore {
     }
 
     package func connectDeliveryCounts() async throws -> ConnectDeliveryCounts {
+        // Each count reads its partial index, not the delivered history.
         try await read { c in
             var counts = ConnectDeliveryCounts(pending: 0, failed: 0)
             for try await (pending, failed) in try await c.query(
                 """
-                SELECT count(*) FILTER (WHERE deliveredAt IS NULL AND failedAt IS NULL), count(*) FILTER (WHERE failedAt IS NOT NULL)
-                FROM connectDelivery
+                SELECT (SELECT count(*) FROM connectDelivery WHERE deliveredAt IS NULL AND failedAt IS NULL),
+                       (SELECT count(*) FROM connectDelivery WHERE failedAt IS NOT NULL)
                 """, logger: logger
             ).decode((Int64, Int64).self) {
                 counts = ConnectDeliveryCounts(pending: Int(pending), failed: Int(failed))

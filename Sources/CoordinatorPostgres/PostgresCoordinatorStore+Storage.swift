@@ -135,6 +135,12 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
         try await read { c in try await Self.devices(c, "SELECT \(unescaped: Columns.device) FROM device WHERE curveKey = \(curveKey)", logger).first }
     }
 
+    package func device(accountID: String, id: String) async throws -> DeviceRecord? {
+        try await read { c in
+            try await Self.devices(c, "SELECT \(unescaped: Columns.device) FROM device WHERE accountID = \(accountID) AND id = \(id)", logger).first
+        }
+    }
+
     package func devices(id: String, limit: Int) async throws -> [DeviceRecord] {
         try await read { c in
             try await Self.devices(

@@ -159,7 +159,7 @@ enum PostgresSchema {
                 CREATE TABLE connectConfiguration (
                     id text PRIMARY KEY, accountID text NOT NULL REFERENCES account (id) ON DELETE CASCADE,
                     name text NOT NULL, url text NOT NULL, events text NOT NULL, includeData text NOT NULL,
-                    enabled boolean NOT NULL, includeHMAC boolean NOT NULL, createdAt timestamptz NOT NULL)
+                    enabled boolean NOT NULL, includeHMAC boolean NOT NULL, createdAt timestamptz NOT NULL, envelopeID text)
                 """,
                 "CREATE INDEX connectConfiguration_accountID ON connectConfiguration (accountID)",
                 """
@@ -174,8 +174,8 @@ enum PostgresSchema {
                     configurationID text NOT NULL REFERENCES connectConfiguration (id) ON DELETE CASCADE,
                     accountID text NOT NULL, envelopeID text NOT NULL, event text NOT NULL, recipientID text,
                     occurredAt timestamptz NOT NULL, recordedAt timestamptz NOT NULL, attempts bigint NOT NULL,
-                    nextAttemptAt timestamptz NOT NULL, claimedUntil timestamptz, deliveredAt timestamptz, failedAt timestamptz,
-                    lastError text)
+                    nextAttemptAt timestamptz NOT NULL, claimedUntil timestamptz, claimToken text, lastAttemptAt timestamptz,
+                    deliveredAt timestamptz, failedAt timestamptz, lastError text)
                 """,
                 "CREATE INDEX connectDelivery_accountID ON connectDelivery (accountID)",
                 "CREATE INDEX connectDelivery_pending ON connectDelivery (nextAttemptAt) WHERE deliveredAt IS NULL AND failedAt IS NULL",
@@ -183,6 +183,7 @@ enum PostgresSchema {
                 CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)
                     WHERE deliveredAt IS NULL AND failedAt IS NULL
                 """,
+                "CREATE INDEX connectDelivery_failed ON connectDelivery (accountID, id) WHERE failedAt IS NOT NULL",
             ]),
     ]
 

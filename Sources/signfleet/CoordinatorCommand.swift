@@ -242,7 +242,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
             connect.maxAttempts = settings.connectAttempts
             connect.requestTimeout = .seconds(settings.connectTimeout)
             connect.jitterSeed = UInt64(settings.connectSeed ?? Int.random(in: 0...Int.max))
-            let connectTransport = HTTPConnectTransport()
+            // The transport's own deadline (a hang guard) ends within a claim's lifetime.
+            let connectTransport = HTTPConnectTransport(deadline: .seconds(Int64(settings.connectTimeout) * 2))
             members.append(
                 ConnectPublisher(store: coordinatorStore, connect: services.connect, configuration: connect, transport: connectTransport, logger: logger))
             if let address = try settings.httpAddress() {

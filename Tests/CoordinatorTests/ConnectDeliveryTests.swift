@@ -24,7 +24,13 @@ final class ConnectListener: Sendable {
         var event: String { json["event"] as? String ?? "" }
     }
 
-    enum Answer: Sendable { case status(Int), hang }
+    enum Answer: Sendable {
+        case status(Int), hang
+        /// A status with a body of this many bytes.
+        case body(Int, bytes: Int)
+        /// A redirect to this URL.
+        case redirect(String)
+    }
 
     let received: AsyncStream<Received>
     private let record: AsyncStream<Received>.Continuation
@@ -53,6 +59,10 @@ final class ConnectListener: Sendable {
             }
             switch answer {
             case .status(let code): return Response(status: HTTPResponse.Status(code: code))
+            case .body(let code, let bytes):
+                return Response(status: HTTPResponse.Status(code: code), body: ResponseBody(byteBuffer: ByteBuffer(repeating: 0x61, count: bytes)))
+            case .redirect(let location):
+                return Response(status: .found, headers: [.location: location])
             case .hang:
                 try await Task.sleep(for: .seconds(3600))
                 return Response(status: .ok)
@@ -73,6 +83,7 @@ final class ConnectListener: Sendable {
         let task = running.withLock { $0 }
         task?.cancel()
         _ = try? await task?.value
+        record.finish()
     }
 }
 
@@ -88,9 +99,10 @@ final class ConnectListener: Sendable {
     }
 
     /// A publisher on the rig's store whose waits are on `clock` (moved by the test) and whose stamps are the rig's.
-    static func publisher(_ rig: CaptiveRig, clock: ManualClock, attempts: Int = 8) -> ConnectPublisher {
+    static func publisher(_ rig: CaptiveRig, clock: ManualClock, attempts: Int = 8, maxInFlight: Int = 16) -> ConnectPublisher {
         var configuration = ConnectPublisherConfiguration()
         configuration.maxAttempts = attempts
+        configuration.maxInFlight = maxInFlight
         configuration.jitterSeed = 7
         configuration.maxInFlightPerListener = 2
         let stamp = rig.clock
@@ -143,11 +155,12 @@ final class ConnectListener: Sendable {
         #expect(delivered.map(\.event) == ["envelope-sent", "recipient-sent", "envelope-voided"], "in order, after the retry")
         #expect(delivered[0].json["retryCount"] as? Int == 1, "the second attempt says so")
         for message in [first] + delivered {
-            // Each active key signs the exact bytes.
-            for (index, key) in keys.enumerated() {
-                let mac = HMAC<SHA256>.authenticationCode(for: message.body, using: SymmetricKey(data: Data(key.secret.utf8)))
-                #expect(message.headers["x-docusign-signature-\(index + 1)"] == Data(mac).base64EncodedString())
-            }
+            // Each active key signs the exact bytes (oldest first; these two were made in the same instant).
+            let macs = Set(keys.map { key in
+                Data(HMAC<SHA256>.authenticationCode(for: message.body, using: SymmetricKey(data: Data(key.secret.utf8)))).base64EncodedString()
+            })
+            let signatures = Set([message.headers["x-docusign-signature-1"], message.headers["x-docusign-signature-2"]].compactMap { $0 })
+            #expect(signatures == macs)
             #expect(message.headers["x-docusign-signature-3"] == nil)
             let data = try #require(message.json["data"] as? [String: Any])
             #expect(data["envelopeId"] as? String == envelopeID && data["accountId"] as? String == "acme")
@@ -173,43 +186,119 @@ final class ConnectListener: Sendable {
         await rig.tearDown()
     }
 
-    @Test func aHangingListenerCostsOnlyItsOwnQueueAndEndsAsAFailureRecord() async throws {
+    /// A hanging listener holds its share of the slots, never more, and never the others' turn;
+    /// its attempts time out on the publisher's clock; stopping the publisher gives its claims back
+    /// without counting an attempt.
+    @Test func aHangingListenerCostsOnlyItsOwnQueueAndShutdownCountsNoAttempt() async throws {
         let rig = try await CaptiveRig()
         let stuck = ConnectListener(answers: ["/stuck": [.hang, .hang, .hang, .hang]])
         let healthy = ConnectListener()
         let stuckBase = try await stuck.start(), healthyBase = try await healthy.start()
-        _ = try await Self.configure(rig, url: stuckBase + "/stuck", events: ["envelope-sent"], hmac: false)
+        let stuckID = try await Self.configure(rig, url: stuckBase + "/stuck", events: ["envelope-sent"], hmac: false)
         _ = try await Self.configure(rig, url: healthyBase + "/fine", events: ["envelope-sent"], hmac: false)
         var ids: [String] = []
-        for index in 0..<4 {
+        for index in 0..<6 {
             let created = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "e\(index)"))
             ids.append(try #require(created.json["envelopeId"] as? String))
         }
         let clock = ManualClock()
-        let publisher = Self.publisher(rig, clock: clock, attempts: 1)
+        // Four slots in all, two per listener: the stuck listener's six rows come first by id and must not take them all.
+        let publisher = Self.publisher(rig, clock: clock, attempts: 1, maxInFlight: 4)
         let running = Task { try await publisher.run() }
-        // The healthy listener gets all four while the stuck one holds its two slots.
         var fine = healthy.received.makeAsyncIterator()
         var seen: Set<String> = []
-        while seen.count < 4, let message = await fine.next() {
+        while seen.count < 6, let message = await fine.next() {
             seen.insert((message.json["data"] as? [String: Any])?["envelopeId"] as? String ?? "")
-            publisher.nudge()
         }
-        #expect(seen == Set(ids))
+        #expect(seen == Set(ids), "the healthy listener gets every event while the stuck one hangs")
+        // Its deliveries recorded (an arrival is seen before its answer is read) before time moves.
+        try await connectEventually {
+            try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 20)
+                .filter { $0.configurationID != stuckID && $0.deliveredAt != nil }.count == 6
+        }
         // The stuck one's two attempts time out on the publisher's clock; with one attempt allowed, each is a failure record.
         var held = stuck.received.makeAsyncIterator()
         _ = await held.next()
         _ = await held.next()
         await clock.waitForSleepers { $0.filter { $0 >= .seconds(10) }.count >= 2 }
         await clock.advance(by: .seconds(10))
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: true, limit: 10).count >= 2 }
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().failed >= 2 }
         let failures = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/failures", token: rig.token)
         let entries = try #require(failures.json["failures"] as? [[String: Any]])
-        #expect(entries.count >= 2 && entries.allSatisfy { ($0["error"] as? String)?.contains("no answer within") == true }, "\(entries)")
+        #expect(entries.count == 2 && entries.allSatisfy { ($0["error"] as? String)?.contains("no answer within") == true }, "\(entries)")
+        // The next two hang; stopping the publisher now gives them back, attempts uncounted.
+        _ = await held.next()
+        _ = await held.next()
         running.cancel()
         _ = try? await running.value
+        let rows = try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 20).filter { $0.configurationID == stuckID }
+        #expect(rows.filter { $0.failedAt != nil }.count == 2)
+        #expect(rows.filter { $0.failedAt == nil }.allSatisfy { $0.attempts == 0 && $0.claimToken == nil && $0.deliveredAt == nil }, "\(rows)")
+        #expect(try await rig.services.envelopes.store.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 4, failed: 2))
         await stuck.stop()
         await healthy.stop()
+        await rig.tearDown()
+    }
+
+    /// What a listener answers past its status is read only so far; a redirect is not followed.
+    @Test func a2xxWithAHugeBodyIsDeliveredAndARedirectIsNotFollowed() async throws {
+        let rig = try await CaptiveRig()
+        let target = ConnectListener()
+        let targetBase = try await target.start()
+        let listener = ConnectListener(answers: ["/big": [.body(200, bytes: 4 << 20)], "/moved": [.redirect(targetBase + "/elsewhere")]])
+        let base = try await listener.start()
+        _ = try await Self.configure(rig, url: base + "/big", events: ["envelope-sent"], hmac: false)
+        _ = try await Self.configure(rig, url: base + "/moved", events: ["envelope-sent"], hmac: false)
+        _ = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "x"))
+        let publisher = Self.publisher(rig, clock: ManualClock(), attempts: 1)
+        let running = Task { try await publisher.run() }
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        let rows = try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10)
+        let configurations = try await rig.services.envelopes.store.connectConfigurations(accountID: "acme")
+        let big = try #require(configurations.first { $0.url.hasSuffix("/big") }), moved = try #require(configurations.first { $0.url.hasSuffix("/moved") })
+        #expect(rows.first { $0.configurationID == big.id }?.deliveredAt != nil, "a 2xx is delivered whatever follows it")
+        let redirected = try #require(rows.first { $0.configurationID == moved.id })
+        #expect(redirected.failedAt != nil && redirected.lastError == "the listener answered HTTP 302", "\(redirected)")
+        running.cancel()
+        _ = try? await running.value
+        var nothing = target.received.makeAsyncIterator()
+        await target.stop()
+        #expect(await nothing.next() == nil, "the redirect's target got nothing")
+        await listener.stop()
+        await rig.tearDown()
+    }
+
+    /// An envelope's own `eventNotification` (DocuSign's EventNotification on envelope create):
+    /// its events go to its URL, other envelopes' do not, and it is not one of the account's configurations.
+    @Test func anEnvelopesOwnEventNotificationGetsOnlyItsEvents() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener()
+        let base = try await listener.start()
+        let pdf = Self.pdf
+        let withHook = #"{"emailSubject": "hooked", "status": "sent", "eventNotification": {"url": "\#(base)/own", "includeHMAC": "false", "envelopeEvents": [{"envelopeEventStatusCode": "sent"}], "events": ["recipient-sent"]}, "documents": [{"documentId": "1", "name": "x", "documentBase64": "\#(pdf)"}], "recipients": {"signers": [{"recipientId": "1", "name": "A", "email": "a@example.com", "tabs": {"signHereTabs": [{"documentId": "1", "pageNumber": "1", "xPosition": "10", "yPosition": "10"}]}}]}}"#
+        let refused = try await RESTAPITests.call(
+            rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token,
+            body: withHook.replacingOccurrences(of: #""url": "\#(base)/own""#, with: #""url": "gopher://x""#))
+        #expect(refused.status == 400 && (refused.json["message"] as? String)?.contains("http or https") == true, "\(refused.json)")
+        let hooked = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: withHook)
+        let hookedID = try #require(hooked.json["envelopeId"] as? String, "\(hooked.json)")
+        _ = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "plain"))
+        let listed = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect", token: rig.token)
+        #expect(listed.json["totalRecords"] as? String == "0", "an envelope's own configuration is not the account's: \(listed.json)")
+
+        let publisher = Self.publisher(rig, clock: ManualClock())
+        let running = Task { try await publisher.run() }
+        var arrivals = listener.received.makeAsyncIterator()
+        var got: [ConnectListener.Received] = []
+        while got.count < 2, let next = await arrivals.next() { got.append(next) }
+        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        #expect(got.map(\.event) == ["envelope-sent", "recipient-sent"] && got.allSatisfy { $0.path == "/own" })
+        #expect(got.allSatisfy { ($0.json["data"] as? [String: Any])?["envelopeId"] as? String == hookedID })
+        #expect(got.allSatisfy { $0.headers["x-docusign-signature-1"] == nil }, "includeHMAC false")
+        #expect(try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).count == 2, "nothing for the other envelope")
+        running.cancel()
+        _ = try? await running.value
+        await listener.stop()
         await rig.tearDown()
     }
 
@@ -241,6 +330,24 @@ final class ConnectListener: Sendable {
         #expect(updated.status == 200 && updated.json["allowEnvelopePublish"] as? String == "false" && updated.json["urlToPublishTo"] as? String == "http://127.0.0.1:9/other")
         let one = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)
         #expect((one.json["configurations"] as? [[String: Any]])?.first?["events"] as? [String] == ["envelope-voided"])
+        // Another account reaches none of it, by its own path or by acme's.
+        _ = try await rig.services.accounts.createAccount(id: "rival", name: "Rival", offlineSigning: true)
+        _ = try await rig.services.accounts.createUser(accountID: "rival", name: "Rex", email: "rex@rival.example", secret: "secret-456")
+        let rival = try await rig.services.auth.issueToken(email: "rex@rival.example", secret: "secret-456").accessToken
+        for (method, path, body) in [
+            ("GET", "/restapi/v2.1/accounts/rival/connect/\(id)", nil), ("DELETE", "/restapi/v2.1/accounts/rival/connect/\(id)", nil),
+            ("PUT", "/restapi/v2.1/accounts/rival/connect", #"{"connectId": "\#(id)", "urlToPublishTo": "http://127.0.0.1:9/x", "events": ["envelope-sent"]}"#),
+        ] as [(String, String, String?)] {
+            let answer = try await RESTAPITests.call(rig, method, path, token: rival, body: body)
+            #expect(answer.status == 400 && answer.json["errorCode"] as? String == "INVALID_CONNECT_CONFIGURATION", "\(method) \(path): \(answer.json)")
+        }
+        for path in ["/restapi/v2.1/accounts/acme/connect/\(id)", "/restapi/v2.1/accounts/acme/connect", "/restapi/v2.1/accounts/acme/connect/logs"] {
+            let answer = try await RESTAPITests.call(rig, "GET", path, token: rival)
+            #expect(answer.json["errorCode"] as? String == "USER_LACKS_MEMBERSHIP", "\(path): \(answer.json)")
+        }
+        let rivalList = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/rival/connect", token: rival)
+        #expect(rivalList.json["totalRecords"] as? String == "0")
+        #expect(try await rig.services.envelopes.store.connectConfiguration(id: id, accountID: "acme")?.url == "http://127.0.0.1:9/other", "unchanged by the rival")
         let deleted = try await RESTAPITests.call(rig, "DELETE", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)
         #expect(deleted.status == 200)
         let gone = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/\(id)", token: rig.token)

@@ -55,37 +55,50 @@ import Testing
 
         // A claim gives each (configuration, envelope)'s oldest undelivered event only, and holds it.
         let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
-        let first = try await storage.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10)
+        func claim(_ handle: any CoordinatorStorage, at time: Date, token: String, per: Int = 100, excluding: Set<String> = []) async throws
+            -> [ConnectDeliveryRecord]
+        {
+            try await handle.claimConnectDeliveries(
+                now: time, claimUntil: time.addingTimeInterval(60), limit: 10, perConfiguration: per, excluding: excluding, token: token)
+        }
+        #expect(try await claim(storage, at: now, token: "x", excluding: ["1001", "1002"]).isEmpty, "saturated configurations are left out")
+        #expect(try await claim(storage, at: now, token: "x", per: 0).isEmpty, "at most `perConfiguration` of each")
+        let first = try await claim(storage, at: now, token: "a")
         #expect(first.map(\.event) == ["envelope-sent", "envelope-voided"])
-        #expect(first.map(\.configurationID) == ["1001", "1002"])
-        let again = try await storage.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10)
-        #expect(again.isEmpty, "claimed rows are held, and the next event of the envelope waits for the first")
+        #expect(first.map(\.configurationID) == ["1001", "1002"] && first.allSatisfy { $0.claimToken == "a" })
+        #expect(try await claim(storage, at: now, token: "b").isEmpty, "claimed rows are held, and the next event of the envelope waits for the first")
         // Another handle on the same store (a second coordinator) sees the claims too.
         let second = try await store.reopened()
-        #expect(try await second.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 10).isEmpty)
-        // A claim that expired is taken over.
+        #expect(try await claim(second, at: now, token: "b").isEmpty)
+        // A claim that expired is taken over; the lapsed claimant can record nothing any more.
         let later = now.addingTimeInterval(61)
-        let takenOver = try await second.claimConnectDeliveries(now: later, claimUntil: later.addingTimeInterval(60), limit: 10)
+        let takenOver = try await claim(second, at: later, token: "c")
         #expect(takenOver.map(\.id) == first.map(\.id))
-
-        // A retry waits for its time; a delivery lets the envelope's next event go.
         let sent = try #require(takenOver.first { $0.event == "envelope-sent" })
         let voided = try #require(takenOver.first { $0.event == "envelope-voided" })
-        try await storage.finishConnectDelivery(id: sent.id, .retry(at: later.addingTimeInterval(30), error: "HTTP 500"))
-        try await storage.finishConnectDelivery(id: voided.id, .delivered(at: later))
-        #expect(try await storage.claimConnectDeliveries(now: later, claimUntil: later.addingTimeInterval(60), limit: 10).isEmpty)
+        #expect(try await storage.finishConnectDelivery(id: sent.id, token: "a", .failed(at: later, error: "late")) == false)
+        #expect(try await storage.finishConnectDelivery(id: sent.id, token: "a", .released) == false)
+        #expect(try await claim(storage, at: later, token: "d").isEmpty, "the successor's claim still holds")
+
+        // A retry waits for its time; a delivery lets the envelope's next event go.
+        #expect(try await storage.finishConnectDelivery(id: sent.id, token: "c", .retry(next: later.addingTimeInterval(30), at: later, error: "HTTP 500")))
+        #expect(try await storage.finishConnectDelivery(id: voided.id, token: "c", .delivered(at: later)))
+        #expect(try await claim(storage, at: later, token: "e").isEmpty)
         let due = later.addingTimeInterval(30)
-        let retried = try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10)
+        let retried = try await claim(storage, at: due, token: "f")
         #expect(retried.map(\.id) == [sent.id] && retried.first?.attempts == 1 && retried.first?.lastError == "HTTP 500")
-        try await storage.finishConnectDelivery(id: sent.id, .failed(at: due, error: "HTTP 500"))
+        #expect(retried.first?.lastAttemptAt == later)
+        #expect(try await storage.finishConnectDelivery(id: sent.id, token: "f", .failed(at: due, error: "HTTP 500")))
         // A failure record does not hold the envelope's later events back.
-        let next = try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10)
+        let next = try await claim(storage, at: due, token: "g")
         #expect(next.map(\.event) == ["recipient-sent"])
-        try await storage.finishConnectDelivery(id: try #require(next.first).id, .released)
-        #expect(try await storage.claimConnectDeliveries(now: due, claimUntil: due.addingTimeInterval(60), limit: 10).map(\.event) == ["recipient-sent"], "a released claim is free at once")
+        #expect(try await storage.finishConnectDelivery(id: try #require(next.first).id, token: "g", .released))
+        #expect(try await claim(storage, at: due, token: "h").map(\.event) == ["recipient-sent"], "a released claim is free at once")
         let failures = try await storage.connectDeliveries(accountID: "acme", failedOnly: true, limit: 10)
         #expect(failures.map(\.id) == [sent.id] && failures.first?.attempts == 2 && failures.first?.failedAt == due)
         #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 5, failed: 1))
+        #expect(try await storage.device(accountID: "acme", id: forger.id)?.id == forger.id)
+        #expect(try await storage.device(accountID: "other", id: forger.id) == nil)
 
         // Deleting a configuration drops its rows; keys are kept and revoked per account.
         #expect(try await storage.deleteConnectConfiguration(id: "1001", accountID: "other") == false)
@@ -111,7 +124,7 @@ import Testing
         let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
         let claims = try await withThrowingTaskGroup(of: [Int64].self) { group in
             for handle in [store.storage, other, store.storage, other] {
-                group.addTask { try await handle.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 7).map(\.id) }
+                group.addTask { try await handle.claimConnectDeliveries(now: now, claimUntil: now.addingTimeInterval(60), limit: 7, perConfiguration: 100, excluding: [], token: "c-now").map(\.id) }
             }
             return try await group.reduce(into: [[Int64]]()) { $0.append($1) }
         }
@@ -146,6 +159,36 @@ import Testing
         ])
         #expect(events.filter { $0.recipientID != nil }.allSatisfy { $0.occurredAt == device && $0.recordedAt == at })
         #expect(events.filter { $0.recipientID == nil }.allSatisfy { $0.occurredAt == at })
+    }
+
+    @Test func recipientsAreReportedByRoutingOrderWhateverTheirRowsOrder() {
+        var synced = aggregate("completed", [("b", "completed", device), ("a", "completed", device)])
+        synced.recipients[0].routingOrder = 2
+        synced.recipients[1].routingOrder = 1
+        #expect(EnvelopeEvent.between(nil, synced, at: at).compactMap(\.recipientID) == ["a", "a", "a", "b", "b", "b"])
+    }
+
+    /// Any spelling of this machine on one of the coordinator's ports is its own listener; another
+    /// port, or another machine, is not.
+    @Test func everySpellingOfThisMachineOnAnOwnPortIsRefused() throws {
+        let links = CaptiveSigningLinks(baseURL: "http://127.0.0.1:48123")
+        let temporary = try TemporaryStore()
+        defer { temporary.remove() }
+        let connect = ConnectService(store: temporary.store, links: links, now: WallClock.system.now)
+        for url in [
+            "http://127.0.0.1:48123/x", "http://localhost:48123/x", "http://2130706433:48123/", "http://0x7f.0.0.1:48123/",
+            "http://127.1.2.3:48123/", "http://[::1]:48123/", "http://[::ffff:127.0.0.1]:48123/", "http://[0:0:0:0:0:0:0:1]:48123/",
+            "http://0.0.0.0:48123/",
+        ] {
+            #expect(connect.ownListener(url) != nil, "\(url)")
+        }
+        for address in LocalAddresses.interfaceAddresses() where address.count == 4 {
+            let url = "http://\(address.map(String.init).joined(separator: ".")):48123/"
+            #expect(connect.ownListener(url) != nil, "this machine's interface address \(url)")
+        }
+        for url in ["http://127.0.0.1:48124/x", "http://192.0.2.1:48123/x", "http://[2001:db8::1]:48123/"] {
+            #expect(connect.ownListener(url) == nil, "\(url)")
+        }
     }
 
     @Test func routingAndEndsReportOnlyWhatChanged() {
