@@ -57,6 +57,7 @@ COMPARISONS = [
     ("rest", "full REST ceremonies (create envelope, recipient view, open page, sign, combined PDF with the certificate), 8 concurrent backends vs the captive-only ceremony (issue URL, open, finish), same server and run", "rest.ceremonies.k8.per_s", "rest.captive.k8.per_s", True, "(cost of REST create + drawing the completed PDF)"),
     ("rest", "full REST ceremonies vs GET /health, same server, clients and concurrency", "rest.ceremonies.k8.per_s", "rest.health.k8.per_s", True, "(cost over the bare server)"),
     ("connect", "ingest ack p99 at 1,000 envelopes/s with Connect delivering every event vs the same ingest without a configuration", "connect.ingest_p99_ms", "ref.ingest_p99_ms", False, "(cost of the outbox on ingest)"),
+    ("connect", "Connect events delivered per second vs bare POSTs of a message-sized body to the same listener, same transport and concurrency (16), nothing else running", "connect.events_delivered_per_s", "ref.bare_posts_per_s", True, "(the publisher's own cost: claims, reads, message, outcome writes)"),
 ]
 
 # Figures with an absolute target: (bench, what, metric, target text, passes(value)).

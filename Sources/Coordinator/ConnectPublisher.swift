@@ -27,7 +27,8 @@ public final class HTTPConnectTransport: ConnectTransport {
     ///   `requestTimeout` (on its own clock) ends an attempt first.
     public init(deadline: TimeAmount = .seconds(120)) {
         var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
-        configuration.connectionPool = .init(idleTimeout: .seconds(30))
+        // As many connections to one listener as the publisher has deliveries in flight to it.
+        configuration.connectionPool = .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.deadline = deadline
     }
@@ -63,9 +64,9 @@ public struct ConnectPublisherConfiguration: Sendable {
     /// How often the outbox is read when nothing woke the publisher.
     public var pollInterval: Duration = .milliseconds(500)
     /// Deliveries in flight at once, in all.
-    public var maxInFlight = 16
+    public var maxInFlight = 32
     /// Deliveries in flight at once to one configuration: a hanging listener holds only these.
-    public var maxInFlightPerListener = 4
+    public var maxInFlightPerListener = 16
     /// Seeds the back-off's jitter (printed at start; the same seed gives the same delays).
     public var jitterSeed: UInt64 = 0
 
@@ -172,6 +173,7 @@ public final class ConnectPublisher: Service {
             logger.warning("connect: cannot read the outbox", metadata: ["error": "\(error)"])
             return
         }
+        let context = await PassContext.load(for: claimed, store: store, connect: connect)
         var released = 0
         for delivery in claimed {
             let admitted = inFlight.withLock { counts in
@@ -186,11 +188,20 @@ public final class ConnectPublisher: Service {
                 continue
             }
             group.addTask { [self] in
-                await deliver(delivery)
-                inFlight.withLock { counts in
-                    counts[delivery.configurationID, default: 1] -= 1
-                    if counts[delivery.configurationID] == 0 { counts[delivery.configurationID] = nil }
+                // The slot is free once the listener has answered; the outcome's write follows (the
+                // claim holds the row until it is recorded, so nothing is posted twice meanwhile).
+                await deliver(delivery, context: context) {
+                    // A pass claims in batches: it runs once a listener has half its share free (or
+                    // all deliveries half theirs), not after every delivery — a pass costs a read and a write.
+                    let batch = inFlight.withLock { counts in
+                        counts[delivery.configurationID, default: 1] -= 1
+                        let left = counts[delivery.configurationID] ?? 0
+                        if left == 0 { counts[delivery.configurationID] = nil }
+                        return left <= configuration.maxInFlightPerListener / 2 || counts.values.reduce(0, +) <= configuration.maxInFlight / 2
+                    }
+                    if batch { wake.yield() }
                 }
+                // Its envelope's next event may be ready now.
                 wake.yield()
             }
         }
@@ -198,12 +209,13 @@ public final class ConnectPublisher: Service {
         if claimed.count == room, released == 0 { wake.yield() }
     }
 
-    /// One attempt at one delivery, and its outcome recorded under the delivery's claim.
-    func deliver(_ delivery: ConnectDeliveryRecord) async {
+    /// One attempt at one delivery, and its outcome recorded under the delivery's claim;
+    /// `attempted` runs between the two.
+    func deliver(_ delivery: ConnectDeliveryRecord, context: PassContext, attempted: @Sendable () -> Void = {}) async {
         let token = delivery.claimToken ?? ""
         let outcome: ConnectAttemptOutcome
         do {
-            try await attempt(delivery)
+            try await attempt(delivery, context: context)
             outcome = .delivered(at: wall.now())
             delivered.increment()
         } catch let error as ConnectAttemptError where error.released {
@@ -225,6 +237,7 @@ public final class ConnectPublisher: Service {
                 retried.increment()
             }
         }
+        attempted()
         do {
             // Recorded even while shutting down (an unstructured task: this one may be cancelled,
             // and the store's accesses honour cancellation).
@@ -251,18 +264,12 @@ public final class ConnectPublisher: Service {
     /// Who created each envelope's device: never changes, so kept.
     private let users = Mutex<[String: String]>([:])
 
-    private func attempt(_ delivery: ConnectDeliveryRecord) async throws {
-        guard let configuration = try await store.connectConfiguration(id: delivery.configurationID, accountID: delivery.accountID) else {
+    private func attempt(_ delivery: ConnectDeliveryRecord, context: PassContext) async throws {
+        guard let configuration = context.configurations[delivery.configurationID] else {
+            if context.unreadable.contains(delivery.configurationID) { throw ConnectAttemptError("the store could not be read") }
             throw ConnectAttemptError("the configuration is gone", final: true)
         }
-        // The account's allow-list as it is now (it may have changed since the configuration was made).
-        let allowed = try await store.returnOrigins(accountID: delivery.accountID)
-        if !allowed.isEmpty, !allowed.contains((try? ReturnURLPolicy.origin(of: configuration.url, field: "urlToPublishTo")) ?? "") {
-            throw ConnectAttemptError("urlToPublishTo is no longer in the account's allowed origins", final: true)
-        }
-        if let own = connect.ownListener(configuration.url) {
-            throw ConnectAttemptError("urlToPublishTo is this coordinator's own listener (\(own))", final: true)
-        }
+        if let refusal = context.refusals[delivery.configurationID] { throw ConnectAttemptError(refusal, final: true) }
         guard let aggregate = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) else {
             throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
         }
@@ -272,7 +279,7 @@ public final class ConnectPublisher: Service {
             user = try await store.device(accountID: delivery.accountID, id: aggregate.envelope.deviceID)?.userID ?? ""
             users.withLock { $0[userKey] = user }
         }
-        let keys = configuration.includeHMAC ? try await store.connectKeys(accountID: delivery.accountID).filter { $0.revokedAt == nil } : []
+        let keys = configuration.includeHMAC ? context.keys[delivery.accountID] ?? [] : []
         if configuration.includeHMAC, keys.isEmpty {
             logger.warning(
                 "connect: includeHMAC is on but the account has no active key; the message goes unsigned",
@@ -297,6 +304,47 @@ public final class ConnectPublisher: Service {
             return status
         }
         guard (200..<300).contains(status) else { throw ConnectAttemptError("the listener answered HTTP \(status)") }
+    }
+}
+
+/// What one pass's deliveries read once, not once each: their configurations, why a
+/// configuration may not be posted to now (its URL left the account's allow-list, or reaches one
+/// of this coordinator's listeners), and each account's active HMAC keys.
+struct PassContext: Sendable {
+    var configurations: [String: ConnectConfigurationRecord] = [:]
+    var refusals: [String: String] = [:]
+    var keys: [String: [ConnectKeyRecord]] = [:]
+    /// Configurations the store could not read now (tried again after the back-off).
+    var unreadable: Set<String> = []
+
+    static func load(for deliveries: [ConnectDeliveryRecord], store: any CoordinatorStorage, connect: ConnectService) async -> PassContext {
+        var context = PassContext()
+        var origins: [String: [String]] = [:]
+        for delivery in deliveries {
+            let account = delivery.accountID
+            if context.keys[account] == nil {
+                context.keys[account] = ((try? await store.connectKeys(accountID: account)) ?? []).filter { $0.revokedAt == nil }
+                origins[account] = (try? await store.returnOrigins(accountID: account)) ?? []
+            }
+            guard context.configurations[delivery.configurationID] == nil, context.refusals[delivery.configurationID] == nil else { continue }
+            let read: ConnectConfigurationRecord?
+            do {
+                read = try await store.connectConfiguration(id: delivery.configurationID, accountID: account)
+            } catch {
+                context.unreadable.insert(delivery.configurationID)
+                continue
+            }
+            guard let configuration = read else { continue }
+            context.configurations[configuration.id] = configuration
+            // The account's allow-list as it is now (it may have changed since the configuration was made).
+            let allowed = origins[account] ?? []
+            if !allowed.isEmpty, !allowed.contains((try? ReturnURLPolicy.origin(of: configuration.url, field: "urlToPublishTo")) ?? "") {
+                context.refusals[configuration.id] = "urlToPublishTo is no longer in the account's allowed origins"
+            } else if let own = connect.ownListener(configuration.url) {
+                context.refusals[configuration.id] = "urlToPublishTo is this coordinator's own listener (\(own))"
+            }
+        }
+        return context
     }
 }
 

@@ -84,6 +84,9 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
     package var recipientID: String?
     package var occurredAt: Date
     package var recordedAt: Date
+    /// Whether it is its envelope's oldest undelivered event for its configuration: only such a
+    /// row may be claimed. Set when written (no earlier one waits) or when the one before it ends.
+    package var ready: Bool
     /// Attempts made so far (the body's `retryCount` is this number at the attempt).
     package var attempts: Int
     /// Not before this time (the back-off after a failed attempt).
@@ -102,7 +105,7 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
 
     package init(
         id: Int64, configurationID: String, accountID: String, envelopeID: String, event: String, recipientID: String?, occurredAt: Date,
-        recordedAt: Date, attempts: Int, nextAttemptAt: Date, claimedUntil: Date?, claimToken: String? = nil, lastAttemptAt: Date? = nil,
+        recordedAt: Date, ready: Bool = true, attempts: Int, nextAttemptAt: Date, claimedUntil: Date?, claimToken: String? = nil, lastAttemptAt: Date? = nil,
         deliveredAt: Date?, failedAt: Date?, lastError: String?
     ) {
         self.id = id
@@ -113,6 +116,7 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
         self.recipientID = recipientID
         self.occurredAt = occurredAt
         self.recordedAt = recordedAt
+        self.ready = ready
         self.attempts = attempts
         self.nextAttemptAt = nextAttemptAt
         self.claimedUntil = claimedUntil
@@ -147,4 +151,25 @@ package enum ConnectAttemptOutcome: Sendable, Hashable {
     case failed(at: Date, error: String)
     /// Not attempted: the claim is given back (the listener had its share in flight).
     case released
+
+    /// Whether the row is done with (delivered or a failure record): its envelope's next event may go.
+    package var ends: Bool {
+        switch self {
+        case .delivered, .failed: true
+        case .retry, .released: false
+        }
+    }
+}
+
+extension CoordinatorStorage {
+    /// At most `per` rows of one configuration, at most `limit` in all, in the given (id) order.
+    package static func capped(_ rows: [ConnectDeliveryRecord], per: Int, limit: Int) -> [ConnectDeliveryRecord] {
+        var counts: [String: Int] = [:]
+        var out: [ConnectDeliveryRecord] = []
+        for row in rows where out.count < limit && counts[row.configurationID, default: 0] < per {
+            counts[row.configurationID, default: 0] += 1
+            out.append(row)
+        }
+        return out
+    }
 }

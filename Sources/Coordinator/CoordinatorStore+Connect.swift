@@ -9,18 +9,23 @@ extension CoordinatorStore {
     /// configuration of the envelope's account that asks for it, in the caller's transaction.
     static func publish(_ aggregate: EnvelopeAggregate, _ db: Database) throws {
         guard !aggregate.events.isEmpty else { return }
+        // Each event is its own statement, so a later one sees the earlier ones and is not ready.
         let fanOut = try db.cachedStatement(
             sql: """
                 INSERT INTO connectDelivery (configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt,
-                                             attempts, nextAttemptAt)
-                SELECT id, accountID, ?, ?, ?, ?, ?, 0, ? FROM connectConfiguration
-                WHERE accountID = ? AND enabled AND instr(events, ?) > 0 AND (envelopeID IS NULL OR envelopeID = ?)
-                ORDER BY createdAt, id
+                                             ready, attempts, nextAttemptAt)
+                SELECT c.id, c.accountID, ?1, ?2, ?3, ?4, ?5,
+                       NOT EXISTS (SELECT 1 FROM connectDelivery p WHERE p.configurationID = c.id AND p.envelopeID = ?1
+                                   AND p.deliveredAt IS NULL AND p.failedAt IS NULL),
+                       0, ?5
+                FROM connectConfiguration c
+                WHERE c.accountID = ?6 AND c.enabled AND instr(c.events, ?7) > 0 AND (c.envelopeID IS NULL OR c.envelopeID = ?1)
+                ORDER BY c.createdAt, c.id
                 """)
         for event in aggregate.events {
             try fanOut.execute(arguments: [
-                aggregate.envelope.id, event.kind.rawValue, event.recipientID, event.occurredAt, event.recordedAt, event.recordedAt,
-                aggregate.envelope.accountID, ",\(event.kind.rawValue),", aggregate.envelope.id,
+                aggregate.envelope.id, event.kind.rawValue, event.recipientID, event.occurredAt, event.recordedAt,
+                aggregate.envelope.accountID, ",\(event.kind.rawValue),",
             ])
         }
     }
@@ -88,24 +93,22 @@ extension CoordinatorStore {
         now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
     ) async throws -> [ConnectDeliveryRecord] {
         let excluded = String(decoding: try JSONEncoder().encode(excluding.sorted()), as: UTF8.self)
+        let candidates = """
+            SELECT * FROM connectDelivery INDEXED BY connectDelivery_ready
+            WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL AND nextAttemptAt <= ?
+              AND (claimedUntil IS NULL OR claimedUntil <= ?) AND configurationID NOT IN (SELECT value FROM json_each(?))
+            ORDER BY id LIMIT ?
+            """
+        // Most polls find nothing due: a read says so without taking the single writer's turn.
+        let anyDue = try await database.read { db in
+            try !ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [now, now, excluded, 1]).isEmpty
+        }
+        guard anyDue else { return [] }
         return try await write { db in
             // One writer at a time on SQLite: the transaction itself keeps two claims apart.
-            let due = try ConnectDeliveryRecord.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM (
-                        SELECT d.*, ROW_NUMBER() OVER (PARTITION BY d.configurationID ORDER BY d.id) AS rank
-                        FROM connectDelivery d
-                        WHERE d.deliveredAt IS NULL AND d.failedAt IS NULL AND d.nextAttemptAt <= ?
-                          AND (d.claimedUntil IS NULL OR d.claimedUntil <= ?)
-                          AND d.configurationID NOT IN (SELECT value FROM json_each(?))
-                          AND NOT EXISTS (
-                            SELECT 1 FROM connectDelivery p
-                            WHERE p.configurationID = d.configurationID AND p.envelopeID = d.envelopeID AND p.id < d.id
-                              AND p.deliveredAt IS NULL AND p.failedAt IS NULL))
-                    WHERE rank <= ? ORDER BY id LIMIT ?
-                    """,
-                arguments: [now, now, excluded, perConfiguration, limit])
+            let due = Self.capped(
+                try ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [now, now, excluded, limit * 4]), per: perConfiguration,
+                limit: limit)
             let claim = try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = ?, claimToken = ? WHERE id = ?")
             return try due.map { row in
                 try claim.execute(arguments: [claimUntil, token, row.id])
@@ -142,7 +145,23 @@ extension CoordinatorStore {
                             claimToken = NULL, lastError = ? WHERE \(held)
                         """, arguments: [at, at, error, id, token])
             }
-            return db.changesCount > 0
+            let recorded = db.changesCount > 0
+            if recorded, outcome.ends {
+                // The envelope's next event for this configuration is ready now (found through the
+                // partial index on waiting rows: a join here scanned the whole outbox per delivery).
+                if let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT configurationID, envelopeID FROM connectDelivery WHERE id = ?"), arguments: [id])
+                {
+                    try db.cachedStatement(
+                        sql: """
+                            UPDATE connectDelivery SET ready = 1 WHERE id = (
+                                SELECT id FROM connectDelivery INDEXED BY connectDelivery_order
+                                WHERE configurationID = ? AND envelopeID = ? AND deliveredAt IS NULL AND failedAt IS NULL ORDER BY id LIMIT 1)
+                            """
+                    ).execute(arguments: [row["configurationID"], row["envelopeID"]])
+                }
+            }
+            return recorded
         }
     }
 

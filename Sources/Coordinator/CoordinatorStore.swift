@@ -289,6 +289,7 @@ public final class CoordinatorStore: Sendable {
                 t.column("recipientID", .text)
                 t.column("occurredAt", .datetime).notNull()
                 t.column("recordedAt", .datetime).notNull()
+                t.column("ready", .boolean).notNull()
                 t.column("attempts", .integer).notNull()
                 t.column("nextAttemptAt", .datetime).notNull()
                 t.column("claimedUntil", .datetime)
@@ -298,9 +299,12 @@ public final class CoordinatorStore: Sendable {
                 t.column("failedAt", .datetime)
                 t.column("lastError", .text)
             }
-            // The claim reads only undelivered rows: partial indexes keep it off the delivered history.
+            // The claim reads only ready undelivered rows, by id: partial indexes keep it off the
+            // waiting events and the delivered history.
             try db.execute(
                 sql: """
+                    CREATE INDEX connectDelivery_ready ON connectDelivery (id)
+                        WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL;
                     CREATE INDEX connectDelivery_pending ON connectDelivery (nextAttemptAt)
                         WHERE deliveredAt IS NULL AND failedAt IS NULL;
                     CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)

@@ -18,8 +18,13 @@ extension PostgresCoordinatorStore {
         try await c.query(
             """
             INSERT INTO connectDelivery (configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt,
-                                         attempts, nextAttemptAt)
-            SELECT c.id, c.accountID, \(aggregate.envelope.id), e.event, NULLIF(e.recipient, ''), e.occurred, e.recorded, 0, e.recorded
+                                         ready, attempts, nextAttemptAt)
+            SELECT c.id, c.accountID, \(aggregate.envelope.id), e.event, NULLIF(e.recipient, ''), e.occurred, e.recorded,
+                   -- ready: the configuration's first event of this change, and none of the envelope's waiting before it
+                   ROW_NUMBER() OVER (PARTITION BY c.id ORDER BY e.ord) = 1
+                     AND NOT EXISTS (SELECT 1 FROM connectDelivery p WHERE p.configurationID = c.id AND p.envelopeID = \(aggregate.envelope.id)
+                                     AND p.deliveredAt IS NULL AND p.failedAt IS NULL),
+                   0, e.recorded
             FROM unnest(\(kinds)::text[], \(recipients)::text[], \(occurred)::timestamptz[], \(recorded)::timestamptz[])
                  WITH ORDINALITY AS e(event, recipient, occurred, recorded, ord)
             JOIN connectConfiguration c
@@ -134,20 +139,20 @@ extension PostgresCoordinatorStore {
     }
 
     static let deliveryColumns = """
-        id, configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt, attempts, nextAttemptAt, claimedUntil,
+        id, configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt, ready, attempts, nextAttemptAt, claimedUntil,
         claimToken, lastAttemptAt, deliveredAt, failedAt, lastError
         """
 
     static func deliveries(_ c: PostgresConnection, _ query: PostgresQuery, _ logger: Logger) async throws -> [ConnectDeliveryRecord] {
         var out: [ConnectDeliveryRecord] = []
         for try await row in try await c.query(query, logger: logger)
-            .decode((Int64, String, String, String, String, String?, Date, Date, Int64, Date, Date?, String?, Date?, Date?, Date?, String?).self)
+            .decode((Int64, String, String, String, String, String?, Date, Date, Bool, Int64, Date, Date?, String?, Date?, Date?, Date?, String?).self)
         {
             out.append(
                 ConnectDeliveryRecord(
                     id: row.0, configurationID: row.1, accountID: row.2, envelopeID: row.3, event: row.4, recipientID: row.5, occurredAt: row.6,
-                    recordedAt: row.7, attempts: Int(row.8), nextAttemptAt: row.9, claimedUntil: row.10, claimToken: row.11, lastAttemptAt: row.12,
-                    deliveredAt: row.13, failedAt: row.14, lastError: row.15))
+                    recordedAt: row.7, ready: row.8, attempts: Int(row.9), nextAttemptAt: row.10, claimedUntil: row.11, claimToken: row.12,
+                    lastAttemptAt: row.13, deliveredAt: row.14, failedAt: row.15, lastError: row.16))
         }
         return out
     }
@@ -156,28 +161,31 @@ extension PostgresCoordinatorStore {
         now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
     ) async throws -> [ConnectDeliveryRecord] {
         let excluded = excluding.sorted()
+        func candidates(_ count: Int) -> PostgresQuery {
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM connectDelivery
+            WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL AND nextAttemptAt <= \(now)
+              AND (claimedUntil IS NULL OR claimedUntil <= \(now)) AND NOT (configurationID = ANY(\(excluded)::text[]))
+            ORDER BY id LIMIT \(Int64(count))
+            """
+        }
+        // Most polls find nothing due: a read says so without a write transaction.
+        guard try await read({ c in try await !Self.deliveries(c, candidates(1), logger).isEmpty }) else { return [] }
         return try await write { c in
-            // The heads ranked per configuration; then the rows locked (a window function cannot
-            // sit beside FOR UPDATE), re-checked on their latest version, skipping rows another
-            // coordinator is locking now.
-            try await Self.deliveries(
+            // The rows chosen are locked and claimed in one statement: rows another coordinator is
+            // locking are skipped, and a locked row is re-checked on its latest version, so one
+            // claimed meanwhile is not taken again.
+            let chosen = Self.capped(try await Self.deliveries(c, candidates(limit * 4), logger), per: perConfiguration, limit: limit)
+            guard !chosen.isEmpty else { return [] }
+            let ids = chosen.map(\.id)
+            return try await Self.deliveries(
                 c,
                 """
-                WITH ranked AS (
-                    SELECT d.id, ROW_NUMBER() OVER (PARTITION BY d.configurationID ORDER BY d.id) AS rank
-                    FROM connectDelivery d
-                    WHERE d.deliveredAt IS NULL AND d.failedAt IS NULL AND d.nextAttemptAt <= \(now)
-                      AND (d.claimedUntil IS NULL OR d.claimedUntil <= \(now))
-                      AND NOT (d.configurationID = ANY(\(excluded)::text[]))
-                      AND NOT EXISTS (
-                        SELECT 1 FROM connectDelivery p
-                        WHERE p.configurationID = d.configurationID AND p.envelopeID = d.envelopeID AND p.id < d.id
-                          AND p.deliveredAt IS NULL AND p.failedAt IS NULL)),
-                due AS (
-                    SELECT x.id FROM connectDelivery x
-                    WHERE x.id IN (SELECT id FROM ranked WHERE rank <= \(Int64(perConfiguration)))
-                      AND x.deliveredAt IS NULL AND x.failedAt IS NULL AND (x.claimedUntil IS NULL OR x.claimedUntil <= \(now))
-                    ORDER BY x.id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                WITH due AS (
+                    SELECT id FROM connectDelivery
+                    WHERE id = ANY(\(ids)::bigint[]) AND ready AND deliveredAt IS NULL AND failedAt IS NULL
+                      AND (claimedUntil IS NULL OR claimedUntil <= \(now))
+                    FOR UPDATE SKIP LOCKED)
                 UPDATE connectDelivery SET claimedUntil = \(claimUntil), claimToken = \(token) FROM due WHERE connectDelivery.id = due.id
                 RETURNING \(unescaped: Self.deliveryColumns.split(separator: ",").map { "connectDelivery." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", "))
                 """, logger
@@ -187,7 +195,23 @@ extension PostgresCoordinatorStore {
 
     package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
         try await write { c in
-            switch outcome {
+            let recorded = try await Self.record(id: id, token: token, outcome, c, logger)
+            if recorded, outcome.ends {
+                // The envelope's next event for this configuration is ready now.
+                try await c.query(
+                    """
+                    UPDATE connectDelivery SET ready = TRUE WHERE id = (
+                        SELECT n.id FROM connectDelivery n, (SELECT configurationID, envelopeID FROM connectDelivery WHERE id = \(id)) d
+                        WHERE n.configurationID = d.configurationID AND n.envelopeID = d.envelopeID
+                          AND n.deliveredAt IS NULL AND n.failedAt IS NULL ORDER BY n.id LIMIT 1)
+                    """, logger: logger)
+            }
+            return recorded
+        }
+    }
+
+    private static func record(id: Int64, token: String, _ outcome: ConnectAttemptOutcome, _ c: PostgresConnection, _ logger: Logger) async throws -> Bool {
+        switch outcome {
             case .delivered(let at):
                 return try await Self.exists(
                     c,
@@ -215,7 +239,6 @@ extension PostgresCoordinatorStore {
                         claimToken = NULL, lastError = \(error)
                     WHERE id = \(id) AND claimToken = \(token) RETURNING 1
                     """, logger)
-            }
         }
     }
 

@@ -173,11 +173,12 @@ enum PostgresSchema {
                     id bigserial PRIMARY KEY,
                     configurationID text NOT NULL REFERENCES connectConfiguration (id) ON DELETE CASCADE,
                     accountID text NOT NULL, envelopeID text NOT NULL, event text NOT NULL, recipientID text,
-                    occurredAt timestamptz NOT NULL, recordedAt timestamptz NOT NULL, attempts bigint NOT NULL,
+                    occurredAt timestamptz NOT NULL, recordedAt timestamptz NOT NULL, ready boolean NOT NULL, attempts bigint NOT NULL,
                     nextAttemptAt timestamptz NOT NULL, claimedUntil timestamptz, claimToken text, lastAttemptAt timestamptz,
                     deliveredAt timestamptz, failedAt timestamptz, lastError text)
                 """,
                 "CREATE INDEX connectDelivery_accountID ON connectDelivery (accountID)",
+                "CREATE INDEX connectDelivery_ready ON connectDelivery (id) WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL",
                 "CREATE INDEX connectDelivery_pending ON connectDelivery (nextAttemptAt) WHERE deliveredAt IS NULL AND failedAt IS NULL",
                 """
                 CREATE INDEX connectDelivery_order ON connectDelivery (configurationID, envelopeID, id)

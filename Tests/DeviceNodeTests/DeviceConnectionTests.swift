@@ -334,12 +334,16 @@ struct InProcessIdentityTests {
         let directory = try TempDirectory()
         let node = try await openDevice(in: directory)
         let events = node.events()
+        // Nothing here is about timeouts: on a clock that never moves, a busy machine's slow reply is still awaited.
+        let clock = ManualClock()
+        var configuration = DeviceConnectionConfiguration(serverKey: coordinator.keys.publicKey)
+        configuration.clock = clock
         let connection = try await node.connect(
             using: { [server = coordinator.inProcess(), keys = coordinator.keys, id = node.deviceId, transportKeys = node.transportKeys] in
-                (server.client(deviceID: id, security: .curve(serverKey: keys.publicKey, keys: transportKeys)), {})
+                (server.client(deviceID: id, security: .curve(serverKey: keys.publicKey, keys: transportKeys), clock: clock), {})
             },
             credentials: .password(email: TestCoordinator.email, secret: TestCoordinator.secret),
-            configuration: DeviceConnectionConfiguration(serverKey: coordinator.keys.publicKey), logger: quietLogger())
+            configuration: configuration, logger: quietLogger())
         try await connection.login()
         let sequence = try await signOne(node, seed: 41)
         try await awaitSynced(events, sequence)
@@ -347,7 +351,7 @@ struct InProcessIdentityTests {
 
         // A forger with its own key names the device and pushes the next number: refused.
         let forger = coordinator.inProcess().client(
-            deviceID: node.deviceId, security: .curve(serverKey: coordinator.keys.publicKey, keys: try CurveKeyPair.generate()))
+            deviceID: node.deviceId, security: .curve(serverKey: coordinator.keys.publicKey, keys: try CurveKeyPair.generate()), clock: clock)
         let session = Task { await forger.run() }
         defer { session.cancel() }
         let forged = SyncItem(sequence: 2, transactionID: "forged", payload: [1, 2, 3], signature: [UInt8](repeating: 0, count: 64))

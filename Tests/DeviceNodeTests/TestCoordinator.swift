@@ -97,7 +97,9 @@ final class TestCoordinator: Sendable {
     /// What this coordinator recorded for `node`'s items (asked over the services, as the device's own key).
     func results(of node: DeviceNode) async throws -> [SyncStoredResult] {
         let server = inProcess()
-        let client = server.client(deviceID: node.deviceId, security: .curve(serverKey: keys.publicKey, keys: node.transportKeys))
+        // A clock that never moves: on a busy machine the answer comes late, never a timeout.
+        let client = server.client(
+            deviceID: node.deviceId, security: .curve(serverKey: keys.publicKey, keys: node.transportKeys), clock: ManualClock())
         let session = Task { await client.run() }
         defer { session.cancel() }
         do {

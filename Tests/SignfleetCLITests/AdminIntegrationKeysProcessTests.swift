@@ -6,15 +6,10 @@ import Testing
 /// registered, listed, consented to and revoked; the refusals name what was wrong.
 @Suite struct AdminIntegrationKeysProcessTests {
     @Test(.timeLimit(.minutes(2))) func registerListConsentRevoke() async throws {
-        let binary = try signfleetBinary()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-keys-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = directory.appendingPathComponent("c.sqlite").path
-        func admin(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
-            let run = try await ChildProcess.run(binary, ["admin"] + arguments + ["--store", store])
-            return (run.status, run.standardOutput, run.standardError)
-        }
+        let place = try AdminStoreDirectory("keys")
+        defer { place.remove() }
+        let directory = place.directory
+        let admin = place.admin
         #expect(try await admin(["create-account", "--id", "acme", "--name", "Acme"]).status == 0)
         #expect(try await admin(["create-user", "--account", "acme", "--name", "Ann", "--email", "ann@acme.example", "--secret", "secret-123"]).status == 0)
         // An RSA public key, made by Python's cryptography (installed by scripts/install-deps.sh).

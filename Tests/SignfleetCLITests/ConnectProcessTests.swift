@@ -14,15 +14,9 @@ import FoundationNetworking
     static let listener = DeployManifestTests.repository.appendingPathComponent("Tests/interop/connect_listener.py")
 
     @Test func anEventCommittedBeforeKill9IsDeliveredAfterTheRestart() async throws {
-        let binary = try signfleetBinary()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("signfleet-connect-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = directory.appendingPathComponent("c.sqlite").path
-        func admin(_ arguments: [String]) async throws -> (status: Int32, out: String, err: String) {
-            let run = try await ChildProcess.run(binary, ["admin"] + arguments + ["--store", store])
-            return (run.status, run.standardOutput, run.standardError)
-        }
+        let place = try AdminStoreDirectory("connect")
+        defer { place.remove() }
+        let (binary, directory, store, admin) = (place.binary, place.directory, place.store, place.admin)
         #expect(try await admin(["create-account", "--id", "acme", "--name", "Acme"]).status == 0)
         #expect(try await admin(["create-user", "--account", "acme", "--name", "Ann", "--email", "ann@acme.example", "--secret", "secret-123"]).status == 0)
         let added = try await admin(["connect-keys", "add", "--account", "acme"])

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Synchronization
+import Foundation
 
 /// `signfleet-bench connect [--rate R] [--seconds S] [--devices D]`: Connect keeping up with
 /// ingest (docs/webhooks.md). Envelopes signed offline (one in-person signer each: five events —
@@ -68,8 +69,8 @@ func connectBenchmark(_ arguments: [String]) async throws {
     router.post("hook") { request, _ -> HTTPResponse.Status in
         let body = try await request.body.collect(upTo: 1 << 20)
         let now = ContinuousClock.now
-        let json = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]
-        let envelope = (json?["data"] as? [String: Any])?["envelopeId"] as? String ?? ""
+        guard let json = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else { return .ok }
+        let envelope = (json["data"] as? [String: Any])?["envelopeId"] as? String ?? ""
         arrivals.withLock { $0.append((envelope, now)) }
         return .ok
     }
@@ -102,8 +103,29 @@ func connectBenchmark(_ arguments: [String]) async throws {
     let got = arrivals.withLock { $0 }
     let elapsed = IngestBench.seconds(started.duration(to: got.map(\.1).max() ?? .now))
     publishing.cancel()
-    listening.cancel()
     _ = try? await publishing.value
+
+    // Reference: bare POSTs of a message-sized body to the same listener, as many at once as the
+    // publisher sends to one listener, through the same transport, nothing else running.
+    let transport = HTTPConnectTransport()
+    let sample = Data(repeating: 0x7B, count: 2048)
+    let referenceStart = ContinuousClock.now
+    let posts = try await withThrowingTaskGroup(of: Int.self) { group in
+        for _ in 0..<configuration.maxInFlightPerListener {
+            group.addTask {
+                var count = 0
+                while referenceStart.duration(to: .now) < .seconds(3) {
+                    _ = try await transport.post("http://127.0.0.1:\(port)/hook", body: sample, headers: [(name: "Content-Type", value: "application/json")])
+                    count += 1
+                }
+                return count
+            }
+        }
+        return try await group.reduce(0, +)
+    }
+    await transport.shutdown()
+    Report.emit(bench, "ref.bare_posts_per_s", Double(posts) / IngestBench.seconds(referenceStart.duration(to: .now)), "req/s")
+    listening.cancel()
 
     let lags = got.compactMap { envelope, at in measured.acks[envelope].map { IngestBench.seconds($0.duration(to: at)) * 1000 } }.sorted()
     Report.emit(bench, "connect.offered_envelopes_per_s", rate, "ops/s")
