@@ -354,6 +354,12 @@ final class ConnectListener: Sendable {
         #expect(gone.status == 400 && gone.json["errorCode"] as? String == "INVALID_CONNECT_CONFIGURATION")
         let anonymous = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect", token: nil)
         #expect(anonymous.status == 401)
+        // An account holds at most 100 configurations (envelopes' own are not counted).
+        for index in 0..<ConnectService.maxConfigurations {
+            _ = try await rig.services.connect.configure(accountID: "acme", name: "c\(index)", url: "http://127.0.0.1:9/\(index)", events: ["envelope-sent"])
+        }
+        let past = try await post(["name": "one too many"])
+        #expect(past.status == 400 && (past.json["message"] as? String)?.contains("at most 100") == true, "\(past.json)")
         await rig.tearDown()
     }
 }
