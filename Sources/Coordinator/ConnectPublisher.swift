@@ -96,6 +96,8 @@ public final class ConnectPublisher: Service {
     private let delivered: Counter
     private let retried: Counter
     private let failed: Counter
+    /// Who is told of each outcome recorded (``outcomesRecorded()``).
+    private let watchers = Mutex<[UUID: AsyncStream<Int64>.Continuation]>([:])
 
     package init(
         store: any CoordinatorStorage, connect: ConnectService, configuration: ConnectPublisherConfiguration = .init(),
@@ -131,6 +133,16 @@ public final class ConnectPublisher: Service {
     /// Reads the outbox now rather than at the next poll (a change was just committed).
     public func nudge() { wake.yield() }
 
+    /// The id of each delivery whose outcome (delivered, retry, failure record, claim given back)
+    /// is recorded from now on, as it is recorded: what a caller waits on instead of polling the store.
+    public func outcomesRecorded() -> AsyncStream<Int64> {
+        let (stream, continuation) = AsyncStream<Int64>.makeStream()
+        let id = UUID()
+        watchers.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in _ = self?.watchers.withLock { $0.removeValue(forKey: id) } }
+        return stream
+    }
+
     public func run() async throws {
         logger.info("connect publisher started", metadata: ["jitterSeed": "\(configuration.jitterSeed)"])
         let wake = self.wake
@@ -153,6 +165,7 @@ public final class ConnectPublisher: Service {
             wake.finish()
         }
         await transport.shutdown()
+        for watcher in watchers.withLock({ Array($0.values) }) { watcher.finish() }
     }
 
     /// One pass: claims what there is room for — at most each listener's share, none of a
@@ -246,6 +259,7 @@ public final class ConnectPublisher: Service {
             if !recorded {
                 logger.notice("connect: a claim lapsed before its outcome was recorded", metadata: ["delivery": "\(delivery.id)"])
             }
+            for watcher in watchers.withLock({ Array($0.values) }) { watcher.yield(delivery.id) }
         } catch {
             // The claim expires and the event is tried again: at-least-once.
             logger.warning("connect: cannot record a delivery's outcome", metadata: ["delivery": "\(delivery.id)", "error": "\(error)"])

@@ -241,7 +241,8 @@ struct CoordinatorCommand: AsyncParsableCommand {
             var connect = ConnectPublisherConfiguration()
             connect.maxAttempts = settings.connectAttempts
             connect.requestTimeout = .seconds(settings.connectTimeout)
-            connect.jitterSeed = UInt64(settings.connectSeed ?? Int.random(in: 0...Int.max))
+            // Checked to be 0 or more; the bit pattern never traps whatever a file held.
+            connect.jitterSeed = UInt64(bitPattern: Int64(settings.connectSeed ?? Int.random(in: 0...Int.max)))
             // The transport's own deadline (a hang guard) ends within a claim's lifetime.
             let connectTransport = HTTPConnectTransport(deadline: .seconds(Int64(settings.connectTimeout) * 2))
             members.append(

@@ -36,6 +36,8 @@ final class ConnectListener: Sendable {
     private let record: AsyncStream<Received>.Continuation
     private let answers: Mutex<[String: [Answer]]>
     private let running: Mutex<Task<Void, any Error>?> = Mutex(nil)
+    /// The requests held unanswered (`.hang`), answered when the listener stops.
+    private let held = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     /// - Parameter answers: per path, the answers to give in turn; past them, 200.
     init(answers: [String: [Answer]] = [:]) {
@@ -64,7 +66,7 @@ final class ConnectListener: Sendable {
             case .redirect(let location):
                 return Response(status: .found, headers: [.location: location])
             case .hang:
-                try await Task.sleep(for: .seconds(3600))
+                await withCheckedContinuation { continuation in held.withLock { $0.append(continuation) } }
                 return Response(status: .ok)
             }
         }
@@ -80,6 +82,7 @@ final class ConnectListener: Sendable {
     }
 
     func stop() async {
+        for request in held.withLock({ list in defer { list = [] }; return list }) { request.resume() }
         let task = running.withLock { $0 }
         task?.cancel()
         _ = try? await task?.value
@@ -142,7 +145,7 @@ final class ConnectListener: Sendable {
         let first = try #require(await arrivals.next())
         #expect(first.event == "envelope-sent" && first.json["retryCount"] as? Int == 0)
         // Once its retry is recorded, it is due within the back-off's first ceiling (2 s): move the stamps past it.
-        try await connectEventually {
+        try await connectEventually(publisher) {
             try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).contains { $0.attempts == 1 }
         }
         rig.clock.advance(3)
@@ -174,7 +177,7 @@ final class ConnectListener: Sendable {
         #expect(summary["recipients"] != nil, "includeData recipients")
 
         // The log shows all three delivered, the first after two attempts; nothing failed.
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
         let logs = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/logs", token: rig.token)
         let entries = try #require(logs.json["logs"] as? [[String: Any]])
         #expect(entries.count == 3 && entries.allSatisfy { $0["status"] as? String == "delivered" })
@@ -212,7 +215,7 @@ final class ConnectListener: Sendable {
         }
         #expect(seen == Set(ids), "the healthy listener gets every event while the stuck one hangs")
         // Its deliveries recorded (an arrival is seen before its answer is read) before time moves.
-        try await connectEventually {
+        try await connectEventually(publisher) {
             try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 20)
                 .filter { $0.configurationID != stuckID && $0.deliveredAt != nil }.count == 6
         }
@@ -222,7 +225,7 @@ final class ConnectListener: Sendable {
         _ = await held.next()
         await clock.waitForSleepers { $0.filter { $0 >= .seconds(10) }.count >= 2 }
         await clock.advance(by: .seconds(10))
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().failed >= 2 }
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().failed >= 2 }
         let failures = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/connect/failures", token: rig.token)
         let entries = try #require(failures.json["failures"] as? [[String: Any]])
         #expect(entries.count == 2 && entries.allSatisfy { ($0["error"] as? String)?.contains("no answer within") == true }, "\(entries)")
@@ -252,7 +255,7 @@ final class ConnectListener: Sendable {
         _ = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "x"))
         let publisher = Self.publisher(rig, clock: ManualClock(), attempts: 1)
         let running = Task { try await publisher.run() }
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
         let rows = try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10)
         let configurations = try await rig.services.envelopes.store.connectConfigurations(accountID: "acme")
         let big = try #require(configurations.first { $0.url.hasSuffix("/big") }), moved = try #require(configurations.first { $0.url.hasSuffix("/moved") })
@@ -291,7 +294,7 @@ final class ConnectListener: Sendable {
         var arrivals = listener.received.makeAsyncIterator()
         var got: [ConnectListener.Received] = []
         while got.count < 2, let next = await arrivals.next() { got.append(next) }
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
         #expect(got.map(\.event) == ["envelope-sent", "recipient-sent"] && got.allSatisfy { $0.path == "/own" })
         #expect(got.allSatisfy { ($0.json["data"] as? [String: Any])?["envelopeId"] as? String == hookedID })
         #expect(got.allSatisfy { $0.headers["x-docusign-signature-1"] == nil }, "includeHMAC false")
@@ -364,9 +367,17 @@ final class ConnectListener: Sendable {
     }
 }
 
-/// Polls `condition` (a store read) until it holds; the suite's time limit guards against a hang.
-func connectEventually(_ condition: () async throws -> Bool) async throws {
-    while try await !condition() { try await Task.sleep(for: .milliseconds(20)) }
+/// Waits until `condition` (a store read) holds: checked now, then each time `publisher` records
+/// an outcome; the deadline only guards against a hang.
+func connectEventually(
+    _ publisher: ConnectPublisher, _ what: String = "the outbox to reach the expected state", _ condition: @escaping @Sendable () async throws -> Bool
+) async throws {
+    let outcomes = publisher.outcomesRecorded()  // before the first check: no outcome is missed between them
+    try await withDeadline(.seconds(120), what) {
+        if try await condition() { return }
+        for await _ in outcomes where try await condition() { return }
+        throw FleetError(.internal, "the publisher stopped before \(what)")
+    }
 }
 
 /// docs/webhooks.md from the outside: a listener written from the doc alone (Python's standard
@@ -406,7 +417,7 @@ func connectEventually(_ condition: () async throws -> Bool) async throws {
         publisher.nudge()  // its poll is on the manual clock, which this test does not move
         // The first message (envelope-sent) is answered 500; once its retry is recorded, move the stamps past its back-off.
         try await listener.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.contains("\"status\": 500") }
-        try await connectEventually {
+        try await connectEventually(publisher) {
             try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).contains { $0.attempts == 1 }
         }
         rig.clock.advance(3)
@@ -428,7 +439,7 @@ func connectEventually(_ condition: () async throws -> Bool) async throws {
         publisher.nudge()
 
         // Every event the outbox holds arrives, validly signed; the listener's order per envelope is the outbox's.
-        try await connectEventually { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
         let outbox = try await rig.services.envelopes.store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100).reversed()
         let expected = outbox.count
         try await listener.waitForLines(expected + 1, in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("{") }
