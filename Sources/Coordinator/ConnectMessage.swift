@@ -24,12 +24,16 @@ enum ConnectMessage {
         var envelopeSummary: REST.Envelope
     }
 
-    /// The body of `delivery` for `configuration`, the envelope as `aggregate` holds it now.
+    /// The envelope as a configuration's messages show it (``body(_:configuration:summary:userID:at:)``).
+    static func summary(of aggregate: EnvelopeAggregate, for configuration: ConnectConfigurationRecord) -> REST.Envelope {
+        RESTRoutes.envelope(aggregate, account: aggregate.envelope.accountID, withRecipients: configuration.includeDataList.contains("recipients"))
+    }
+
+    /// The body of `delivery` for `configuration`, the envelope as `summary` shows it now.
     static func body(
-        _ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord, aggregate: EnvelopeAggregate, userID: String, at: Date
+        _ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord, summary: REST.Envelope, userID: String, at: Date
     ) -> Data {
-        var summary = RESTRoutes.envelope(
-            aggregate, account: delivery.accountID, withRecipients: configuration.includeDataList.contains("recipients"))
+        var summary = summary
         // The envelope's times as the event knows them: when it happened (a device's time for a
         // recipient who acted offline) and when the coordinator learnt it.
         summary.statusChangedDateTime = REST.time(delivery.occurredAt)

@@ -67,6 +67,9 @@ public struct ConnectPublisherConfiguration: Sendable {
     public var maxInFlight = 32
     /// Deliveries in flight at once to one configuration: a hanging listener holds only these.
     public var maxInFlightPerListener = 16
+    /// Claimed deliveries held beyond those in flight, as a multiple of each bound: the next ones
+    /// start as soon as a slot frees, without waiting for the store (claim ahead).
+    public var claimAhead = 1
     /// Seeds the back-off's jitter (printed at start; the same seed gives the same delays).
     public var jitterSeed: UInt64 = 0
 
@@ -75,6 +78,71 @@ public struct ConnectPublisherConfiguration: Sendable {
     /// How long a claim lasts: past it, another coordinator (or this one restarted) takes the row
     /// over. An attempt ends within the request timeout; the rest covers its store reads and writes.
     var claimLifetime: Duration { requestTimeout * 2 + .seconds(5) }
+    /// Deliveries held at once (in flight and claimed ahead), in all and per configuration.
+    var maxHeld: Int { maxInFlight * (1 + max(claimAhead, 0)) }
+    var maxHeldPerListener: Int { maxInFlightPerListener * (1 + max(claimAhead, 0)) }
+}
+
+/// What the publisher holds between the store and the listeners: deliveries claimed and waiting
+/// for a slot, the POSTs in flight, and the outcomes not yet recorded.
+struct ConnectHold {
+    struct Claimed: Sendable {
+        var delivery: ConnectDeliveryRecord
+        var context: PassContext
+    }
+
+    private(set) var posting: [String: Int] = [:]
+    private(set) var postingTotal = 0
+    private var queued: [String: [Claimed]] = [:]
+    private(set) var queuedTotal = 0
+    /// Recorded at the next settling, in one transaction.
+    var outcomes: [ConnectOutcomeRecord] = []
+
+    /// Deliveries held per configuration (in flight or claimed ahead): what the next claim counts.
+    var held: [String: Int] {
+        var held = posting
+        for (configuration, waiting) in queued { held[configuration, default: 0] += waiting.count }
+        return held
+    }
+
+    mutating func enqueue(_ claimed: [Claimed]) {
+        for item in claimed { queued[item.delivery.configurationID, default: []].append(item) }
+        queuedTotal += claimed.count
+    }
+
+    /// The oldest claimed delivery that may start now — of a configuration under its share, with
+    /// a slot free in all — counted in flight; nil when none may.
+    mutating func start(maxInFlight: Int, perListener: Int) -> Claimed? {
+        guard postingTotal < maxInFlight else { return nil }
+        var best: (configuration: String, id: Int64)?
+        for (configuration, waiting) in queued where posting[configuration, default: 0] < perListener {
+            if let first = waiting.first, best == nil || first.delivery.id < best!.id { best = (configuration, first.delivery.id) }
+        }
+        guard let configuration = best?.configuration, var waiting = queued[configuration] else { return nil }
+        let next = waiting.removeFirst()
+        queued[configuration] = waiting.isEmpty ? nil : waiting
+        queuedTotal -= 1
+        posting[configuration, default: 0] += 1
+        postingTotal += 1
+        return next
+    }
+
+    /// A POST ended: its slot is free and its outcome waits for the next settling.
+    mutating func finish(_ delivery: ConnectDeliveryRecord, _ outcome: ConnectAttemptOutcome) {
+        let left = posting[delivery.configurationID, default: 1] - 1
+        posting[delivery.configurationID] = left > 0 ? left : nil
+        postingTotal -= 1
+        outcomes.append(ConnectOutcomeRecord(id: delivery.id, token: delivery.claimToken ?? "", outcome))
+    }
+
+    /// Gives back every claimed delivery not started (shutting down).
+    mutating func releaseQueued() {
+        for item in queued.values.joined() {
+            outcomes.append(ConnectOutcomeRecord(id: item.delivery.id, token: item.delivery.claimToken ?? "", .released))
+        }
+        queued = [:]
+        queuedTotal = 0
+    }
 }
 
 /// Delivers the Connect outbox (docs/webhooks.md): claims due events — each the oldest undelivered
@@ -90,7 +158,7 @@ public final class ConnectPublisher: Service {
     let wall: WallClock
     let transport: any ConnectTransport
     let logger: Logger
-    private let inFlight = Mutex<[String: Int]>([:])
+    private let hold = Mutex(ConnectHold())
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let delivered: Counter
@@ -157,112 +225,126 @@ public final class ConnectPublisher: Service {
                 }
                 wake.yield()
                 for await _ in wakes {
-                    await claimAndDeliver(into: &group)
+                    await settle(into: &group)
                 }
                 group.cancelAll()
             }
         } onCancelOrGracefulShutdown: {
             wake.finish()
         }
+        // Every delivery has ended (cancelled ones give their claims back): what is held is
+        // recorded once more, in a task of its own, since this one may be cancelled.
+        let outcomes = hold.withLock { hold in
+            hold.releaseQueued()
+            defer { hold.outcomes = [] }
+            return hold.outcomes
+        }
+        if !outcomes.isEmpty {
+            let store = self.store
+            do {
+                _ = try await Task { try await store.settleConnectDeliveries(outcomes, claim: nil) }.value
+                tell(outcomes)
+            } catch {
+                // The claims expire and the events are tried again: at-least-once.
+                logger.warning("connect: cannot record outcomes at shutdown", metadata: ["count": "\(outcomes.count)", "error": "\(error)"])
+            }
+        }
         await transport.shutdown()
         for watcher in watchers.withLock({ Array($0.values) }) { watcher.finish() }
     }
 
-    /// One pass: claims what there is room for — at most each listener's share, none of a
-    /// listener that has its share in flight — and starts each delivery.
-    private func claimAndDeliver(into group: inout DiscardingTaskGroup) async {
-        let counts = inFlight.withLock { $0 }
-        let room = configuration.maxInFlight - counts.values.reduce(0, +)
-        guard room > 0 else { return }
-        let saturated = Set(counts.filter { $0.value >= configuration.maxInFlightPerListener }.keys)
+    /// One settling: records the outcomes of the attempts that ended since the last one, and
+    /// claims what there is room for — up to each listener's share held ahead of its slots —, in
+    /// one store transaction; then starts what may start. While it waits for the store, more
+    /// attempts end: the next settling takes them all (a busy publisher writes in batches).
+    private func settle(into group: inout DiscardingTaskGroup) async {
+        let (outcomes, held, heldTotal) = hold.withLock { hold in
+            defer { hold.outcomes = [] }
+            return (hold.outcomes, hold.held, hold.postingTotal + hold.queuedTotal)
+        }
+        let room = configuration.maxHeld - heldTotal
         let now = wall.now()
-        let token = UUID().uuidString
-        let claimed: [ConnectDeliveryRecord]
+        let claim = ConnectClaimRequest(
+            now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room,
+            perConfiguration: configuration.maxHeldPerListener, held: held, token: UUID().uuidString)
+        guard !outcomes.isEmpty || room > 0 else { return }
+        let settlement: ConnectSettlement
         do {
-            claimed = try await store.claimConnectDeliveries(
-                now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room,
-                perConfiguration: configuration.maxInFlightPerListener, excluding: saturated, token: token)
+            settlement = try await store.settleConnectDeliveries(outcomes, claim: claim)
         } catch {
-            logger.warning("connect: cannot read the outbox", metadata: ["error": "\(error)"])
+            // Kept for the next settling (the poll's, at the latest); a claim that lapses meanwhile
+            // is another's, and its outcome is then not recorded: at-least-once.
+            hold.withLock { $0.outcomes.insert(contentsOf: outcomes, at: 0) }
+            logger.warning("connect: cannot settle the outbox", metadata: ["outcomes": "\(outcomes.count)", "error": "\(error)"])
             return
         }
-        let context = await PassContext.load(for: claimed, store: store, connect: connect)
-        var released = 0
-        for delivery in claimed {
-            let admitted = inFlight.withLock { counts in
-                guard counts[delivery.configurationID, default: 0] < configuration.maxInFlightPerListener else { return false }
-                counts[delivery.configurationID, default: 0] += 1
-                return true
-            }
-            guard admitted else {
-                // This listener had part of its share in flight already: the row waits, unclaimed.
-                _ = try? await store.finishConnectDelivery(id: delivery.id, token: token, .released)
-                released += 1
-                continue
-            }
-            group.addTask { [self] in
-                // The slot is free once the listener has answered; the outcome's write follows (the
-                // claim holds the row until it is recorded, so nothing is posted twice meanwhile).
-                await deliver(delivery, context: context) {
-                    // A pass claims in batches: it runs once a listener has half its share free (or
-                    // all deliveries half theirs), not after every delivery — a pass costs a read and a write.
-                    let batch = inFlight.withLock { counts in
-                        counts[delivery.configurationID, default: 1] -= 1
-                        let left = counts[delivery.configurationID] ?? 0
-                        if left == 0 { counts[delivery.configurationID] = nil }
-                        return left <= configuration.maxInFlightPerListener / 2 || counts.values.reduce(0, +) <= configuration.maxInFlight / 2
-                    }
-                    if batch { wake.yield() }
-                }
-                // Its envelope's next event may be ready now.
-                wake.yield()
-            }
+        if settlement.recorded.count < outcomes.count {
+            logger.notice("connect: claims lapsed before their outcomes were recorded", metadata: ["count": "\(outcomes.count - settlement.recorded.count)"])
         }
-        // A full page may mean more are due; a page with rows given back waits for a delivery to end.
-        if claimed.count == room, released == 0 { wake.yield() }
+        tell(outcomes)
+        if !settlement.claimed.isEmpty {
+            let context = await PassContext.load(for: settlement.claimed, store: store, connect: connect)
+            hold.withLock { $0.enqueue(settlement.claimed.map { ConnectHold.Claimed(delivery: $0, context: context) }) }
+        }
+        startDeliveries(into: &group)
+        // A full page may mean more are due.
+        if room > 0, settlement.claimed.count == room { wake.yield() }
     }
 
-    /// One attempt at one delivery, and its outcome recorded under the delivery's claim;
-    /// `attempted` runs between the two.
-    func deliver(_ delivery: ConnectDeliveryRecord, context: PassContext, attempted: @Sendable () -> Void = {}) async {
-        let token = delivery.claimToken ?? ""
-        let outcome: ConnectAttemptOutcome
+    /// Starts a task for each claimed delivery a free slot allows; each task goes on with the next
+    /// one its slot allows when its attempt ends, so a slot does not wait for a settling to refill.
+    private func startDeliveries(into group: inout DiscardingTaskGroup) {
+        let (limit, perListener) = (configuration.maxInFlight, configuration.maxInFlightPerListener)
+        while let first = hold.withLock({ $0.start(maxInFlight: limit, perListener: perListener) }) {
+            group.addTask { [self] in
+                var next: ConnectHold.Claimed? = first
+                while let claimed = next {
+                    let outcome = await deliver(claimed.delivery, context: claimed.context)
+                    next = hold.withLock { hold in
+                        hold.finish(claimed.delivery, outcome)
+                        return hold.start(maxInFlight: limit, perListener: perListener)
+                    }
+                    // The outcome waits for a settling, which may also claim the envelope's next event.
+                    wake.yield()
+                }
+            }
+        }
+    }
+
+    /// Tells the watchers of ``outcomesRecorded()`` that these outcomes were written.
+    private func tell(_ outcomes: [ConnectOutcomeRecord]) {
+        let watchers = self.watchers.withLock { Array($0.values) }
+        guard !watchers.isEmpty else { return }
+        for outcome in outcomes {
+            for watcher in watchers { watcher.yield(outcome.id) }
+        }
+    }
+
+    /// One attempt at one delivery: how it ended (recorded by a later settling).
+    func deliver(_ delivery: ConnectDeliveryRecord, context: PassContext) async -> ConnectAttemptOutcome {
+        // Shutting down: a delivery not yet posted gives its claim back.
+        if Task.isCancelled { return .released }
         do {
             try await attempt(delivery, context: context)
-            outcome = .delivered(at: wall.now())
             delivered.increment()
+            return .delivered(at: wall.now())
         } catch let error as ConnectAttemptError where error.released {
-            outcome = .released
+            return .released
         } catch where Task.isCancelled {
             // Shutting down: the attempt was cut short by us, not the listener, and is not counted.
-            outcome = .released
+            return .released
         } catch {
             let reason = (error as? ConnectAttemptError)?.message ?? ConnectAttemptError.describe(error)
             let now = wall.now()
             if delivery.attempts + 1 >= configuration.maxAttempts || (error as? ConnectAttemptError)?.final == true {
-                outcome = .failed(at: now, error: reason)
                 failed.increment()
                 logger.warning(
                     "connect: delivery failed for good",
                     metadata: ["delivery": "\(delivery.id)", "event": "\(delivery.event)", "envelope": "\(delivery.envelopeID)", "error": "\(reason)"])
-            } else {
-                outcome = .retry(next: now.addingTimeInterval(backoff(after: delivery).seconds), at: now, error: reason)
-                retried.increment()
+                return .failed(at: now, error: reason)
             }
-        }
-        attempted()
-        do {
-            // Recorded even while shutting down (an unstructured task: this one may be cancelled,
-            // and the store's accesses honour cancellation).
-            let store = self.store
-            let recorded = try await Task { try await store.finishConnectDelivery(id: delivery.id, token: token, outcome) }.value
-            if !recorded {
-                logger.notice("connect: a claim lapsed before its outcome was recorded", metadata: ["delivery": "\(delivery.id)"])
-            }
-            for watcher in watchers.withLock({ Array($0.values) }) { watcher.yield(delivery.id) }
-        } catch {
-            // The claim expires and the event is tried again: at-least-once.
-            logger.warning("connect: cannot record a delivery's outcome", metadata: ["delivery": "\(delivery.id)", "error": "\(error)"])
+            retried.increment()
+            return .retry(next: now.addingTimeInterval(backoff(after: delivery).seconds), at: now, error: reason)
         }
     }
 
@@ -277,6 +359,8 @@ public final class ConnectPublisher: Service {
 
     /// Who created each envelope's device: never changes, so kept.
     private let users = Mutex<[String: String]>([:])
+    /// Envelopes read for the events of recent changes (``RecentEnvelopes``).
+    private let recentEnvelopes = Mutex(RecentEnvelopes(capacity: 1024))
 
     private func attempt(_ delivery: ConnectDeliveryRecord, context: PassContext) async throws {
         guard let configuration = context.configurations[delivery.configurationID] else {
@@ -284,8 +368,25 @@ public final class ConnectPublisher: Service {
             throw ConnectAttemptError("the configuration is gone", final: true)
         }
         if let refusal = context.refusals[delivery.configurationID] { throw ConnectAttemptError(refusal, final: true) }
-        guard let aggregate = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) else {
+        let withRecipients = configuration.includeDataList.contains("recipients")
+        let (kept, keptSummary) = recentEnvelopes.withLock { recent in
+            let entry = recent.entry(for: delivery)
+            return (entry?.aggregate, entry?.summaries[withRecipients])
+        }
+        let aggregate: EnvelopeAggregate
+        if let kept {
+            aggregate = kept
+        } else if let read = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) {
+            aggregate = read
+        } else {
             throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
+        }
+        let summary: REST.Envelope
+        if let keptSummary {
+            summary = keptSummary
+        } else {
+            summary = ConnectMessage.summary(of: aggregate, for: configuration)
+            recentEnvelopes.withLock { $0.keep(aggregate, summary: summary, withRecipients: withRecipients, for: delivery) }
         }
         let userKey = delivery.accountID + "\n" + aggregate.envelope.deviceID
         var user = users.withLock { $0[userKey] }
@@ -300,8 +401,12 @@ public final class ConnectPublisher: Service {
                 metadata: ["account": "\(delivery.accountID)", "configuration": "\(configuration.id)"])
         }
         // A claim that lapsed meanwhile (a starved process) is another coordinator's now.
-        if let until = delivery.claimedUntil, wall.now() >= until { throw ConnectAttemptError("the claim lapsed", released: true) }
-        let body = ConnectMessage.body(delivery, configuration: configuration, aggregate: aggregate, userID: user ?? "", at: wall.now())
+        // One claimed ahead that waited for a slot gives its claim back unless the attempt can end
+        // (answer or timeout) while the claim holds.
+        if let until = delivery.claimedUntil, wall.now().addingTimeInterval(self.configuration.requestTimeout.seconds) >= until {
+            throw ConnectAttemptError("the claim lapsed", released: true)
+        }
+        let body = ConnectMessage.body(delivery, configuration: configuration, summary: summary, userID: user ?? "", at: wall.now())
         let headers = [(name: "Content-Type", value: "application/json"), (name: "User-Agent", value: "SignFleet-Connect/2.1")]
             + ConnectMessage.signatures(of: body, keys: keys)
         let status = try await withThrowingTaskGroup(of: Int?.self) { group in
@@ -319,6 +424,48 @@ public final class ConnectPublisher: Service {
         }
         guard (200..<300).contains(status) else { throw ConnectAttemptError("the listener answered HTTP \(status)") }
     }
+}
+
+/// The envelopes read for recent changes' events. A change's events share its `recordedAt`, and
+/// the envelope was read after that change committed (its first event was claimed), so the next
+/// events of the same change are rendered from the same read instead of reading it again. An event
+/// of a later change misses (another `recordedAt`) and reads the envelope anew.
+struct RecentEnvelopes {
+    struct Entry {
+        var recordedAt: Date
+        var aggregate: EnvelopeAggregate
+        /// As messages show it, with and without its recipients (``ConnectMessage/summary(of:for:)``).
+        var summaries: [Bool: REST.Envelope] = [:]
+    }
+
+    private var entries: [String: Entry] = [:]
+    private var order: [String] = []
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var count: Int { entries.count }
+
+    /// The read made for another event of `delivery`'s change, if it is still kept.
+    func entry(for delivery: ConnectDeliveryRecord) -> Entry? {
+        guard let entry = entries[Self.key(delivery)], entry.recordedAt == delivery.recordedAt else { return nil }
+        return entry
+    }
+
+    mutating func keep(_ aggregate: EnvelopeAggregate, summary: REST.Envelope, withRecipients: Bool, for delivery: ConnectDeliveryRecord) {
+        let key = Self.key(delivery)
+        var entry = entries[key].flatMap { $0.recordedAt == delivery.recordedAt ? $0 : nil }
+            ?? Entry(recordedAt: delivery.recordedAt, aggregate: aggregate)
+        entry.summaries[withRecipients] = summary
+        if entries.updateValue(entry, forKey: key) == nil { order.append(key) }
+        if order.count > capacity {
+            // The older half goes: each entry is used within moments of its read, or not at all.
+            for old in order.prefix(order.count / 2) { entries[old] = nil }
+            order.removeFirst(order.count / 2)
+        }
+    }
+
+    private static func key(_ delivery: ConnectDeliveryRecord) -> String { delivery.accountID + "\n" + delivery.envelopeID }
 }
 
 /// What one pass's deliveries read once, not once each: their configurations, why a

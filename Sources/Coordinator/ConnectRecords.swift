@@ -128,6 +128,23 @@ package struct ConnectDeliveryRecord: Codable, FetchableRecord, PersistableRecor
     }
 }
 
+extension ConnectDeliveryRecord {
+    /// Read by column, not through `Decodable`: a claim reads hundreds of rows a second, and
+    /// GRDB's keyed decoding of each cost more than the claim's SQL (loadtests/NOTES.md).
+    package init(row: Row) throws {
+        self.init(
+            id: try row.decode(forColumn: "id"), configurationID: try row.decode(forColumn: "configurationID"),
+            accountID: try row.decode(forColumn: "accountID"), envelopeID: try row.decode(forColumn: "envelopeID"),
+            event: try row.decode(forColumn: "event"), recipientID: try row.decode(forColumn: "recipientID"),
+            occurredAt: try row.decode(forColumn: "occurredAt"), recordedAt: try row.decode(forColumn: "recordedAt"),
+            ready: try row.decode(forColumn: "ready"), attempts: try row.decode(forColumn: "attempts"),
+            nextAttemptAt: try row.decode(forColumn: "nextAttemptAt"), claimedUntil: try row.decode(forColumn: "claimedUntil"),
+            claimToken: try row.decode(forColumn: "claimToken"), lastAttemptAt: try row.decode(forColumn: "lastAttemptAt"),
+            deliveredAt: try row.decode(forColumn: "deliveredAt"), failedAt: try row.decode(forColumn: "failedAt"),
+            lastError: try row.decode(forColumn: "lastError"))
+    }
+}
+
 /// Connect deliveries not yet delivered and failure records, in every account (`GET /status`).
 public struct ConnectDeliveryCounts: Sendable, Hashable, Codable {
     /// Events waiting for a 2xx (due now, backing off, or in flight).
@@ -161,15 +178,81 @@ package enum ConnectAttemptOutcome: Sendable, Hashable {
     }
 }
 
-extension CoordinatorStorage {
-    /// At most `per` rows of one configuration, at most `limit` in all, in the given (id) order.
-    package static func capped(_ rows: [ConnectDeliveryRecord], per: Int, limit: Int) -> [ConnectDeliveryRecord] {
-        var counts: [String: Int] = [:]
+/// One attempt's outcome to record under the claim it was made under.
+package struct ConnectOutcomeRecord: Sendable, Hashable {
+    package var id: Int64
+    package var token: String
+    package var outcome: ConnectAttemptOutcome
+
+    package init(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) {
+        self.id = id
+        self.token = token
+        self.outcome = outcome
+    }
+}
+
+/// What a claim asks for: up to `limit` due deliveries at `now`, each held until `claimUntil`
+/// under `token`; at most `perConfiguration` of one configuration counting the `held` ones the
+/// caller already has of it (a configuration with its share held is left out).
+package struct ConnectClaimRequest: Sendable {
+    package var now: Date
+    package var claimUntil: Date
+    package var limit: Int
+    package var perConfiguration: Int
+    package var held: [String: Int]
+    package var token: String
+
+    package init(now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, held: [String: Int] = [:], token: String) {
+        self.now = now
+        self.claimUntil = claimUntil
+        self.limit = limit
+        self.perConfiguration = perConfiguration
+        self.held = held
+        self.token = token
+    }
+
+    /// The configurations with no room left: the claim's query skips them.
+    package var full: [String] { held.filter { $0.value >= perConfiguration }.keys.sorted() }
+
+    /// The due `rows` (id order) this claim takes: each configuration up to its room, `limit` in all.
+    package func take(_ rows: [ConnectDeliveryRecord]) -> [ConnectDeliveryRecord] {
+        var counts = held
         var out: [ConnectDeliveryRecord] = []
-        for row in rows where out.count < limit && counts[row.configurationID, default: 0] < per {
+        for row in rows where out.count < limit && counts[row.configurationID, default: 0] < perConfiguration {
             counts[row.configurationID, default: 0] += 1
             out.append(row)
         }
         return out
+    }
+}
+
+/// What one settling transaction did: the outcomes it recorded (a lapsed claim's is not) and
+/// the deliveries it claimed.
+package struct ConnectSettlement: Sendable {
+    package var recorded: Set<Int64> = []
+    package var claimed: [ConnectDeliveryRecord] = []
+
+    package init(recorded: Set<Int64> = [], claimed: [ConnectDeliveryRecord] = []) {
+        self.recorded = recorded
+        self.claimed = claimed
+    }
+}
+
+extension CoordinatorStorage {
+    /// Claims due deliveries alone (``settleConnectDeliveries(_:claim:)`` with no outcomes).
+    package func claimConnectDeliveries(
+        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
+    ) async throws -> [ConnectDeliveryRecord] {
+        let held = Dictionary(uniqueKeysWithValues: excluding.map { ($0, perConfiguration) })
+        let request = ConnectClaimRequest(
+            now: now, claimUntil: claimUntil, limit: limit, perConfiguration: perConfiguration, held: held, token: token)
+        return try await settleConnectDeliveries([], claim: request).claimed
+    }
+
+    /// Records one outcome alone (``settleConnectDeliveries(_:claim:)`` with no claim).
+    /// - Returns: false when the claim no longer holds the row (it lapsed and another took it over): nothing recorded.
+    @discardableResult
+    package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
+        try await settleConnectDeliveries([ConnectOutcomeRecord(id: id, token: token, outcome)], claim: nil).recorded.contains(id)
     }
 }

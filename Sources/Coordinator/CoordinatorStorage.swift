@@ -171,19 +171,14 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func connectKeys(accountID: String) async throws -> [ConnectKeyRecord]
     /// Marks a key revoked; false when the account has no such active key.
     func revokeConnectKey(id: String, accountID: String, at: Date) async throws -> Bool
-    /// Claims up to `limit` deliveries that are due at `now`, each the oldest undelivered event of
-    /// its envelope for its configuration (an envelope's next event waits for the one before it),
-    /// not claimed by anyone until after `now`; at most `perConfiguration` of one configuration,
-    /// none of the configurations in `excluding` (those with their share in flight). Each is held
-    /// until `claimUntil` under `token`. Two coordinators on one PostgreSQL never claim the same
-    /// row at once.
-    func claimConnectDeliveries(
-        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
-    ) async throws -> [ConnectDeliveryRecord]
-    /// Records how an attempt at a delivery claimed under `token` ended, and releases the claim.
-    /// - Returns: false when the claim no longer holds the row (it lapsed and another took it over): nothing recorded.
-    @discardableResult
-    func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool
+    /// Records `outcomes`, each under the claim it names (a lapsed claim's outcome is not
+    /// recorded), makes ready the next event of each envelope whose delivery ended, then claims
+    /// what `claim` asks for: due deliveries, each the oldest undelivered event of its envelope for
+    /// its configuration (an envelope's next event waits for the one before it), not claimed by
+    /// anyone until after `claim.now`. All in one write transaction, so a busy publisher pays one
+    /// turn of the writer for a batch of outcomes and its next claims. Two coordinators on one
+    /// PostgreSQL never claim the same row at once.
+    func settleConnectDeliveries(_ outcomes: [ConnectOutcomeRecord], claim: ConnectClaimRequest?) async throws -> ConnectSettlement
     /// An account's deliveries, newest first, at most `limit`: only failure records when `failedOnly`.
     func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord]
     /// Deliveries not yet delivered nor failed, and failure records, in every account (`GET /status`).

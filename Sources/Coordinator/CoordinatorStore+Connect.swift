@@ -89,80 +89,92 @@ extension CoordinatorStore {
         }
     }
 
-    package func claimConnectDeliveries(
-        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
-    ) async throws -> [ConnectDeliveryRecord] {
-        let excluded = String(decoding: try JSONEncoder().encode(excluding.sorted()), as: UTF8.self)
+    package func settleConnectDeliveries(_ outcomes: [ConnectOutcomeRecord], claim: ConnectClaimRequest?) async throws -> ConnectSettlement {
         let candidates = """
             SELECT * FROM connectDelivery INDEXED BY connectDelivery_ready
             WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL AND nextAttemptAt <= ?
               AND (claimedUntil IS NULL OR claimedUntil <= ?) AND configurationID NOT IN (SELECT value FROM json_each(?))
             ORDER BY id LIMIT ?
             """
-        // Most polls find nothing due: a read says so without taking the single writer's turn.
-        let anyDue = try await database.read { db in
-            try !ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [now, now, excluded, 1]).isEmpty
+        let full = String(decoding: try JSONEncoder().encode(claim?.full ?? []), as: UTF8.self)
+        var claim = claim
+        if outcomes.isEmpty, let request = claim {
+            // Most polls find nothing due: a read says so without taking the single writer's turn.
+            let anyDue = try await database.read { db in
+                try !ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [request.now, request.now, full, 1]).isEmpty
+            }
+            guard anyDue else { return ConnectSettlement() }
         }
-        guard anyDue else { return [] }
-        return try await write { db in
+        if let request = claim, request.limit <= 0 { claim = nil }
+        return try await write { [claim] db in
+            var settlement = ConnectSettlement()
+            for outcome in outcomes where try Self.record(outcome, db) {
+                settlement.recorded.insert(outcome.id)
+            }
+            guard let request = claim else { return settlement }
             // One writer at a time on SQLite: the transaction itself keeps two claims apart.
-            let due = Self.capped(
-                try ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [now, now, excluded, limit * 4]), per: perConfiguration,
-                limit: limit)
-            let claim = try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = ?, claimToken = ? WHERE id = ?")
-            return try due.map { row in
-                try claim.execute(arguments: [claimUntil, token, row.id])
+            let due = request.take(
+                try ConnectDeliveryRecord.fetchAll(db, sql: candidates, arguments: [request.now, request.now, full, request.limit * 4]))
+            let take = try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = ?, claimToken = ? WHERE id = ?")
+            settlement.claimed = try due.map { row in
+                try take.execute(arguments: [request.claimUntil, request.token, row.id])
                 var claimed = row
-                claimed.claimedUntil = claimUntil
-                claimed.claimToken = token
+                claimed.claimedUntil = request.claimUntil
+                claimed.claimToken = request.token
                 return claimed
             }
+            return settlement
         }
     }
 
-    package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
-        try await write { db in
-            let held = "id = ? AND claimToken = ?"
-            switch outcome {
-            case .delivered(let at):
-                try db.execute(
-                    sql: """
-                        UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
-                            claimToken = NULL, lastError = NULL WHERE \(held)
-                        """, arguments: [at, at, id, token])
-            case .retry(let next, let at, let error):
-                try db.execute(
-                    sql: """
-                        UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
-                            claimToken = NULL, lastError = ? WHERE \(held)
-                        """, arguments: [next, at, error, id, token])
-            case .released:
-                try db.execute(sql: "UPDATE connectDelivery SET claimedUntil = NULL, claimToken = NULL WHERE \(held)", arguments: [id, token])
-            case .failed(let at, let error):
-                try db.execute(
-                    sql: """
-                        UPDATE connectDelivery SET attempts = attempts + 1, failedAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
-                            claimToken = NULL, lastError = ? WHERE \(held)
-                        """, arguments: [at, at, error, id, token])
-            }
-            let recorded = db.changesCount > 0
-            if recorded, outcome.ends {
-                // The envelope's next event for this configuration is ready now (found through the
-                // partial index on waiting rows: a join here scanned the whole outbox per delivery).
-                if let row = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT configurationID, envelopeID FROM connectDelivery WHERE id = ?"), arguments: [id])
-                {
-                    try db.cachedStatement(
-                        sql: """
-                            UPDATE connectDelivery SET ready = 1 WHERE id = (
-                                SELECT id FROM connectDelivery INDEXED BY connectDelivery_order
-                                WHERE configurationID = ? AND envelopeID = ? AND deliveredAt IS NULL AND failedAt IS NULL ORDER BY id LIMIT 1)
-                            """
-                    ).execute(arguments: [row["configurationID"], row["envelopeID"]])
-                }
-            }
-            return recorded
+    /// Records one outcome under its claim and, when the row is done with, makes its envelope's
+    /// next event ready. False when the claim no longer holds the row.
+    private static func record(_ record: ConnectOutcomeRecord, _ db: Database) throws -> Bool {
+        let held = "id = ? AND claimToken = ?"
+        let (id, token) = (record.id, record.token)
+        switch record.outcome {
+        case .delivered(let at):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE connectDelivery SET attempts = attempts + 1, deliveredAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                        claimToken = NULL, lastError = NULL WHERE \(held)
+                    """
+            ).execute(arguments: [at, at, id, token])
+        case .retry(let next, let at, let error):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE connectDelivery SET attempts = attempts + 1, nextAttemptAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                        claimToken = NULL, lastError = ? WHERE \(held)
+                    """
+            ).execute(arguments: [next, at, error, id, token])
+        case .released:
+            try db.cachedStatement(sql: "UPDATE connectDelivery SET claimedUntil = NULL, claimToken = NULL WHERE \(held)")
+                .execute(arguments: [id, token])
+        case .failed(let at, let error):
+            try db.cachedStatement(
+                sql: """
+                    UPDATE connectDelivery SET attempts = attempts + 1, failedAt = ?, lastAttemptAt = ?, claimedUntil = NULL,
+                        claimToken = NULL, lastError = ? WHERE \(held)
+                    """
+            ).execute(arguments: [at, at, error, id, token])
         }
+        let recorded = db.changesCount > 0
+        if recorded, record.outcome.ends {
+            // The envelope's next event for this configuration is ready now (found through the
+            // partial index on waiting rows: a join here scanned the whole outbox per delivery).
+            if let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT configurationID, envelopeID FROM connectDelivery WHERE id = ?"), arguments: [id])
+            {
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE connectDelivery SET ready = 1 WHERE id = (
+                            SELECT id FROM connectDelivery INDEXED BY connectDelivery_order
+                            WHERE configurationID = ? AND envelopeID = ? AND deliveredAt IS NULL AND failedAt IS NULL ORDER BY id LIMIT 1)
+                        """
+                ).execute(arguments: [row["configurationID"], row["envelopeID"]])
+            }
+        }
+        return recorded
     }
 
     package func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord] {

@@ -178,14 +178,29 @@ enum REST {
     static func time(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970
         let whole = seconds.rounded(.down)
-        // 0 ..< 10,000,000 for any finite time; a non-finite one (never a stored date) gives 0.
-        let ticks = Int(exactly: ((seconds - whole) * 10_000_000).rounded(.down)) ?? 0
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: whole))
-        return String(
-            format: "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", c.year ?? 1970, c.month ?? 1, c.day ?? 1, c.hour ?? 0, c.minute ?? 0,
-            c.second ?? 0, ticks)
+        // A non-finite time (never a stored date) or one outside years 1–9999 shows as the epoch.
+        guard let total = Int(exactly: whole), total >= -62_135_596_800, total < 253_402_300_800 else { return time(Date(timeIntervalSince1970: 0)) }
+        // 0 ..< 10,000,000.
+        let ticks = min(max(Int(((seconds - whole) * 10_000_000).rounded(.down)), 0), 9_999_999)
+        // The proleptic Gregorian civil date of a day count (H. Hinnant's days-to-civil): exact
+        // integer arithmetic, where a Calendar per call cost more than the rest of a Connect message.
+        let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
+        let secondOfDay = total - days * 86_400
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func digits(_ value: Int, _ width: Int) -> String {
+            let text = String(abs(value))
+            return (value < 0 ? "-" : "") + String(repeating: "0", count: max(width - text.count, 0)) + text
+        }
+        return digits(year, 4) + "-" + digits(month, 2) + "-" + digits(day, 2) + "T" + digits(secondOfDay / 3_600, 2) + ":"
+            + digits(secondOfDay / 60 % 60, 2) + ":" + digits(secondOfDay % 60, 2) + "." + digits(ticks, 7) + "Z"
     }
 
     /// A `from_date` as clients send it: ISO 8601 with or without fractional seconds or a zone

@@ -157,57 +157,66 @@ extension PostgresCoordinatorStore {
         return out
     }
 
-    package func claimConnectDeliveries(
-        now: Date, claimUntil: Date, limit: Int, perConfiguration: Int, excluding: Set<String>, token: String
-    ) async throws -> [ConnectDeliveryRecord] {
-        let excluded = excluding.sorted()
-        func candidates(_ count: Int) -> PostgresQuery {
+    package func settleConnectDeliveries(_ outcomes: [ConnectOutcomeRecord], claim: ConnectClaimRequest?) async throws -> ConnectSettlement {
+        let full = claim?.full ?? []
+        func candidates(_ request: ConnectClaimRequest, _ count: Int) -> PostgresQuery {
             """
             SELECT \(unescaped: Self.deliveryColumns) FROM connectDelivery
-            WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL AND nextAttemptAt <= \(now)
-              AND (claimedUntil IS NULL OR claimedUntil <= \(now)) AND NOT (configurationID = ANY(\(excluded)::text[]))
+            WHERE ready AND deliveredAt IS NULL AND failedAt IS NULL AND nextAttemptAt <= \(request.now)
+              AND (claimedUntil IS NULL OR claimedUntil <= \(request.now)) AND NOT (configurationID = ANY(\(full)::text[]))
             ORDER BY id LIMIT \(Int64(count))
             """
         }
-        // Most polls find nothing due: a read says so without a write transaction.
-        guard try await read({ c in try await !Self.deliveries(c, candidates(1), logger).isEmpty }) else { return [] }
-        return try await write { c in
+        var claim = claim
+        if outcomes.isEmpty, let request = claim {
+            // Most polls find nothing due: a read says so without a write transaction.
+            guard try await read({ c in try await !Self.deliveries(c, candidates(request, 1), logger).isEmpty }) else { return ConnectSettlement() }
+        }
+        if let request = claim, request.limit <= 0 { claim = nil }
+        return try await write { [claim, logger] c in
+            var settlement = ConnectSettlement()
+            // In id order, as every settling transaction locks them: two coordinators cannot deadlock on them.
+            for outcome in outcomes.sorted(by: { $0.id < $1.id }) where try await Self.record(outcome, c, logger) {
+                settlement.recorded.insert(outcome.id)
+            }
+            guard let request = claim else { return settlement }
             // The rows chosen are locked and claimed in one statement: rows another coordinator is
             // locking are skipped, and a locked row is re-checked on its latest version, so one
             // claimed meanwhile is not taken again.
-            let chosen = Self.capped(try await Self.deliveries(c, candidates(limit * 4), logger), per: perConfiguration, limit: limit)
-            guard !chosen.isEmpty else { return [] }
+            let chosen = request.take(try await Self.deliveries(c, candidates(request, request.limit * 4), logger))
+            guard !chosen.isEmpty else { return settlement }
             let ids = chosen.map(\.id)
-            return try await Self.deliveries(
+            settlement.claimed = try await Self.deliveries(
                 c,
                 """
                 WITH due AS (
                     SELECT id FROM connectDelivery
                     WHERE id = ANY(\(ids)::bigint[]) AND ready AND deliveredAt IS NULL AND failedAt IS NULL
-                      AND (claimedUntil IS NULL OR claimedUntil <= \(now))
+                      AND (claimedUntil IS NULL OR claimedUntil <= \(request.now))
                     FOR UPDATE SKIP LOCKED)
-                UPDATE connectDelivery SET claimedUntil = \(claimUntil), claimToken = \(token) FROM due WHERE connectDelivery.id = due.id
+                UPDATE connectDelivery SET claimedUntil = \(request.claimUntil), claimToken = \(request.token) FROM due WHERE connectDelivery.id = due.id
                 RETURNING \(unescaped: Self.deliveryColumns.split(separator: ",").map { "connectDelivery." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", "))
                 """, logger
             ).sorted { $0.id < $1.id }
+            return settlement
         }
     }
 
-    package func finishConnectDelivery(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) async throws -> Bool {
-        try await write { c in
-            let recorded = try await Self.record(id: id, token: token, outcome, c, logger)
-            if recorded, outcome.ends {
-                // The envelope's next event for this configuration is ready now.
-                try await c.query(
-                    """
-                    UPDATE connectDelivery SET ready = TRUE WHERE id = (
-                        SELECT n.id FROM connectDelivery n, (SELECT configurationID, envelopeID FROM connectDelivery WHERE id = \(id)) d
-                        WHERE n.configurationID = d.configurationID AND n.envelopeID = d.envelopeID
-                          AND n.deliveredAt IS NULL AND n.failedAt IS NULL ORDER BY n.id LIMIT 1)
-                    """, logger: logger)
-            }
-            return recorded
+    /// Records one outcome under its claim and, when the row is done with, makes its envelope's
+    /// next event ready. False when the claim no longer holds the row.
+    private static func record(_ record: ConnectOutcomeRecord, _ c: PostgresConnection, _ logger: Logger) async throws -> Bool {
+        let recorded = try await Self.record(id: record.id, token: record.token, record.outcome, c, logger)
+        if recorded, record.outcome.ends {
+            // The envelope's next event for this configuration is ready now.
+            try await c.query(
+                """
+                UPDATE connectDelivery SET ready = TRUE WHERE id = (
+                    SELECT n.id FROM connectDelivery n, (SELECT configurationID, envelopeID FROM connectDelivery WHERE id = \(record.id)) d
+                    WHERE n.configurationID = d.configurationID AND n.envelopeID = d.envelopeID
+                      AND n.deliveredAt IS NULL AND n.failedAt IS NULL ORDER BY n.id LIMIT 1)
+                """, logger: logger)
         }
+        return recorded
     }
 
     private static func record(id: Int64, token: String, _ outcome: ConnectAttemptOutcome, _ c: PostgresConnection, _ logger: Logger) async throws -> Bool {

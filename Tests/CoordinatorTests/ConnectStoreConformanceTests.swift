@@ -110,6 +110,50 @@ import Testing
         #expect(try await storage.connectKeys(accountID: "acme").first?.revokedAt == Self.at.addingTimeInterval(5))
     }
 
+    /// One settling records a batch of outcomes (not a lapsed claimant's), makes each ended row's
+    /// successor ready and claims it in the same transaction, and counts what the caller holds.
+    @Test(arguments: StoreBackend.allCases)
+    func aSettlingRecordsItsOutcomesAndClaimsTheSuccessorsInOneGo(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let storage = store.storage
+        try await storage.insertConnectConfiguration(configuration("1001", events: [.envelopeSent, .envelopeVoided]))
+        try await storage.insertConnectConfiguration(configuration("1002", events: [.envelopeSent]))
+        let (items, forger) = try await forgedItems(count: 2, remoteSigners: 1)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        for result in ack.results {
+            _ = try await services.envelopes.void(envelopeID: try #require(result.envelopeID), reason: "test", accountID: "acme")
+        }
+        let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
+        func request(_ token: String, limit: Int = 10, held: [String: Int] = [:]) -> ConnectClaimRequest {
+            ConnectClaimRequest(now: now, claimUntil: now.addingTimeInterval(60), limit: limit, perConfiguration: 2, held: held, token: token)
+        }
+        // Two envelopes' heads for 1001 and two for 1002; 1001 holds one already, so it gets one more.
+        let first = try await storage.settleConnectDeliveries([], claim: request("a", held: ["1001": 1])).claimed
+        #expect(first.map(\.configurationID) == ["1001", "1002", "1002"], "each configuration up to its room: \(first.map(\.configurationID))")
+        #expect(first.allSatisfy { $0.event == "envelope-sent" && $0.claimToken == "a" })
+        // Outcomes for all three (one under a token that does not hold it) and a claim, at once:
+        // the delivered 1001 row's successor (envelope-voided) is claimed by the same settling.
+        let sent1001 = first[0]
+        let outcomes = [
+            ConnectOutcomeRecord(id: sent1001.id, token: "a", .delivered(at: now)),
+            ConnectOutcomeRecord(id: first[1].id, token: "a", .retry(next: now.addingTimeInterval(30), at: now, error: "HTTP 500")),
+            ConnectOutcomeRecord(id: first[2].id, token: "stale", .delivered(at: now)),
+        ]
+        let settled = try await storage.settleConnectDeliveries(outcomes, claim: request("b", held: ["1002": 1]))
+        #expect(settled.recorded == [sent1001.id, first[1].id], "a token that does not hold the row records nothing")
+        #expect(settled.claimed.map(\.event) == ["envelope-sent", "envelope-voided"], "\(settled.claimed.map(\.event))")
+        #expect(settled.claimed.map(\.configurationID) == ["1001", "1001"])
+        #expect(settled.claimed.last?.envelopeID == sent1001.envelopeID, "the successor of the delivered row, claimed in the same transaction")
+        // An empty settling with no room does nothing; no claim at all records only.
+        #expect(try await storage.settleConnectDeliveries([], claim: request("c", limit: 0)).claimed.isEmpty)
+        let recordedOnly = try await storage.settleConnectDeliveries([ConnectOutcomeRecord(id: first[2].id, token: "a", .released)], claim: nil)
+        #expect(recordedOnly.recorded == [first[2].id] && recordedOnly.claimed.isEmpty)
+    }
+
     /// Two coordinators claiming at once on one database never both get a row.
     @Test func twoClaimantsNeverShareARowOnPostgreSQL() async throws {
         let store = try await ConformanceStore.make(.postgres)

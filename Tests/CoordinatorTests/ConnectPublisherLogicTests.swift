@@ -1,0 +1,101 @@
+import FleetTesting
+import Foundation
+import Testing
+
+@testable import Coordinator
+
+/// The publisher's bookkeeping without a store or a listener: what it holds between claims and
+/// POSTs (``ConnectHold``), the envelopes it keeps for a change's events (``RecentEnvelopes``),
+/// and the time format its messages carry.
+@Suite struct ConnectPublisherLogicTests {
+    static let at = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func delivery(_ id: Int64, configuration: String, envelope: String = "e", recordedAt: Date = at) -> ConnectDeliveryRecord {
+        ConnectDeliveryRecord(
+            id: id, configurationID: configuration, accountID: "acme", envelopeID: envelope, event: "envelope-sent", recipientID: nil,
+            occurredAt: recordedAt, recordedAt: recordedAt, attempts: 0, nextAttemptAt: recordedAt, claimedUntil: nil, claimToken: "t\(id)",
+            deliveredAt: nil, failedAt: nil, lastError: nil)
+    }
+
+    static func claimed(_ id: Int64, _ configuration: String) -> ConnectHold.Claimed {
+        ConnectHold.Claimed(delivery: delivery(id, configuration: configuration), context: PassContext())
+    }
+
+    @Test func theHoldStartsTheOldestClaimedDeliveryItsBoundsAllow() {
+        var hold = ConnectHold()
+        hold.enqueue([Self.claimed(5, "a"), Self.claimed(1, "b"), Self.claimed(2, "b"), Self.claimed(3, "b"), Self.claimed(4, "a")])
+        #expect(hold.held == ["a": 2, "b": 3] && hold.queuedTotal == 5)
+        // One slot per listener, three in all: the oldest of each listener, oldest first.
+        var started: [Int64] = []
+        while let next = hold.start(maxInFlight: 3, perListener: 1) { started.append(next.delivery.id) }
+        #expect(started == [1, 5], "b's oldest, then a's; each listener has its one slot taken")
+        #expect(hold.postingTotal == 2 && hold.posting == ["a": 1, "b": 1] && hold.held == ["a": 2, "b": 3])
+        // b's attempt ends: its slot goes to b's next; the outcome waits for a settling.
+        hold.finish(Self.delivery(1, configuration: "b"), .delivered(at: Self.at))
+        #expect(hold.outcomes == [ConnectOutcomeRecord(id: 1, token: "t1", .delivered(at: Self.at))])
+        #expect(hold.start(maxInFlight: 3, perListener: 1)?.delivery.id == 2)
+        #expect(hold.start(maxInFlight: 3, perListener: 1) == nil, "both listeners have their slot taken")
+        #expect(hold.start(maxInFlight: 2, perListener: 5) == nil, "no slot free in all")
+        // Shutting down: what was never started gives its claim back.
+        hold.releaseQueued()
+        #expect(hold.queuedTotal == 0 && hold.held == ["a": 1, "b": 1])
+        #expect(hold.outcomes.map(\.id).sorted() == [1, 3, 4])
+        #expect(hold.outcomes.filter { $0.outcome == .released }.map(\.token).sorted() == ["t3", "t4"])
+    }
+
+    @Test func aChangesEventsShareOneReadOfTheEnvelopeAndALaterChangeReadsAgain() throws {
+        var recent = RecentEnvelopes(capacity: 4)
+        let aggregate = EnvelopeAggregate(envelope: try Self.envelope("e1"), recipients: [])
+        let first = Self.delivery(1, configuration: "a", envelope: "e1")
+        #expect(recent.entry(for: first) == nil)
+        let summary = Self.summary("e1")
+        recent.keep(aggregate, summary: summary, withRecipients: true, for: first)
+        // The same change's next event (same recordedAt) finds it; a later change's does not.
+        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[true]?.envelopeId == "e1")
+        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[false] == nil)
+        #expect(recent.entry(for: Self.delivery(3, configuration: "a", envelope: "e1", recordedAt: Self.at.addingTimeInterval(1))) == nil)
+        // Bounded: past its capacity the older half goes.
+        for index in 2...5 { recent.keep(aggregate, summary: summary, withRecipients: true, for: Self.delivery(Int64(index), configuration: "a", envelope: "e\(index)")) }
+        #expect(recent.count <= 4)
+        #expect(recent.entry(for: first) == nil && recent.entry(for: Self.delivery(9, configuration: "a", envelope: "e5")) != nil)
+    }
+
+    /// The messages' times, in DocuSign's form, against Foundation's calendar for seeded dates
+    /// from 1583 to 9999 (before the Gregorian reform Foundation's calendar is Julian; ISO 8601's,
+    /// and these times', stays Gregorian: year 1 starts where .NET's `DateTime.MinValue` does).
+    @Test func timesMatchTheGregorianCalendar() {
+        let seed = testSeed("timesMatchTheGregorianCalendar")
+        var generator = SeededGenerator(seed: seed)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        #expect(REST.time(Date(timeIntervalSince1970: -62_135_596_800)) == "0001-01-01T00:00:00.0000000Z")
+        #expect(REST.time(Date(timeIntervalSince1970: -62_135_596_801)) == "1970-01-01T00:00:00.0000000Z", "before year 1")
+        let samples = [-12_212_553_600.0, -1, 0, 0.5, 951_782_400, 4_107_542_399.999_999_9, 253_402_300_799.999]
+            + (0..<2_000).map { _ in Double.random(in: -12_212_553_600 ..< 253_402_300_800, using: &generator) }
+        for sample in samples {
+            let date = Date(timeIntervalSince1970: sample)
+            // As the date holds it (its own epoch is 2001's, so the double may differ in the last place).
+            let seconds = date.timeIntervalSince1970
+            let c = calendar.dateComponents([.era, .year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: seconds.rounded(.down)))
+            let ticks = Int(((seconds - seconds.rounded(.down)) * 10_000_000).rounded(.down))
+            let expected = String(
+                format: "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!, min(ticks, 9_999_999))
+            #expect(REST.time(date) == expected, "seed \(seed), \(seconds)")
+        }
+        #expect(REST.time(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00.0000000Z")
+        #expect(REST.time(Date(timeIntervalSince1970: 1e15)) == "1970-01-01T00:00:00.0000000Z")
+    }
+
+    static func envelope(_ id: String) throws -> EnvelopeRecord {
+        EnvelopeRecord(
+            id: id, accountID: "acme", deviceID: "d", sequence: 1, transactionID: "x", localEnvelopeID: "l", name: "n", status: "sent",
+            payload: Data(), deviceSignature: Data(), createdAt: at)
+    }
+
+    static func summary(_ id: String) -> REST.Envelope {
+        REST.Envelope(
+            envelopeId: id, status: "sent", emailSubject: "s", createdDateTime: "t", statusChangedDateTime: "t", envelopeUri: "u",
+            recipientsUri: "u", documentsUri: "u", documentsCombinedUri: "u", certificateUri: "u", customFieldsUri: "u", templatesUri: "u",
+            signingLocation: "Online", envelopeIdStamping: "true", is21CFRPart11: "false")
+    }
+}
