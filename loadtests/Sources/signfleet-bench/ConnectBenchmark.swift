@@ -23,6 +23,7 @@ func connectBenchmark(_ arguments: [String]) async throws {
     let rate = try options.number("--rate", default: 1000, range: 1...100_000)
     let seconds = try options.number("--seconds", default: 5, range: 0.5...600)
     let devices = try options.integer("--devices", default: 100, range: 1...10_000)
+    let claimAhead = try options.integer("--claim-ahead", default: ConnectPublisherConfiguration().claimAhead, range: 0...64)
     let bench = "connect"
     let root = NSTemporaryDirectory() + "signfleet-bench-connect-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -92,6 +93,7 @@ func connectBenchmark(_ arguments: [String]) async throws {
     var configuration = ConnectPublisherConfiguration()
     configuration.pollInterval = .milliseconds(100)
     configuration.jitterSeed = 1
+    configuration.claimAhead = claimAhead
     let publisher = ConnectPublisher(services: rig.services, configuration: configuration, logger: quiet)
     let publishing = Task { try await publisher.run() }
     let started = ContinuousClock.now
