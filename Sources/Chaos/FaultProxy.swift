@@ -22,6 +22,8 @@ final class FaultProxy: Sendable {
         var toxics: [ActiveToxic] = []
         var revisions: UInt64 = 0
         var listener: Channel?
+        /// The port held while the proxy is down (``PortReservation``).
+        var reservation: PortReservation?
         var accepting = false
         var links: [UInt64: NIOLoopBound<ProxyLink>] = [:]
         var connections: UInt64 = 0
@@ -66,11 +68,15 @@ final class FaultProxy: Sendable {
     /// Binds the listener when the proxy is enabled and not yet listening.
     /// - Throws: ``FaultProxyError`` (500) when the address cannot be bound.
     func start() async throws {
-        guard let address = state.withLock({ $0.enabled && $0.listener == nil ? $0.listen : nil }) else { return }
+        guard let (address, reserved) = state.withLock({ $0.enabled && $0.listener == nil ? ($0.listen, $0.reservation != nil) : nil }) else {
+            return
+        }
         let channel: Channel
         do {
             channel = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // Rebinding beside the reservation that holds the port (and holding it the same way later).
+                .serverChannelOption(.socketOption(NIOBSDSocket.Option(rawValue: SO_REUSEPORT)), value: reserved ? 1 : 0)
                 .childChannelOption(.autoRead, value: false)
                 .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .childChannelOption(.recvAllocator, value: Self.receiveBuffers)
@@ -86,6 +92,7 @@ final class FaultProxy: Sendable {
         let port = channel.localAddress?.port ?? address.port
         state.withLock { state in
             state.listener = channel
+            state.reservation = nil
             state.accepting = true
             state.listen.port = port
         }
@@ -93,7 +100,9 @@ final class FaultProxy: Sendable {
     }
 
     /// Stops listening and closes every connection (the proxy is "down").
-    func stop() async {
+    /// - Parameter reserving: keep the port bound (refusing connections) until the proxy listens
+    ///   again on it (``PortReservation``); false when the proxy goes away or moves.
+    func stop(reserving: Bool = false) async {
         let (listener, links) = state.withLock { state in
             state.accepting = false
             defer {
@@ -102,7 +111,13 @@ final class FaultProxy: Sendable {
             }
             return (state.listener, Array(state.links.values))
         }
+        let address = reserving ? listener?.localAddress : nil
+        // Bound before the listener closes when the listener allows it (a rebound one does).
+        var reservation = address.flatMap { try? PortReservation($0) }
         try? await listener?.close()
+        if reservation == nil, let address { reservation = try? PortReservation(address) }
+        // A proxy already down keeps its reservation; one that goes away or moves gives it up.
+        if reservation != nil || !reserving { state.withLock { $0.reservation = reservation } }
         for link in links {
             try? await link.eventLoop.submit { link.value.close(reset: false) }.get()
         }
@@ -111,7 +126,7 @@ final class FaultProxy: Sendable {
     /// Takes the proxy down or brings it back (on the same address, the real port included).
     func setEnabled(_ enabled: Bool) async throws {
         state.withLock { $0.enabled = enabled }
-        if enabled { try await start() } else { await stop() }
+        if enabled { try await start() } else { await stop(reserving: true) }
     }
 
     /// Moves the proxy to new addresses: as in Toxiproxy, its open connections are closed and new
@@ -138,6 +153,7 @@ final class FaultProxy: Sendable {
         }
         await stop()
         state.withLock { state in
+            state.reservation = nil
             state.listen = newListen
             state.upstream = newUpstream
         }

@@ -162,6 +162,40 @@ import Glibc
         await rig.stop()
     }
 
+    /// A down proxy keeps its port: nothing else on the machine (an outgoing connection's local
+    /// port, another listener) can take it meanwhile and make the proxy's way back fail. No
+    /// connection is made first, so no TIME_WAIT socket holds the port instead.
+    @Test func aDownProxyHoldsItsPortUntilItIsBack() async throws {
+        let rig = try await ProxyRig()
+        _ = try await rig.server.setEnabled("p", false)
+        #expect(Self.bindErrno(port: rig.port) == EADDRINUSE, "a down proxy keeps its port")
+        _ = try await rig.server.setEnabled("p", true)
+        _ = try await rig.server.setEnabled("p", false)
+        #expect(Self.bindErrno(port: rig.port) == EADDRINUSE, "a rebound proxy keeps its port too")
+        await #expect(throws: SocketFailure.self, "down: refused") { _ = try await RawClient.connect(port: rig.port) }
+        let enabled = try await rig.server.setEnabled("p", true)
+        #expect(enabled.listen == rig.proxy.listen, "back on the same port")
+        let client = try await RawClient.connect(port: rig.port)
+        try client.send([7])
+        #expect(await client.read(1).bytes == [7])
+        await rig.stop()
+    }
+
+    /// The errno of binding a plain socket (no address or port reuse) to 127.0.0.1:`port`; 0 when it binds.
+    static func bindErrno(port: Int) -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return errno }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return result == 0 ? 0 : errno
+    }
+
     @Test func toxicityZeroNeverApplies() async throws {
         let rig = try await ProxyRig(toxics: [Toxic(toxicity: 0, kind: .limitData(bytes: 0))])
         for round in 0..<8 {
