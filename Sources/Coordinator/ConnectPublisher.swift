@@ -72,6 +72,11 @@ public struct ConnectPublisherConfiguration: Sendable {
     public var claimAhead = 1
     /// Seeds the back-off's jitter (printed at start; the same seed gives the same delays).
     public var jitterSeed: UInt64 = 0
+    /// How long ended rows (delivered, or failure records) are kept, from when their event was
+    /// recorded; `nil` keeps them for ever. The log and `connect/failures` show what is kept.
+    public var retention: Duration? = .seconds(7 * 86_400)
+    /// How often the outbox is pruned of rows past the retention.
+    public var pruneInterval: Duration = .seconds(60)
 
     public init() {}
 
@@ -164,6 +169,7 @@ public final class ConnectPublisher: Service {
     private let delivered: Counter
     private let retried: Counter
     private let failed: Counter
+    private let pruned: Counter
     /// Who is told of each outcome recorded (``outcomesRecorded()``).
     private let watchers = Mutex<[UUID: AsyncStream<Int64>.Continuation]>([:])
 
@@ -182,6 +188,7 @@ public final class ConnectPublisher: Service {
         delivered = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "delivered")])
         retried = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "retry")])
         failed = Counter(label: "signfleet_connect_deliveries_total", dimensions: [("outcome", "failed")])
+        pruned = Counter(label: "signfleet_connect_pruned_total")
     }
 
     /// The publisher of the coordinator serving `services`: what an embedder runs beside its
@@ -221,6 +228,14 @@ public final class ConnectPublisher: Service {
                     while !Task.isCancelled {
                         try? await clock.sleep(for: configuration.pollInterval)
                         wake.yield()
+                    }
+                }
+                if configuration.retention != nil {
+                    group.addTask { [self] in
+                        while !Task.isCancelled {
+                            guard (try? await clock.sleep(for: configuration.pruneInterval)) != nil else { return }
+                            await prune()
+                        }
                     }
                 }
                 wake.yield()
@@ -310,6 +325,35 @@ public final class ConnectPublisher: Service {
             }
         }
     }
+
+    /// Deletes the ended rows recorded longer ago than the retention, in batches (each its own
+    /// transaction, so ingest's commits interleave), until a batch comes back short.
+    /// - Returns: how many rows were deleted.
+    @discardableResult
+    package func prune() async -> Int {
+        guard let retention = configuration.retention else { return 0 }
+        let cutoff = wall.now().addingTimeInterval(-retention.seconds)
+        var total = 0
+        for _ in 0..<100 {
+            let deleted: Int
+            do {
+                deleted = try await store.pruneConnectDeliveries(recordedBefore: cutoff, limit: Self.pruneBatch)
+            } catch {
+                logger.warning("connect: cannot prune the outbox", metadata: ["error": "\(error)"])
+                break
+            }
+            total += deleted
+            if deleted < Self.pruneBatch || Task.isCancelled { break }
+        }
+        if total > 0 {
+            pruned.increment(by: total)
+            logger.debug("connect: pruned ended deliveries", metadata: ["rows": "\(total)"])
+        }
+        return total
+    }
+
+    /// Rows deleted per pruning transaction.
+    static let pruneBatch = 5_000
 
     /// Tells the watchers of ``outcomesRecorded()`` that these outcomes were written.
     private func tell(_ outcomes: [ConnectOutcomeRecord]) {

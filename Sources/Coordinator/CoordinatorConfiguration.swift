@@ -78,12 +78,15 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
     public var connectTimeout = 10
     /// Seeds the Connect back-off's jitter; `nil`: drawn at start and printed.
     public var connectSeed: Int?
+    /// Days ended Connect rows (delivered, failure records) are kept; 0 keeps them for ever.
+    public var connectRetentionDays = 7
 
     /// The keys a configuration file may hold (the long flag names without `--`).
     public static let keys = [
         "bind", "http", "probe-http", "https", "tls-dir", "heartbeat-ms", "heartbeat-budget", "io-threads", "liveness", "store", "seed-demo", "demo-hourly-limit", "demo-burst-limit", "token-lifetime",
         "max-message-size", "log-level", "admin-token", "plaintext", "public-key-file", "http-max-connections",
         "signing-url-lifetime", "signing-session-timeout", "connect-attempts", "connect-timeout", "connect-seed",
+        "connect-retention-days",
     ]
 
     /// The limits the demo account is created with.
@@ -160,6 +163,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
                 case "connect-attempts": connectAttempts = number
                 case "connect-timeout": connectTimeout = number
                 case "connect-seed": connectSeed = number
+                case "connect-retention-days": connectRetentionDays = number
                 default: maxMessageSize = number
                 }
             case .bool(let flag):
@@ -190,6 +194,7 @@ public struct CoordinatorConfiguration: Sendable, Hashable {
         try check((1...86_400).contains(signingSessionTimeout), "signing-session-timeout", "must be 1 to 86400 seconds")
         try check((1...100).contains(connectAttempts), "connect-attempts", "must be 1 to 100")
         try check((1...300).contains(connectTimeout), "connect-timeout", "must be 1 to 300 seconds")
+        try check((0...3_650).contains(connectRetentionDays), "connect-retention-days", "must be 0 (keep for ever) to 3650 days")
         if let connectSeed { try check(connectSeed >= 0, "connect-seed", "must be 0 or more") }
         if let demoBurstLimit {
             try check(demoBurstLimit >= 1, "demo-burst-limit", "must be at least 1")

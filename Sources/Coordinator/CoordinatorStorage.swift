@@ -179,6 +179,11 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     /// turn of the writer for a batch of outcomes and its next claims. Two coordinators on one
     /// PostgreSQL never claim the same row at once.
     func settleConnectDeliveries(_ outcomes: [ConnectOutcomeRecord], claim: ConnectClaimRequest?) async throws -> ConnectSettlement
+    /// Deletes up to `limit` of the oldest ended rows (delivered, or failure records) that were
+    /// recorded before `cutoff`, walking the outbox in id order no further than its first row
+    /// recorded since (so a round costs about what it deletes). Pending rows are never deleted.
+    /// - Returns: how many were deleted.
+    func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int
     /// An account's deliveries, newest first, at most `limit`: only failure records when `failedOnly`.
     func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord]
     /// Deliveries not yet delivered nor failed, and failure records, in every account (`GET /status`).

@@ -177,6 +177,22 @@ extension CoordinatorStore {
         return recorded
     }
 
+    package func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        return try await write { db in
+            // The first row recorded since the cutoff bounds the walk (ids grow with time).
+            let boundary = try Int64.fetchOne(
+                db, sql: "SELECT id FROM connectDelivery WHERE recordedAt >= ? ORDER BY id LIMIT 1", arguments: [cutoff]) ?? Int64.max
+            try db.execute(
+                sql: """
+                    DELETE FROM connectDelivery WHERE id IN (
+                        SELECT id FROM connectDelivery WHERE id < ? AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
+                        ORDER BY id LIMIT ?)
+                    """, arguments: [boundary, limit])
+            return db.changesCount
+        }
+    }
+
     package func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord] {
         try await database.read { db in
             var request = ConnectDeliveryRecord.filter(Column("accountID") == accountID)

@@ -251,6 +251,29 @@ extension PostgresCoordinatorStore {
         }
     }
 
+    package func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
+        guard limit > 0 else { return 0 }
+        return try await write { [logger] c in
+            // The first row recorded since the cutoff bounds the walk (ids grow with time).
+            var boundary = Int64.max
+            for try await id in try await c.query(
+                "SELECT id FROM connectDelivery WHERE recordedAt >= \(cutoff) ORDER BY id LIMIT 1", logger: logger
+            ).decode(Int64.self) {
+                boundary = id
+            }
+            return try await Self.count(
+                c,
+                """
+                WITH gone AS (
+                    DELETE FROM connectDelivery WHERE id IN (
+                        SELECT id FROM connectDelivery WHERE id < \(boundary) AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
+                        ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
+                    RETURNING 1)
+                SELECT count(*) FROM gone
+                """, logger)
+        }
+    }
+
     package func connectDeliveries(accountID: String, failedOnly: Bool, limit: Int) async throws -> [ConnectDeliveryRecord] {
         try await read { c in
             try await Self.deliveries(

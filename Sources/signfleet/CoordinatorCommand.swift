@@ -124,6 +124,9 @@ struct CoordinatorCommand: AsyncParsableCommand {
     @Option(help: "Seed of the Connect back-off's jitter (default: drawn at start and printed).")
     var connectSeed: Int?
 
+    @Option(help: "Days delivered Connect events and failure records are kept (default 7; 0 keeps them for ever).")
+    var connectRetentionDays: Int?
+
     /// Defaults, then the file, then the flags.
     func settings() throws -> CoordinatorConfiguration {
         var settings = CoordinatorConfiguration()
@@ -153,6 +156,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
         if let connectAttempts { settings.connectAttempts = connectAttempts }
         if let connectTimeout { settings.connectTimeout = connectTimeout }
         if let connectSeed { settings.connectSeed = connectSeed }
+        if let connectRetentionDays { settings.connectRetentionDays = connectRetentionDays }
         try settings.validate()
         return settings
     }
@@ -241,6 +245,7 @@ struct CoordinatorCommand: AsyncParsableCommand {
             var connect = ConnectPublisherConfiguration()
             connect.maxAttempts = settings.connectAttempts
             connect.requestTimeout = .seconds(settings.connectTimeout)
+            connect.retention = settings.connectRetentionDays > 0 ? .seconds(settings.connectRetentionDays * 86_400) : nil
             // Checked to be 0 or more; the bit pattern never traps whatever a file held.
             connect.jitterSeed = UInt64(bitPattern: Int64(settings.connectSeed ?? Int.random(in: 0...Int.max)))
             // The transport's own deadline (a hang guard) ends within a claim's lifetime.

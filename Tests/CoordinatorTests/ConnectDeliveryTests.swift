@@ -102,8 +102,11 @@ final class ConnectListener: Sendable {
     }
 
     /// A publisher on the rig's store whose waits are on `clock` (moved by the test) and whose stamps are the rig's.
-    static func publisher(_ rig: CaptiveRig, clock: ManualClock, attempts: Int = 8, maxInFlight: Int = 16) -> ConnectPublisher {
+    static func publisher(
+        _ rig: CaptiveRig, clock: ManualClock, attempts: Int = 8, maxInFlight: Int = 16, retention: Duration? = ConnectPublisherConfiguration().retention
+    ) -> ConnectPublisher {
         var configuration = ConnectPublisherConfiguration()
+        configuration.retention = retention
         configuration.maxAttempts = attempts
         configuration.maxInFlight = maxInFlight
         configuration.jitterSeed = 7
@@ -267,6 +270,37 @@ final class ConnectListener: Sendable {
         var nothing = target.received.makeAsyncIterator()
         await target.stop()
         #expect(await nothing.next() == nil, "the redirect's target got nothing")
+        await listener.stop()
+        await rig.tearDown()
+    }
+
+    /// Ended rows go once they are older than the retention, on the publisher's own clock: a
+    /// delivered event is kept while it is young, and pruned by the first round after it is not.
+    @Test func deliveredEventsArePrunedPastTheRetention() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener()
+        let base = try await listener.start()
+        _ = try await Self.configure(rig, url: base + "/hooks", events: ["envelope-sent"], hmac: false)
+        _ = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/envelopes", token: rig.token, body: Self.envelope(subject: "x"))
+        let clock = ManualClock()
+        let publisher = Self.publisher(rig, clock: clock, retention: .seconds(86_400))
+        let running = Task { try await publisher.run() }
+        let store = rig.services.envelopes.store
+        try await connectEventually(publisher) { try await store.connectDeliveryCounts().pending == 0 }
+        let interval = ConnectPublisherConfiguration().pruneInterval
+        /// One pruning round: the pruner is asleep, time passes, and it is asleep again (the round is over).
+        func pruningRound() async throws {
+            try await withDeadline(.seconds(60), "the pruner's sleep") { await clock.sleeping(atLeast: interval) }
+            await clock.advance(by: interval)
+            try await withDeadline(.seconds(60), "the pruner's next sleep") { await clock.sleeping(atLeast: interval) }
+        }
+        try await pruningRound()
+        #expect(try await store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).count == 1, "a day old at most: kept")
+        rig.clock.advance(2 * 86_400)
+        try await pruningRound()
+        #expect(try await store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).isEmpty, "two days old: pruned")
+        running.cancel()
+        _ = try? await running.value
         await listener.stop()
         await rig.tearDown()
     }

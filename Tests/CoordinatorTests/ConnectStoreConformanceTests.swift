@@ -154,6 +154,54 @@ import Testing
         #expect(recordedOnly.recorded == [first[2].id] && recordedOnly.claimed.isEmpty)
     }
 
+    /// Ended rows (delivered, failure records) recorded before the cutoff go, oldest first and
+    /// at most `limit` a round; pending rows stay however old, and so do rows recorded since.
+    @Test(arguments: StoreBackend.allCases)
+    func pruningDeletesOnlyEndedRowsPastTheCutoff(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        let token = try await services.seed()
+        let storage = store.storage
+        try await storage.insertConnectConfiguration(configuration("1001", events: EnvelopeEvent.Kind.allCases))
+        let (items, forger) = try await forgedItems(count: 2, remoteSigners: 1)
+        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
+        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
+        for result in ack.results {
+            _ = try await services.envelopes.void(envelopeID: try #require(result.envelopeID), reason: "test", accountID: "acme")
+        }
+        let rows = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100)
+        #expect(rows.count == 12, "five events per synced envelope and its void: \(rows.count)")
+        // The voids were recorded after the sync: their time is the cutoff.
+        let cutoff = try #require(rows.filter { $0.event == "envelope-voided" }.map(\.recordedAt).min())
+        #expect(rows.filter { $0.recordedAt < cutoff }.count == 10)
+
+        // Two envelopes' first events end (one delivered, one a failure record), then their next ones.
+        let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
+        var ended: [Int64] = []
+        for (round, token) in ["a", "b"].enumerated() {
+            let claimed = try await storage.claimConnectDeliveries(
+                now: now, claimUntil: now.addingTimeInterval(60), limit: 10, perConfiguration: 10, excluding: [], token: token)
+            #expect(claimed.count == 2)
+            for (index, row) in claimed.enumerated() {
+                let outcome: ConnectAttemptOutcome = round == 0 && index == 1 ? .failed(at: now, error: "HTTP 500") : .delivered(at: now)
+                #expect(try await storage.finishConnectDelivery(id: row.id, token: token, outcome))
+                ended.append(row.id)
+            }
+        }
+        #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 8, failed: 1))
+
+        #expect(try await storage.pruneConnectDeliveries(recordedBefore: .distantPast, limit: 100) == 0, "nothing is that old")
+        #expect(try await storage.pruneConnectDeliveries(recordedBefore: cutoff, limit: 1) == 1, "at most `limit` a round")
+        let afterOne = Set(try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100).map(\.id))
+        #expect(!afterOne.contains(ended.min()!) && afterOne.count == 11, "the oldest ended row went first")
+        #expect(try await storage.pruneConnectDeliveries(recordedBefore: cutoff, limit: 100) == 3)
+        #expect(try await storage.pruneConnectDeliveries(recordedBefore: .distantFuture, limit: 100) == 0, "pending rows are never pruned")
+        let left = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100)
+        #expect(left.count == 8 && left.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
+        #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 8, failed: 0))
+    }
+
     /// Two coordinators claiming at once on one database never both get a row.
     @Test func twoClaimantsNeverShareARowOnPostgreSQL() async throws {
         let store = try await ConformanceStore.make(.postgres)
