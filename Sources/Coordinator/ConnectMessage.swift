@@ -1,4 +1,5 @@
 import Crypto
+import Envelopes
 import Foundation
 
 /// One Connect delivery's bytes (docs/webhooks.md, "Messages"): DocuSign's JSON SIM body and the
@@ -24,9 +25,28 @@ enum ConnectMessage {
         var envelopeSummary: REST.Envelope
     }
 
-    /// The envelope as a configuration's messages show it (``body(_:configuration:summary:userID:at:)``).
-    static func summary(of aggregate: EnvelopeAggregate, for configuration: ConnectConfigurationRecord) -> REST.Envelope {
-        RESTRoutes.envelope(aggregate, account: aggregate.envelope.accountID, withRecipients: configuration.includeDataList.contains("recipients"))
+    /// The envelope as a configuration's messages show it (``body(_:configuration:summary:userID:at:)``):
+    /// its recipients with `recipients`, each with its tabs and their values with `tabs` (which
+    /// implies recipients; `captive` holds what captive signers filled in), its custom fields with
+    /// `custom_fields`.
+    static func summary(of aggregate: EnvelopeAggregate, for configuration: ConnectConfigurationRecord, captive: [CaptiveTabRecord]) -> REST.Envelope {
+        let include = Set(configuration.includeDataList)
+        let withTabs = include.contains("tabs")
+        var summary = RESTRoutes.envelope(
+            aggregate, account: aggregate.envelope.accountID, withRecipients: include.contains("recipients") && !withTabs)
+        guard withTabs || include.contains("custom_fields") else { return summary }
+        let payload = try? CaptiveSigningService.payload(of: aggregate.envelope)
+        if withTabs {
+            let tabs = payload.map { EnvelopeFill(payload: $0, deviceID: aggregate.envelope.deviceID, captive: captive).tabs } ?? []
+            summary.recipients = REST.Recipients(rows: aggregate.recipients, payload: payload, tabs: tabs)
+        }
+        if include.contains("custom_fields") { summary.customFields = REST.CustomFields(payload?.customFields ?? CustomFields()) }
+        return summary
+    }
+
+    /// What distinguishes one configuration's summaries from another's (``summary(of:for:captive:)``).
+    static func includeKey(_ configuration: ConnectConfigurationRecord) -> String {
+        configuration.includeDataList.sorted().joined(separator: ",")
     }
 
     /// The body of `delivery` for `configuration`, the envelope as `summary` shows it now.

@@ -412,10 +412,10 @@ public final class ConnectPublisher: Service {
             throw ConnectAttemptError("the configuration is gone", final: true)
         }
         if let refusal = context.refusals[delivery.configurationID] { throw ConnectAttemptError(refusal, final: true) }
-        let withRecipients = configuration.includeDataList.contains("recipients")
+        let include = ConnectMessage.includeKey(configuration)
         let (kept, keptSummary) = recentEnvelopes.withLock { recent in
             let entry = recent.entry(for: delivery)
-            return (entry?.aggregate, entry?.summaries[withRecipients])
+            return (entry?.aggregate, entry?.summaries[include])
         }
         let aggregate: EnvelopeAggregate
         if let kept {
@@ -429,8 +429,10 @@ public final class ConnectPublisher: Service {
         if let keptSummary {
             summary = keptSummary
         } else {
-            summary = ConnectMessage.summary(of: aggregate, for: configuration)
-            recentEnvelopes.withLock { $0.keep(aggregate, summary: summary, withRecipients: withRecipients, for: delivery) }
+            // What captive signers filled in, for a configuration that shows the tabs' values.
+            let captive = configuration.includeDataList.contains("tabs") ? try await store.captiveTabs(envelopeID: aggregate.envelope.id) : []
+            summary = ConnectMessage.summary(of: aggregate, for: configuration, captive: captive)
+            recentEnvelopes.withLock { $0.keep(aggregate, summary: summary, include: include, for: delivery) }
         }
         let userKey = delivery.accountID + "\n" + aggregate.envelope.deviceID
         var user = users.withLock { $0[userKey] }
@@ -478,8 +480,8 @@ struct RecentEnvelopes {
     struct Entry {
         var recordedAt: Date
         var aggregate: EnvelopeAggregate
-        /// As messages show it, with and without its recipients (``ConnectMessage/summary(of:for:)``).
-        var summaries: [Bool: REST.Envelope] = [:]
+        /// As messages show it, by what the configuration includes (``ConnectMessage/includeKey(_:)``).
+        var summaries: [String: REST.Envelope] = [:]
     }
 
     private var entries: [String: Entry] = [:]
@@ -496,11 +498,11 @@ struct RecentEnvelopes {
         return entry
     }
 
-    mutating func keep(_ aggregate: EnvelopeAggregate, summary: REST.Envelope, withRecipients: Bool, for delivery: ConnectDeliveryRecord) {
+    mutating func keep(_ aggregate: EnvelopeAggregate, summary: REST.Envelope, include: String, for delivery: ConnectDeliveryRecord) {
         let key = Self.key(delivery)
         var entry = entries[key].flatMap { $0.recordedAt == delivery.recordedAt ? $0 : nil }
             ?? Entry(recordedAt: delivery.recordedAt, aggregate: aggregate)
-        entry.summaries[withRecipients] = summary
+        entry.summaries[include] = summary
         if entries.updateValue(entry, forKey: key) == nil { order.append(key) }
         if order.count > capacity {
             // The older half goes: each entry is used within moments of its read, or not at all.

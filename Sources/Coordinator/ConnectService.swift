@@ -10,7 +10,7 @@ public struct ConnectService: Sendable {
     /// At most this many active HMAC keys at once (DocuSign's limit).
     package static let maxActiveKeys = 10
     /// What `eventData.includeData` may ask for today.
-    package static let supportedIncludeData: Set<String> = ["recipients"]
+    package static let supportedIncludeData: Set<String> = ["recipients", "tabs", "custom_fields"]
 
     let store: any CoordinatorStorage
     let links: CaptiveSigningLinks

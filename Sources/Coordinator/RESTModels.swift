@@ -59,6 +59,36 @@ enum REST {
         var envelopeIdStamping: String
         var is21CFRPart11: String
         var recipients: Recipients?
+        /// Only where asked for (a Connect configuration's `includeData` `custom_fields`).
+        var customFields: CustomFields?
+    }
+
+    /// An envelope's custom fields as DocuSign shows them (`GET …/custom_fields`, Connect's
+    /// `envelopeSummary.customFields`): ids are their 1-based positions, booleans strings.
+    struct CustomFields: Codable, Sendable, Hashable {
+        struct Field: Codable, Sendable, Hashable {
+            var fieldId: String
+            var name: String
+            var value: String
+            var required: String
+            var show: String
+            /// List fields only.
+            var listItems: [String]?
+        }
+
+        var textCustomFields: [Field] = []
+        var listCustomFields: [Field] = []
+
+        init(_ fields: Envelopes.CustomFields) {
+            textCustomFields = fields.text.enumerated().map { index, field in
+                Field(fieldId: String(index + 1), name: field.name, value: field.value, required: String(field.required), show: String(field.show))
+            }
+            listCustomFields = fields.list.enumerated().map { index, field in
+                Field(
+                    fieldId: String(fields.text.count + index + 1), name: field.name, value: field.value, required: String(field.required),
+                    show: String(field.show), listItems: field.items)
+            }
+        }
     }
 
     /// `GET …/envelopes` (status changes).

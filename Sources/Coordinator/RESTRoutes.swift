@@ -23,6 +23,7 @@ import SyncContract
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
 /// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type (`include_tabs=true`: with their tabs) |
+/// | `GET …/envelopes/{envelopeId}/custom_fields` | its custom fields (``REST/CustomFields``) |
 /// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages; `…/{documentId}`, `combined`, `certificate` the PDFs |
 /// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
 ///
@@ -209,6 +210,16 @@ public struct RESTRoutes: Sendable {
                 return REST.Recipients(
                     rows: aggregate.recipients, payload: payload,
                     tabs: includeTabs ? try await routes.fill(aggregate, payload: payload)?.tabs ?? [] : nil)
+            }
+        }
+        accounts.get("envelopes/:envelopeId/custom_fields") { request, context in
+            await routes.answer {
+                let account = try await routes.account(request, context)
+                let id = context.parameters.get("envelopeId") ?? ""
+                // A draft made over REST has none (the REST definition does not take custom fields yet).
+                if try await routes.store.draft(id: id, accountID: account.id) != nil { return REST.CustomFields(CustomFields()) }
+                let aggregate = try await routes.aggregate(id, account: account.id)
+                return REST.CustomFields(try CaptiveSigningService.payload(of: aggregate.envelope).customFields)
             }
         }
         accounts.get("envelopes/:envelopeId/recipients/:recipientId/tabs") { request, context in

@@ -117,10 +117,10 @@ final class ConnectListener: Sendable {
             wall: WallClock { stamp.now() }, transport: HTTPConnectTransport(), logger: Logger(label: "connect-test"))
     }
 
-    static func configure(_ rig: CaptiveRig, url: String, events: [String], hmac: Bool = true) async throws -> String {
+    static func configure(_ rig: CaptiveRig, url: String, events: [String], hmac: Bool = true, includeData: [String] = ["recipients"]) async throws -> String {
         let body = try JSONSerialization.data(withJSONObject: [
             "name": "backend", "urlToPublishTo": url, "allowEnvelopePublish": "true", "allUsers": "true", "includeHMAC": hmac ? "true" : "false",
-            "deliveryMode": "SIM", "events": events, "eventData": ["format": "json", "version": "restv2.1", "includeData": ["recipients"]],
+            "deliveryMode": "SIM", "events": events, "eventData": ["format": "json", "version": "restv2.1", "includeData": includeData],
         ])
         let answer = try await RESTAPITests.call(rig, "POST", "/restapi/v2.1/accounts/acme/connect", token: rig.token, body: String(decoding: body, as: UTF8.self))
         #expect(answer.status == 201, "\(answer.json)")
@@ -270,6 +270,57 @@ final class ConnectListener: Sendable {
         var nothing = target.received.makeAsyncIterator()
         await target.stop()
         #expect(await nothing.next() == nil, "the redirect's target got nothing")
+        await listener.stop()
+        await rig.tearDown()
+    }
+
+    /// `includeData` `tabs` and `custom_fields`: the message shows each recipient's tabs with what
+    /// was filled in, and the envelope's custom fields as `GET …/custom_fields` answers them; a
+    /// configuration without them shows neither.
+    @Test func includeDataShowsTabsWithTheirValuesAndCustomFields() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener()
+        let base = try await listener.start()
+        _ = try await Self.configure(rig, url: base + "/full", events: ["envelope-completed"], hmac: false, includeData: ["tabs", "custom_fields"])
+        _ = try await Self.configure(rig, url: base + "/plain", events: ["envelope-completed"], hmac: false, includeData: [])
+        let document = try DocumentBuilder().documentId("doc1").name("NDA").pdfBytes(SamplePDF.make(pages: 1, title: "NDA")).build()
+        let walkIn = try RecipientBuilder(type: .inPersonSigner).recipientId("1").hostName("Ann Host").hostEmail("ann@acme.example")
+            .signerName("Bob Walkin").build()
+        let sign = try TabBuilder(type: .signHere).tabId("sign").documentId("doc1").recipientId("1").pageNumber(1)
+            .frame(x: 100, y: 500, width: 160, height: 50).build()
+        let city = try TabBuilder(type: .text).tabId("city").documentId("doc1").recipientId("1").label("city").pageNumber(1)
+            .frame(x: 100, y: 300, width: 160, height: 24).build()
+        let fields = try CustomFieldsBuilder().addText(name: "matter", value: "M-42").addList(name: "region", value: "EU", items: ["EU", "US"]).build()
+        let id = try await rig.sync(
+            EnvelopeBuilder().envelopeName("NDA").emailSubject("NDA").addDocument(document).addRecipient(walkIn, tabs: [sign, city])
+                .customFields(fields).transactionId(UUID().uuidString).build(), mode: .offline)
+        let publisher = Self.publisher(rig, clock: ManualClock())
+        let running = Task { try await publisher.run() }
+        var arrivals = listener.received.makeAsyncIterator()
+        var byPath: [String: [String: Any]] = [:]
+        while byPath.count < 2, let message = await arrivals.next() { byPath[message.path] = message.json }
+        let full = try #require((byPath["/full"]?["data"] as? [String: Any])?["envelopeSummary"] as? [String: Any])
+        let plain = try #require((byPath["/plain"]?["data"] as? [String: Any])?["envelopeSummary"] as? [String: Any])
+        #expect(plain["recipients"] == nil && plain["customFields"] == nil, "\(plain.keys.sorted())")
+
+        let custom = try #require(full["customFields"] as? [String: Any])
+        let text = try #require((custom["textCustomFields"] as? [[String: Any]])?.first)
+        #expect(text["name"] as? String == "matter" && text["value"] as? String == "M-42" && text["fieldId"] as? String == "1")
+        #expect(text["show"] as? String == "true" && text["required"] as? String == "false")
+        let list = try #require((custom["listCustomFields"] as? [[String: Any]])?.first)
+        #expect(list["name"] as? String == "region" && list["listItems"] as? [String] == ["EU", "US"] && list["fieldId"] as? String == "2")
+        let signer = try #require(((full["recipients"] as? [String: Any])?["inPersonSigners"] as? [[String: Any]])?.first)
+        let tabs = try #require(signer["tabs"] as? [String: Any])
+        #expect((tabs["signHereTabs"] as? [[String: Any]])?.count == 1, "\(tabs)")
+        let typed = try #require((tabs["textTabs"] as? [[String: Any]])?.first)
+        #expect(typed["tabLabel"] as? String == "city" && !((typed["value"] as? String) ?? "").isEmpty, "what the signer typed: \(typed)")
+
+        // The REST API answers the same custom fields.
+        let answer = try await RESTAPITests.call(rig, "GET", "/restapi/v2.1/accounts/acme/envelopes/\(id)/custom_fields", token: rig.token)
+        #expect(answer.status == 200)
+        #expect(NSDictionary(dictionary: answer.json).isEqual(to: custom), "\(answer.json)")
+        running.cancel()
+        _ = try? await running.value
         await listener.stop()
         await rig.tearDown()
     }
@@ -436,7 +487,7 @@ func connectEventually(
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
         let listener = try ChildProcess.launch(
             "/usr/bin/env",
-            [python, Self.script.path, "--host", "http://\(rig.http)/restapi", "--token", rig.token, "--account", "acme", "--secret", key.secret],
+            [python, Self.script.path, "--host", "http://\(rig.http)/restapi", "--token=\(rig.token)", "--account", "acme", "--secret=\(key.secret)"],
             name: "connect-listener")
         try await listener.waitForLine(in: .standardOutput, timeout: .seconds(60)) { $0.hasPrefix("configured ") }
 

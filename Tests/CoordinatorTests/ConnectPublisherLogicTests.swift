@@ -49,13 +49,13 @@ import Testing
         let first = Self.delivery(1, configuration: "a", envelope: "e1")
         #expect(recent.entry(for: first) == nil)
         let summary = Self.summary("e1")
-        recent.keep(aggregate, summary: summary, withRecipients: true, for: first)
+        recent.keep(aggregate, summary: summary, include: "recipients", for: first)
         // The same change's next event (same recordedAt) finds it; a later change's does not.
-        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[true]?.envelopeId == "e1")
-        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[false] == nil)
+        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries["recipients"]?.envelopeId == "e1")
+        #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[""] == nil)
         #expect(recent.entry(for: Self.delivery(3, configuration: "a", envelope: "e1", recordedAt: Self.at.addingTimeInterval(1))) == nil)
         // Bounded: past its capacity the older half goes.
-        for index in 2...5 { recent.keep(aggregate, summary: summary, withRecipients: true, for: Self.delivery(Int64(index), configuration: "a", envelope: "e\(index)")) }
+        for index in 2...5 { recent.keep(aggregate, summary: summary, include: "recipients", for: Self.delivery(Int64(index), configuration: "a", envelope: "e\(index)")) }
         #expect(recent.count <= 4)
         #expect(recent.entry(for: first) == nil && recent.entry(for: Self.delivery(9, configuration: "a", envelope: "e5")) != nil)
     }

@@ -19,7 +19,8 @@ import FoundationNetworking
     static let operationsChecked: Set<String> = [
         "Envelopes_PostEnvelopes", "Envelopes_GetEnvelope", "Envelopes_PutEnvelope", "Envelopes_GetEnvelopes",
         "Recipients_GetRecipients", "Recipients_GetRecipientTabs", "Documents_GetDocuments", "Documents_GetDocument",
-        "Views_PostEnvelopeRecipientView", "Recipients_PutRecipients", "Recipients_PutRecipientTabs", "Accounts_GetAccount"]
+        "Views_PostEnvelopeRecipientView", "Recipients_PutRecipients", "Recipients_PutRecipientTabs", "Accounts_GetAccount",
+        "CustomFields_GetCustomFields"]
 
     /// One request with a bearer token and an optional JSON body.
     static func call(_ rig: CaptiveRig, _ method: String, _ path: String, token: String?, body: String? = nil) async throws
@@ -105,7 +106,7 @@ import FoundationNetworking
         let (status, output, errors) = try await ChildProcess.run(
             "/usr/bin/env",
             [
-                python, Self.script.path, "--base-url", "http://\(rig.http)", "--token", rig.token, "--account", "acme",
+                python, Self.script.path, "--base-url", "http://\(rig.http)", "--token=\(rig.token)", "--account", "acme",
                 "--envelope", embedded, "--client-user-id", "cu-1", "--user-name", "Bea Buyer", "--email", "bea@example.com",
                 "--return-url", returnURL, "--void-envelope", remote, "--from-date", "2027-01-15T07:00:00Z", "--pdf", pdf.path,
             ])
@@ -150,6 +151,9 @@ import FoundationNetworking
         }
         #expect(anchored["dateSigned"] as? Int == 0, "an absent anchor with anchorIgnoreIfNotPresent places nothing")
         #expect(anchored["listTabs"] as? [[String]] == signHere, "list_tabs shows the tabs include_tabs shows")
+        let customFields = try #require(out["customFields"] as? [String: Any], "\(out)")
+        #expect(customFields["text"] as? Int == 0 && customFields["list"] as? Int == 0, "a REST envelope has no custom fields: \(customFields)")
+        #expect(customFields["keys"] as? [String] == ["list_custom_fields", "text_custom_fields"], "both lists, as the SDK reads them: \(customFields)")
         let listTabs = try #require(out["listTabs"] as? [String: Any], "\(out)")
         #expect(listTabs["text"] as? [[String]] == [["city", "Bern", "true", "1", "100", "300"]], "\(listTabs)")
         #expect((listTabs["carbonCopy"] as? [String])?.isEmpty == true, "a carbon copy has no tabs: \(listTabs)")

@@ -55,7 +55,7 @@ import FoundationNetworking
         let python = ProcessInfo.processInfo.environment["SIGNFLEET_PYTHON"] ?? "python3"
         let (status, output, errors) = try await ChildProcess.run(
             "/usr/bin/env",
-            [python, Self.script.path, "--base-url", "http://\(rig.http)", "--token", rig.token, "--account", "acme", "--pdf", first.path, "--pdf2", second.path])
+            [python, Self.script.path, "--base-url", "http://\(rig.http)", "--token=\(rig.token)", "--account", "acme", "--pdf", first.path, "--pdf2", second.path])
         try #require(status == 0, "the SDK run failed (it needs `\(python) -m pip install docusign-esign`): \(errors)")
         let out = try #require(try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [String: Any], "\(output)")
 

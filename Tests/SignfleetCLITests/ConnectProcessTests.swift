@@ -49,7 +49,7 @@ import FoundationNetworking
         let listener = try ChildProcess.launch(
             "/usr/bin/env",
             [
-                python, Self.listener.path, "--host", "http://\(http)/restapi", "--token", token, "--account", "acme", "--secret", secret,
+                python, Self.listener.path, "--host", "http://\(http)/restapi", "--token=\(token)", "--account", "acme", "--secret=\(secret)",
                 "--fail-first", "0", "--fail-while", failing.path,
             ], name: "listener")
         defer { Task { await listener.terminate() } }

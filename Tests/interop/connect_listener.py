@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Connect listener written from docs/webhooks.md alone, with the official SDK for the configuration.
 
-    connect_listener.py --host http://127.0.0.1:PORT/restapi --token TOKEN --account ACCOUNT --secret S [--secret S2]
+    connect_listener.py --host http://127.0.0.1:PORT/restapi --token=TOKEN --account ACCOUNT --secret=S [--secret=S2]
                         [--fail-first N] [--fail-while FILE]
 
 It listens on 127.0.0.1 (a port of its own), creates a Connect configuration pointing at itself

@@ -180,6 +180,10 @@ def main():
         "text": [[t.tab_label, t.value, t.locked, t.page_number, t.x_position, t.y_position] for t in texts],
         "carbonCopy": [name for name, value in envelopes.list_tabs(a.account, summary.envelope_id, "2").to_dict().items() if value],
     }
+    # Custom fields (list_custom_fields): a REST envelope has none, both lists there and empty.
+    fields = envelopes.list_custom_fields(a.account, summary.envelope_id)
+    out["customFields"] = {"text": len(fields.text_custom_fields or []), "list": len(fields.list_custom_fields or []),
+                           "keys": sorted(k for k, v in fields.to_dict().items() if v is not None)}
     # A draft, sent later (DocuSign's default status at creation is "created").
     definition.status = "created"
     draft = envelopes.create_envelope(a.account, envelope_definition=definition)

@@ -23,6 +23,7 @@ OPERATIONS = [
     ("put", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/recipients"),
     ("get", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/recipients/{recipientId}/tabs"),
     ("put", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/recipients/{recipientId}/tabs"),
+    ("get", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/custom_fields"),
     ("get", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/documents"),
     ("get", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/documents/{documentId}"),
     ("post", "/v2.1/accounts/{accountId}/envelopes/{envelopeId}/views/recipient"),
