@@ -5,7 +5,7 @@ import Foundation
 /// One Connect delivery's bytes (docs/webhooks.md, "Messages"): DocuSign's JSON SIM body and the
 /// HMAC signatures of exactly those bytes.
 enum ConnectMessage {
-    struct Body: Encodable, Sendable {
+    struct Body<Part: Encodable & Sendable>: Encodable, Sendable {
         var event: String
         var apiVersion = "v2.1"
         var uri: String
@@ -13,7 +13,13 @@ enum ConnectMessage {
         /// A number, as DocuSign sends it.
         var configurationId: Int64
         var generatedDateTime: String
-        var data: DataPart
+        var data: Part
+    }
+
+    /// A `template-*` event's data: the template, no envelope.
+    struct TemplatePart: Encodable, Sendable {
+        var accountId: String
+        var templateId: String
     }
 
     struct DataPart: Encodable, Sendable {
@@ -63,6 +69,19 @@ enum ConnectMessage {
             data: DataPart(
                 accountId: delivery.accountID, userId: userID, envelopeId: delivery.envelopeID, recipientId: delivery.recipientID,
                 envelopeSummary: summary))
+        return encode(body)
+    }
+
+    /// The body of a `template-*` delivery (its `envelopeID` column holds the template's id).
+    static func templateBody(_ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord, at: Date) -> Data {
+        encode(
+            Body(
+                event: delivery.event, uri: "/restapi/v2.1/accounts/\(delivery.accountID)/templates/\(delivery.envelopeID)",
+                retryCount: delivery.attempts, configurationId: Int64(configuration.id) ?? 0, generatedDateTime: REST.time(at),
+                data: TemplatePart(accountId: delivery.accountID, templateId: delivery.envelopeID)))
+    }
+
+    private static func encode(_ body: some Encodable) -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return (try? encoder.encode(body)) ?? Data("{}".utf8)

@@ -406,12 +406,9 @@ public final class ConnectPublisher: Service {
     /// Envelopes read for the events of recent changes (``RecentEnvelopes``).
     private let recentEnvelopes = Mutex(RecentEnvelopes(capacity: 1024))
 
-    private func attempt(_ delivery: ConnectDeliveryRecord, context: PassContext) async throws {
-        guard let configuration = context.configurations[delivery.configurationID] else {
-            if context.unreadable.contains(delivery.configurationID) { throw ConnectAttemptError("the store could not be read") }
-            throw ConnectAttemptError("the configuration is gone", final: true)
-        }
-        if let refusal = context.refusals[delivery.configurationID] { throw ConnectAttemptError(refusal, final: true) }
+    /// An envelope event's body: the envelope read once per change (``RecentEnvelopes``), shown
+    /// as the configuration asks, and who created it.
+    private func envelopeBody(_ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord) async throws -> Data {
         let include = ConnectMessage.includeKey(configuration)
         let (kept, keptSummary) = recentEnvelopes.withLock { recent in
             let entry = recent.entry(for: delivery)
@@ -440,6 +437,21 @@ public final class ConnectPublisher: Service {
             user = try await store.device(accountID: delivery.accountID, id: aggregate.envelope.deviceID)?.userID ?? ""
             users.withLock { $0[userKey] = user }
         }
+        return ConnectMessage.body(delivery, configuration: configuration, summary: summary, userID: user ?? "", at: wall.now())
+    }
+
+    private func attempt(_ delivery: ConnectDeliveryRecord, context: PassContext) async throws {
+        guard let configuration = context.configurations[delivery.configurationID] else {
+            if context.unreadable.contains(delivery.configurationID) { throw ConnectAttemptError("the store could not be read") }
+            throw ConnectAttemptError("the configuration is gone", final: true)
+        }
+        if let refusal = context.refusals[delivery.configurationID] { throw ConnectAttemptError(refusal, final: true) }
+        let body: Data
+        if EnvelopeEvent.Kind(rawValue: delivery.event)?.isTemplateEvent == true {
+            body = ConnectMessage.templateBody(delivery, configuration: configuration, at: wall.now())
+        } else {
+            body = try await envelopeBody(delivery, configuration: configuration)
+        }
         let keys = configuration.includeHMAC ? context.keys[delivery.accountID] ?? [] : []
         if configuration.includeHMAC, keys.isEmpty {
             logger.warning(
@@ -452,7 +464,6 @@ public final class ConnectPublisher: Service {
         if let until = delivery.claimedUntil, wall.now().addingTimeInterval(self.configuration.requestTimeout.seconds) >= until {
             throw ConnectAttemptError("the claim lapsed", released: true)
         }
-        let body = ConnectMessage.body(delivery, configuration: configuration, summary: summary, userID: user ?? "", at: wall.now())
         let headers = [(name: "Content-Type", value: "application/json"), (name: "User-Agent", value: "SignFleet-Connect/2.1")]
             + ConnectMessage.signatures(of: body, keys: keys)
         let status = try await withThrowingTaskGroup(of: Int?.self) { group in

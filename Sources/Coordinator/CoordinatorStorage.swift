@@ -97,10 +97,12 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func template(accountID: String, id: String) async throws -> TemplateRecord?
     /// Whether any account has a template with this id (ids are unique across accounts).
     func templateExists(id: String) async throws -> Bool
-    /// Loads a template, lets `change` edit it and stores it.
+    /// Loads a template, lets `change` edit it and stores it, with a `template-modified` event
+    /// in the Connect outbox (in the same transaction: it happened at the new `lastModified`, and
+    /// was recorded `at`).
     /// - Returns: nil when the account has no such template (nothing stored).
     func updateTemplate<T: Sendable>(
-        accountID: String, id: String, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
+        accountID: String, id: String, at: Date, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
     ) async throws -> T?
 
     // MARK: Captive signing

@@ -8,7 +8,14 @@ extension CoordinatorStore {
     /// Writes an envelope change's events to the outbox: one row per event and per enabled
     /// configuration of the envelope's account that asks for it, in the caller's transaction.
     static func publish(_ aggregate: EnvelopeAggregate, _ db: Database) throws {
-        guard !aggregate.events.isEmpty else { return }
+        try publish(aggregate.events, about: aggregate.envelope.id, accountID: aggregate.envelope.accountID, db)
+    }
+
+    /// Writes events about `subjectID` (an envelope, or a template for `template-*` events; the
+    /// outbox's `envelopeID` column, whose rows are delivered in order) to the outbox, in the
+    /// caller's transaction.
+    static func publish(_ events: [EnvelopeEvent], about subjectID: String, accountID: String, _ db: Database) throws {
+        guard !events.isEmpty else { return }
         // Each event is its own statement, so a later one sees the earlier ones and is not ready.
         let fanOut = try db.cachedStatement(
             sql: """
@@ -22,10 +29,9 @@ extension CoordinatorStore {
                 WHERE c.accountID = ?6 AND c.enabled AND instr(c.events, ?7) > 0 AND (c.envelopeID IS NULL OR c.envelopeID = ?1)
                 ORDER BY c.createdAt, c.id
                 """)
-        for event in aggregate.events {
+        for event in events {
             try fanOut.execute(arguments: [
-                aggregate.envelope.id, event.kind.rawValue, event.recipientID, event.occurredAt, event.recordedAt,
-                aggregate.envelope.accountID, ",\(event.kind.rawValue),",
+                subjectID, event.kind.rawValue, event.recipientID, event.occurredAt, event.recordedAt, accountID, ",\(event.kind.rawValue),",
             ])
         }
     }

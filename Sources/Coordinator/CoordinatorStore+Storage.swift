@@ -376,7 +376,7 @@ extension CoordinatorStore: CoordinatorStorage {
     }
 
     package func updateTemplate<T: Sendable>(
-        accountID: String, id: String, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
+        accountID: String, id: String, at: Date, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
     ) async throws -> T? {
         try await write { db in
             guard var record = try TemplateRecord.filter(Column("accountID") == accountID && Column("id") == id).fetchOne(db) else {
@@ -384,6 +384,7 @@ extension CoordinatorStore: CoordinatorStorage {
             }
             let value = try change(&record)
             try record.update(db)
+            try Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: id, accountID: accountID, db)
             return value
         }
     }

@@ -19,8 +19,12 @@ package struct EnvelopeEvent: Sendable, Hashable {
         case recipientDelivered = "recipient-delivered"
         case recipientCompleted = "recipient-completed"
         case recipientDeclined = "recipient-declined"
+        /// A template changed (its document replaced, a tab edited): about a template, not an
+        /// envelope, so ``EnvelopeEvent/between(_:_:at:)`` never yields it.
+        case templateModified = "template-modified"
 
         package var isRecipientEvent: Bool { rawValue.hasPrefix("recipient-") }
+        package var isTemplateEvent: Bool { rawValue.hasPrefix("template-") }
     }
 
     package var kind: Kind
@@ -30,6 +34,13 @@ package struct EnvelopeEvent: Sendable, Hashable {
     package var occurredAt: Date
     /// When the coordinator learnt it (the change's commit time as the service saw it).
     package var recordedAt: Date
+
+    /// A template's change: at its new `lastModified` (which an edit moves past the previous one,
+    /// so it may run a little ahead of the clock), recorded at `recordedAt` (the clock's now, from
+    /// which the outbox delivers it).
+    package static func templateModified(_ occurredAt: Date, recordedAt: Date) -> EnvelopeEvent {
+        EnvelopeEvent(kind: .templateModified, occurredAt: occurredAt, recordedAt: recordedAt)
+    }
 
     package init(kind: Kind, recipientID: String? = nil, occurredAt: Date, recordedAt: Date) {
         self.kind = kind

@@ -330,8 +330,9 @@ public struct TemplateCatalog: Sendable {
         accountID: String, templateID: String,
         _ change: @escaping @Sendable (inout EnvelopeTemplate) throws -> (moved: [Int], removed: [Int])
     ) async throws -> TemplateEditResult {
-        let stamp = Self.milliseconds(now())
-        let result = try await store.updateTemplate(accountID: accountID, id: templateID) { record in
+        let at = now()
+        let stamp = Self.milliseconds(at)
+        let result = try await store.updateTemplate(accountID: accountID, id: templateID, at: at) { record in
             var template = try Self.decode(record)
             let (moved, removed) = try change(&template)
             let bumped = max(stamp, record.lastModified + 1)
@@ -450,6 +451,9 @@ package struct TemplateRecord: Codable, FetchableRecord, PersistableRecord, Send
     package var lastModified: Int64
     /// MessagePack of `EnvelopeTemplate`.
     package var definition: Data
+
+    /// `lastModified` (milliseconds since 1970) as a date.
+    package var lastModifiedDate: Date { Date(timeIntervalSince1970: Double(lastModified) / 1000) }
 
     package var summary: FleetProtocol.TemplateSummary {
         FleetProtocol.TemplateSummary(

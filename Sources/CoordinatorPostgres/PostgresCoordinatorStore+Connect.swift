@@ -9,7 +9,12 @@ extension PostgresCoordinatorStore {
     /// Writes an envelope change's events to the outbox in one statement: each event joined with
     /// the enabled configurations of the account that ask for it, in event order.
     static func publish(_ aggregate: EnvelopeAggregate, _ c: PostgresConnection, _ logger: Logger) async throws {
-        let events = aggregate.events
+        try await publish(aggregate.events, about: aggregate.envelope.id, accountID: aggregate.envelope.accountID, c, logger)
+    }
+
+    /// Writes events about `subjectID` (an envelope, or a template for `template-*` events) to the
+    /// outbox, in the caller's transaction (as SQLite's `publish`).
+    static func publish(_ events: [EnvelopeEvent], about subjectID: String, accountID: String, _ c: PostgresConnection, _ logger: Logger) async throws {
         guard !events.isEmpty else { return }
         let kinds = events.map(\.kind.rawValue)
         let recipients = events.map { $0.recipientID ?? "" }
@@ -19,17 +24,17 @@ extension PostgresCoordinatorStore {
             """
             INSERT INTO connectDelivery (configurationID, accountID, envelopeID, event, recipientID, occurredAt, recordedAt,
                                          ready, attempts, nextAttemptAt)
-            SELECT c.id, c.accountID, \(aggregate.envelope.id), e.event, NULLIF(e.recipient, ''), e.occurred, e.recorded,
+            SELECT c.id, c.accountID, \(subjectID), e.event, NULLIF(e.recipient, ''), e.occurred, e.recorded,
                    -- ready: the configuration's first event of this change, and none of the envelope's waiting before it
                    ROW_NUMBER() OVER (PARTITION BY c.id ORDER BY e.ord) = 1
-                     AND NOT EXISTS (SELECT 1 FROM connectDelivery p WHERE p.configurationID = c.id AND p.envelopeID = \(aggregate.envelope.id)
+                     AND NOT EXISTS (SELECT 1 FROM connectDelivery p WHERE p.configurationID = c.id AND p.envelopeID = \(subjectID)
                                      AND p.deliveredAt IS NULL AND p.failedAt IS NULL),
                    0, e.recorded
             FROM unnest(\(kinds)::text[], \(recipients)::text[], \(occurred)::timestamptz[], \(recorded)::timestamptz[])
                  WITH ORDINALITY AS e(event, recipient, occurred, recorded, ord)
             JOIN connectConfiguration c
-              ON c.accountID = \(aggregate.envelope.accountID) AND c.enabled AND position(',' || e.event || ',' IN c.events) > 0
-                 AND (c.envelopeID IS NULL OR c.envelopeID = \(aggregate.envelope.id))
+              ON c.accountID = \(accountID) AND c.enabled AND position(',' || e.event || ',' IN c.events) > 0
+                 AND (c.envelopeID IS NULL OR c.envelopeID = \(subjectID))
             ORDER BY e.ord, c.createdAt, c.id COLLATE "C"
             """, logger: logger)
     }

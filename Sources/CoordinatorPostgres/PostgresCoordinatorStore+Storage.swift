@@ -510,7 +510,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
     }
 
     package func updateTemplate<T: Sendable>(
-        accountID: String, id: String, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
+        accountID: String, id: String, at: Date, _ change: @escaping @Sendable (inout TemplateRecord) throws -> T
     ) async throws -> T? {
         try await write { c in
             guard var record = try await Self.template(c, accountID: accountID, id: id, lock: true, logger) else { return nil }
@@ -521,6 +521,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                        definition = \(record.definition)
                 WHERE id = \(record.id)
                 """, logger: logger)
+            try await Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: id, accountID: accountID, c, logger)
             return value
         }
     }

@@ -325,6 +325,41 @@ final class ConnectListener: Sendable {
         await rig.tearDown()
     }
 
+    /// A template changed over REST reaches a listener asking for `template-modified`: signed, its
+    /// `data` the account and the template, its `uri` the template's; nothing about an envelope.
+    @Test func aTemplateChangedOverRESTIsDeliveredAsTemplateModified() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener()
+        let base = try await listener.start()
+        let key = try await rig.services.connect.addKey(accountID: "acme")
+        let connectID = try await Self.configure(rig, url: base + "/templates", events: ["template-modified"])
+        _ = try await rig.services.templates.create(accountID: "acme", template: TemplateCatalog.sampleTemplate(id: "tpl-nda", name: "NDA"))
+        let pdf = SamplePDF.make(pages: 1, title: "NDA v2").base64EncodedString()
+        let replaced = try await RESTAPITests.call(
+            rig, "PUT", "/restapi/v2.1/accounts/acme/templates/tpl-nda/documents/doc1", token: rig.token,
+            body: #"{"documents": [{"documentId": "doc1", "name": "NDA v2", "documentBase64": "\#(pdf)"}]}"#)
+        #expect(replaced.status == 200, "\(replaced.json)")
+        let publisher = Self.publisher(rig, clock: ManualClock())
+        let running = Task { try await publisher.run() }
+        let message = try await withDeadline(.seconds(60), "the template-modified message") {
+            var arrivals = listener.received.makeAsyncIterator()
+            return await arrivals.next()
+        }
+        let arrived = try #require(message)
+        #expect(arrived.event == "template-modified")
+        #expect(arrived.json["uri"] as? String == "/restapi/v2.1/accounts/acme/templates/tpl-nda")
+        #expect(arrived.json["configurationId"] as? Int == Int(connectID) && arrived.json["retryCount"] as? Int == 0)
+        let data = try #require(arrived.json["data"] as? [String: Any])
+        #expect(NSDictionary(dictionary: data).isEqual(to: ["accountId": "acme", "templateId": "tpl-nda"]), "\(data)")
+        let mac = Data(HMAC<SHA256>.authenticationCode(for: arrived.body, using: SymmetricKey(data: Data(key.secret.utf8)))).base64EncodedString()
+        #expect(arrived.headers["x-docusign-signature-1"] == mac)
+        try await connectEventually(publisher) { try await rig.services.envelopes.store.connectDeliveryCounts().pending == 0 }
+        running.cancel()
+        _ = try? await running.value
+        await listener.stop()
+        await rig.tearDown()
+    }
+
     /// Ended rows go once they are older than the retention, on the publisher's own clock: a
     /// delivered event is kept while it is young, and pruned by the first round after it is not.
     @Test func deliveredEventsArePrunedPastTheRetention() async throws {

@@ -1,6 +1,7 @@
 import Coordinator
 import Foundation
 import FleetProtocol
+import Envelopes
 import Testing
 
 @testable import Coordinator
@@ -200,6 +201,34 @@ import Testing
         let left = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100)
         #expect(left.count == 8 && left.allSatisfy { $0.deliveredAt == nil && $0.failedAt == nil })
         #expect(try await storage.connectDeliveryCounts() == ConnectDeliveryCounts(pending: 8, failed: 0))
+    }
+
+    /// A template's change writes `template-modified` with it, happened at its new `lastModified`,
+    /// for the configurations asking for it (not an envelope's own, nor one not asking).
+    @Test(arguments: StoreBackend.allCases)
+    func aTemplatesChangeIsWrittenToTheOutboxWithIt(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let services = StorageServices(store.storage)
+        _ = try await services.seed()
+        let storage = store.storage
+        try await storage.insertConnectConfiguration(configuration("1001", events: [.templateModified]))
+        try await storage.insertConnectConfiguration(configuration("1002", events: [.envelopeSent]))
+        _ = try await services.templates.create(accountID: "acme", template: TemplateCatalog.sampleTemplate(id: "tpl-1", name: "NDA"))
+        #expect(try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).isEmpty, "creating is not modifying")
+        let edited = try await services.templates.editTab(accountID: "acme", templateID: "tpl-1", tab: .tabId("company"), change: TabChange(value: "Acme"))
+        _ = try await services.templates.replaceDocument(accountID: "acme", templateID: "tpl-1", documentID: "doc1", pdf: SamplePDF.make(pages: 1))
+        let rows = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).reversed()
+        #expect(rows.map { "\($0.configurationID) \($0.event) \($0.envelopeID)" } == ["1001 template-modified tpl-1", "1001 template-modified tpl-1"])
+        // PostgreSQL keeps microseconds: the same instant, within one.
+        let happened = try #require(rows.first?.occurredAt)
+        #expect(abs(happened.timeIntervalSince(edited.summary.lastModified)) < 0.000_01, "\(happened) \(edited.summary.lastModified)")
+        #expect(rows.first?.ready == true && rows.last?.ready == false, "in order, one at a time")
+        // A change that fails stores nothing, event included.
+        await #expect(throws: FleetError.self) {
+            try await services.templates.editTab(accountID: "acme", templateID: "tpl-1", tab: .tabId("no-such-tab"), change: TabChange(value: "x"))
+        }
+        #expect(try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).count == 2)
     }
 
     /// Two coordinators claiming at once on one database never both get a row.
