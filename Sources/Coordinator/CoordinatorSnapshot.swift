@@ -103,6 +103,53 @@ public struct CoordinatorSnapshot: Sendable, Equatable {
         }
     }
 
+    /// One row of the Connect outbox (docs/webhooks.md): an event for one configuration, and how
+    /// its delivery stands.
+    public struct ConnectDelivery: Sendable, Hashable {
+        /// Increasing in commit order per envelope (or template): the order its events go in.
+        public var id: Int64
+        public var configurationID: String
+        public var accountID: String
+        /// The envelope the event is about; a template's id for `template-*` events.
+        public var envelopeID: String
+        /// The Connect event name (`envelope-completed`, …).
+        public var event: String
+        public var recipientID: String?
+        /// When the coordinator recorded the change (its clock).
+        public var recordedAt: Date
+        /// Attempts made so far.
+        public var attempts: Int
+        /// Set once a listener answered 2xx.
+        public var deliveredAt: Date?
+        /// Set when the attempts ran out: a failure record.
+        public var failedAt: Date?
+        public var lastError: String?
+
+        public init(
+            id: Int64, configurationID: String, accountID: String, envelopeID: String, event: String, recipientID: String?, recordedAt: Date,
+            attempts: Int, deliveredAt: Date?, failedAt: Date?, lastError: String?
+        ) {
+            self.id = id
+            self.configurationID = configurationID
+            self.accountID = accountID
+            self.envelopeID = envelopeID
+            self.event = event
+            self.recipientID = recipientID
+            self.recordedAt = recordedAt
+            self.attempts = attempts
+            self.deliveredAt = deliveredAt
+            self.failedAt = failedAt
+            self.lastError = lastError
+        }
+
+        package init(_ row: ConnectDeliveryRecord) {
+            self.init(
+                id: row.id, configurationID: row.configurationID, accountID: row.accountID, envelopeID: row.envelopeID, event: row.event,
+                recipientID: row.recipientID, recordedAt: row.recordedAt, attempts: row.attempts, deliveredAt: row.deliveredAt,
+                failedAt: row.failedAt, lastError: row.lastError)
+        }
+    }
+
     /// One envelope's signed bytes, handed to the `payloads` closure while the snapshot is read,
     /// with the enrolled device they must verify against (devices are read first).
     public struct Payload: Sendable {
@@ -145,11 +192,17 @@ public struct CoordinatorSnapshot: Sendable, Equatable {
     public var syncResults: [SyncResult]
     /// By envelope id (bytewise), routing order, recipient id.
     public var recipients: [Recipient]
+    /// The Connect outbox, by id: every event written and how its delivery stands (pruned rows are
+    /// gone; a store from before Connect has none).
+    public var connectDeliveries: [ConnectDelivery]
 
-    public init(devices: [Device], envelopes: [Envelope], syncResults: [SyncResult], recipients: [Recipient]) {
+    public init(
+        devices: [Device], envelopes: [Envelope], syncResults: [SyncResult], recipients: [Recipient], connectDeliveries: [ConnectDelivery] = []
+    ) {
         self.devices = devices
         self.envelopes = envelopes
         self.syncResults = syncResults
         self.recipients = recipients
+        self.connectDeliveries = connectDeliveries
     }
 }

@@ -72,6 +72,11 @@ extension CoordinatorStore {
                 envelopeID: $0["envelopeID"], recipientID: $0["recipientID"], type: $0["type"], routingOrder: $0["routingOrder"],
                 status: $0["status"], statusChangedAt: $0["statusChangedAt"])
         }
-        return CoordinatorSnapshot(devices: devices, envelopes: envelopes, syncResults: results, recipients: recipients)
+        // A store file from before Connect (`v14-connect`), opened read-only, has no outbox.
+        let deliveries = try db.tableExists("connectDelivery")
+            ? try ConnectDeliveryRecord.fetchAll(db, sql: "SELECT * FROM connectDelivery ORDER BY id").map(CoordinatorSnapshot.ConnectDelivery.init)
+            : []
+        return CoordinatorSnapshot(
+            devices: devices, envelopes: envelopes, syncResults: results, recipients: recipients, connectDeliveries: deliveries)
     }
 }

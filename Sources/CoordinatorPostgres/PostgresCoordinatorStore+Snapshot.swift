@@ -57,7 +57,10 @@ extension PostgresCoordinatorStore {
                         envelopeID: envelopeID, recipientID: recipientID, type: type, routingOrder: routingOrder, status: status,
                         statusChangedAt: changedAt))
             }
-            return CoordinatorSnapshot(devices: devices, envelopes: envelopes, syncResults: results, recipients: recipients)
+            let deliveries = try await Self.deliveries(c, "SELECT \(unescaped: Self.deliveryColumns) FROM connectDelivery ORDER BY id", logger)
+            return CoordinatorSnapshot(
+                devices: devices, envelopes: envelopes, syncResults: results, recipients: recipients,
+                connectDeliveries: deliveries.map(CoordinatorSnapshot.ConnectDelivery.init))
         }
     }
 }

@@ -22,6 +22,11 @@ import Testing
     static func play(_ storage: any CoordinatorStorage, _ first: ([SyncItem], Forger), _ second: ([SyncItem], Forger)) async throws {
         let services = StorageServices(storage)
         let token = try await services.seed()
+        // A Connect configuration asking for every event: the history writes its outbox too.
+        try await storage.insertConnectConfiguration(
+            ConnectConfigurationRecord(
+                id: "1001", accountID: "acme", name: "hook", url: "http://127.0.0.1:9/hook", events: EnvelopeEvent.Kind.allCases,
+                includeData: [], enabled: true, includeHMAC: true, createdAt: Date(timeIntervalSince1970: 1_800_000_000)))
         for (_, forger) in [first, second] {
             _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
         }
@@ -74,6 +79,16 @@ import Testing
             recipient.statusChangedAt = recipient.statusChangedAt.map { _ in Date(timeIntervalSince1970: 0) }
             return recipient
         }.sorted { ($0.envelopeID, $0.routingOrder, $0.recipientID) < ($1.envelopeID, $1.routingOrder, $1.recipientID) }
+        // The outbox in id order; ids as positions (a PostgreSQL sequence may skip), times dropped
+        // after checking they lie within the test (each store's own clock).
+        copy.connectDeliveries = snapshot.connectDeliveries.enumerated().map { position, delivery in
+            var delivery = delivery
+            #expect(widened.contains(delivery.recordedAt), "recordedAt \(delivery.recordedAt) outside the test")
+            delivery.id = Int64(position)
+            delivery.envelopeID = names[delivery.envelopeID] ?? "?"
+            delivery.recordedAt = Date(timeIntervalSince1970: 0)
+            return delivery
+        }
         return copy
     }
 
@@ -126,6 +141,13 @@ import Testing
         #expect(sqlite.syncResults == postgres.syncResults)
         #expect(sqlite.recipients == postgres.recipients)
         #expect(sqlite.recipients.count > postgres.envelopes.count, "device a's envelopes have a remote recipient too")
+        #expect(sqlite.connectDeliveries == postgres.connectDeliveries)
+        // Per applied envelope its sync's events, in order; the void's after them; nothing for the gap, duplicates or refusals.
+        #expect(sqlite.connectDeliveries.filter { $0.envelopeID == "acme/\(first.1.id)/3" }.map(\.event) == [
+            "envelope-sent", "recipient-sent", "recipient-delivered", "recipient-completed", "recipient-sent", "envelope-voided",
+        ], "\(sqlite.connectDeliveries.map { "\($0.envelopeID) \($0.event)" })")
+        #expect(Set(sqlite.connectDeliveries.map(\.envelopeID)).count == 5, "the five applied envelopes")
+        #expect(sqlite.connectDeliveries.allSatisfy { $0.attempts == 0 && $0.deliveredAt == nil && $0.configurationID == "1001" })
     }
 
     @Test func aReadOnlyReaderNeitherCreatesNorMigratesAPostgresStore() async throws {
