@@ -72,13 +72,14 @@ enum ConnectMessage {
         return encode(body)
     }
 
-    /// The body of a `template-*` delivery (its `envelopeID` column holds the template's id).
+    /// The body of a `template-*` delivery (its `envelopeID` column holds ``EnvelopeEvent/templateSubject(_:)``).
     static func templateBody(_ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord, at: Date) -> Data {
-        encode(
+        let templateID = EnvelopeEvent.templateID(inSubject: delivery.envelopeID)
+        return encode(
             Body(
-                event: delivery.event, uri: "/restapi/v2.1/accounts/\(delivery.accountID)/templates/\(delivery.envelopeID)",
+                event: delivery.event, uri: "/restapi/v2.1/accounts/\(delivery.accountID)/templates/\(templateID)",
                 retryCount: delivery.attempts, configurationId: Int64(configuration.id) ?? 0, generatedDateTime: REST.time(at),
-                data: TemplatePart(accountId: delivery.accountID, templateId: delivery.envelopeID)))
+                data: TemplatePart(accountId: delivery.accountID, templateId: templateID)))
     }
 
     private static func encode(_ body: some Encodable) -> Data {

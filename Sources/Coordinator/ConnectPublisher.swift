@@ -82,7 +82,10 @@ public struct ConnectPublisherConfiguration: Sendable {
 
     /// How long a claim lasts: past it, another coordinator (or this one restarted) takes the row
     /// over. An attempt ends within the request timeout; the rest covers its store reads and writes.
-    var claimLifetime: Duration { requestTimeout * 2 + .seconds(5) }
+    var claimLifetime: Duration { requestTimeout * 2 + Self.claimMargin }
+    /// What a claim holds beyond its attempts: for the outcome's write and the clocks of
+    /// coordinators sharing a database.
+    static let claimMargin: Duration = .seconds(5)
     /// Deliveries held at once (in flight and claimed ahead), in all and per configuration.
     var maxHeld: Int { maxInFlight * (1 + max(claimAhead, 0)) }
     var maxHeldPerListener: Int { maxInFlightPerListener * (1 + max(claimAhead, 0)) }
@@ -137,13 +140,14 @@ struct ConnectHold {
         let left = posting[delivery.configurationID, default: 1] - 1
         posting[delivery.configurationID] = left > 0 ? left : nil
         postingTotal -= 1
-        outcomes.append(ConnectOutcomeRecord(id: delivery.id, token: delivery.claimToken ?? "", outcome))
+        outcomes.append(ConnectOutcomeRecord(id: delivery.id, token: delivery.claimToken ?? "", outcome, heldUntil: delivery.claimedUntil))
     }
 
     /// Gives back every claimed delivery not started (shutting down).
     mutating func releaseQueued() {
         for item in queued.values.joined() {
-            outcomes.append(ConnectOutcomeRecord(id: item.delivery.id, token: item.delivery.claimToken ?? "", .released))
+            outcomes.append(
+                ConnectOutcomeRecord(id: item.delivery.id, token: item.delivery.claimToken ?? "", .released, heldUntil: item.delivery.claimedUntil))
         }
         queued = [:]
         queuedTotal = 0
@@ -164,6 +168,8 @@ public final class ConnectPublisher: Service {
     let transport: any ConnectTransport
     let logger: Logger
     private let hold = Mutex(ConnectHold())
+    /// Settlings that failed in a row: after one, outcomes are recorded alone, without claims.
+    private let failedSettlings = Mutex(0)
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let delivered: Counter
@@ -277,7 +283,9 @@ public final class ConnectPublisher: Service {
             defer { hold.outcomes = [] }
             return (hold.outcomes, hold.held, hold.postingTotal + hold.queuedTotal)
         }
-        let room = configuration.maxHeld - heldTotal
+        // After a failed settling, the next records its outcomes alone: a claim cannot keep them from the store.
+        let recovering = failedSettlings.withLock { $0 } > 0 && !outcomes.isEmpty
+        let room = recovering ? 0 : configuration.maxHeld - heldTotal
         let now = wall.now()
         let claim = ConnectClaimRequest(
             now: now, claimUntil: now.addingTimeInterval(configuration.claimLifetime.seconds), limit: room,
@@ -287,12 +295,18 @@ public final class ConnectPublisher: Service {
         do {
             settlement = try await store.settleConnectDeliveries(outcomes, claim: claim)
         } catch {
-            // Kept for the next settling (the poll's, at the latest); a claim that lapses meanwhile
-            // is another's, and its outcome is then not recorded: at-least-once.
-            hold.withLock { $0.outcomes.insert(contentsOf: outcomes, at: 0) }
-            logger.warning("connect: cannot settle the outbox", metadata: ["outcomes": "\(outcomes.count)", "error": "\(error)"])
+            // Kept for the next settling (the poll's, at the latest), but for those whose claim has
+            // lapsed: their rows are claimable again, so they go (delivered again: at-least-once),
+            // and a batch that keeps failing does not grow for ever.
+            failedSettlings.withLock { $0 += 1 }
+            let kept = outcomes.filter { ($0.heldUntil ?? .distantFuture) > now }
+            hold.withLock { $0.outcomes.insert(contentsOf: kept, at: 0) }
+            logger.warning(
+                "connect: cannot settle the outbox",
+                metadata: ["outcomes": "\(outcomes.count)", "dropped": "\(outcomes.count - kept.count)", "error": "\(error)"])
             return
         }
+        failedSettlings.withLock { $0 = 0 }
         if settlement.recorded.count < outcomes.count {
             logger.notice("connect: claims lapsed before their outcomes were recorded", metadata: ["count": "\(outcomes.count - settlement.recorded.count)"])
         }
@@ -406,35 +420,29 @@ public final class ConnectPublisher: Service {
     /// Envelopes read for the events of recent changes (``RecentEnvelopes``).
     private let recentEnvelopes = Mutex(RecentEnvelopes(capacity: 1024))
 
-    /// An envelope event's body: the envelope read once per change (``RecentEnvelopes``), shown
+    /// An envelope event's body: the envelope read once per change's first messages (``RecentEnvelopes``), shown
     /// as the configuration asks, and who created it.
     private func envelopeBody(_ delivery: ConnectDeliveryRecord, configuration: ConnectConfigurationRecord) async throws -> Data {
         let include = ConnectMessage.includeKey(configuration)
-        let (kept, keptSummary) = recentEnvelopes.withLock { recent in
-            let entry = recent.entry(for: delivery)
-            return (entry?.aggregate, entry?.summaries[include])
-        }
-        let aggregate: EnvelopeAggregate
-        if let kept {
-            aggregate = kept
-        } else if let read = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) {
-            aggregate = read
-        } else {
-            throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
-        }
+        let kept = recentEnvelopes.withLock { $0.entry(for: delivery) }
         let summary: REST.Envelope
-        if let keptSummary {
-            summary = keptSummary
+        let deviceID: String
+        if let kept, let keptSummary = kept.summaries[include] {
+            (summary, deviceID) = (keptSummary, kept.deviceID)
         } else {
+            guard let aggregate = try await store.envelope(id: delivery.envelopeID, accountID: delivery.accountID) else {
+                throw ConnectAttemptError("envelope \(delivery.envelopeID) is gone", final: true)
+            }
             // What captive signers filled in, for a configuration that shows the tabs' values.
             let captive = configuration.includeDataList.contains("tabs") ? try await store.captiveTabs(envelopeID: aggregate.envelope.id) : []
             summary = ConnectMessage.summary(of: aggregate, for: configuration, captive: captive)
+            deviceID = aggregate.envelope.deviceID
             recentEnvelopes.withLock { $0.keep(aggregate, summary: summary, include: include, for: delivery) }
         }
-        let userKey = delivery.accountID + "\n" + aggregate.envelope.deviceID
+        let userKey = delivery.accountID + "\n" + deviceID
         var user = users.withLock { $0[userKey] }
         if user == nil {
-            user = try await store.device(accountID: delivery.accountID, id: aggregate.envelope.deviceID)?.userID ?? ""
+            user = try await store.device(accountID: delivery.accountID, id: deviceID)?.userID ?? ""
             users.withLock { $0[userKey] = user }
         }
         return ConnectMessage.body(delivery, configuration: configuration, summary: summary, userID: user ?? "", at: wall.now())
@@ -460,8 +468,11 @@ public final class ConnectPublisher: Service {
         }
         // A claim that lapsed meanwhile (a starved process) is another coordinator's now.
         // One claimed ahead that waited for a slot gives its claim back unless the attempt can end
-        // (answer or timeout) while the claim holds.
-        if let until = delivery.claimedUntil, wall.now().addingTimeInterval(self.configuration.requestTimeout.seconds) >= until {
+        // (answer or timeout) and its outcome be recorded while the claim holds, with the margin
+        // a claim was made with (5 s beyond a second timeout) for the settling's wait and clocks.
+        if let until = delivery.claimedUntil,
+           wall.now().addingTimeInterval(self.configuration.requestTimeout.seconds + ConnectPublisherConfiguration.claimMargin.seconds) >= until
+        {
             throw ConnectAttemptError("the claim lapsed", released: true)
         }
         let headers = [(name: "Content-Type", value: "application/json"), (name: "User-Agent", value: "SignFleet-Connect/2.1")]
@@ -483,16 +494,45 @@ public final class ConnectPublisher: Service {
     }
 }
 
-/// The envelopes read for recent changes' events. A change's events share its `recordedAt`, and
-/// the envelope was read after that change committed (its first event was claimed), so the next
-/// events of the same change are rendered from the same read instead of reading it again. An event
-/// of a later change misses (another `recordedAt`) and reads the envelope anew.
+/// What was read for recent changes' first messages, so a change's other events are not read
+/// and rendered again: per envelope, the change it was read for (its `recordedAt`: a change's
+/// events share it), who created the envelope, its rendered summaries (no documents: a PDF is
+/// never kept), and its statuses. An entry serves only a first attempt of an event of the same
+/// change whose outcome the statuses already show (an `envelope-completed` needs `completed`), so
+/// a retry, another change, or a change stamped in the same millisecond as the one read reads the
+/// envelope again.
 struct RecentEnvelopes {
-    struct Entry {
+    struct Entry: Sendable {
         var recordedAt: Date
-        var aggregate: EnvelopeAggregate
+        var deviceID: String
         /// As messages show it, by what the configuration includes (``ConnectMessage/includeKey(_:)``).
         var summaries: [String: REST.Envelope] = [:]
+        var status: String
+        var recipientStatuses: [String: String]
+
+        init(recordedAt: Date, aggregate: EnvelopeAggregate) {
+            self.recordedAt = recordedAt
+            deviceID = aggregate.envelope.deviceID
+            status = aggregate.envelope.status
+            recipientStatuses = Dictionary(aggregate.recipients.map { ($0.recipientID, $0.status) }, uniquingKeysWith: { first, _ in first })
+        }
+
+        /// Whether the envelope as read already shows what `delivery` reports.
+        func shows(_ delivery: ConnectDeliveryRecord) -> Bool {
+            guard let kind = EnvelopeEvent.Kind(rawValue: delivery.event) else { return false }
+            let recipient = delivery.recipientID.flatMap { recipientStatuses[$0] }
+            switch kind {
+            case .envelopeSent, .recipientSent: return kind == .envelopeSent || recipient != nil
+            case .envelopeDelivered: return ["delivered", "completed", "declined", "voided"].contains(status)
+            case .envelopeCompleted: return status == "completed"
+            case .envelopeDeclined: return status == "declined"
+            case .envelopeVoided: return status == "voided"
+            case .recipientDelivered: return ["delivered", "signed", "completed", "declined"].contains(recipient ?? "")
+            case .recipientCompleted: return ["signed", "completed"].contains(recipient ?? "")
+            case .recipientDeclined: return recipient == "declined"
+            case .templateModified: return false
+            }
+        }
     }
 
     private var entries: [String: Entry] = [:]
@@ -503,15 +543,16 @@ struct RecentEnvelopes {
 
     var count: Int { entries.count }
 
-    /// The read made for another event of `delivery`'s change, if it is still kept.
+    /// The read made for another event of `delivery`'s change, if it may serve this one.
     func entry(for delivery: ConnectDeliveryRecord) -> Entry? {
-        guard let entry = entries[Self.key(delivery)], entry.recordedAt == delivery.recordedAt else { return nil }
+        guard delivery.attempts == 0, let entry = entries[Self.key(delivery)], entry.recordedAt == delivery.recordedAt, entry.shows(delivery)
+        else { return nil }
         return entry
     }
 
     mutating func keep(_ aggregate: EnvelopeAggregate, summary: REST.Envelope, include: String, for delivery: ConnectDeliveryRecord) {
         let key = Self.key(delivery)
-        var entry = entries[key].flatMap { $0.recordedAt == delivery.recordedAt ? $0 : nil }
+        var entry = entries[key].flatMap { $0.recordedAt == delivery.recordedAt && $0.status == aggregate.envelope.status ? $0 : nil }
             ?? Entry(recordedAt: delivery.recordedAt, aggregate: aggregate)
         entry.summaries[include] = summary
         if entries.updateValue(entry, forKey: key) == nil { order.append(key) }

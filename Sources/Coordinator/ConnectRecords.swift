@@ -183,11 +183,14 @@ package struct ConnectOutcomeRecord: Sendable, Hashable {
     package var id: Int64
     package var token: String
     package var outcome: ConnectAttemptOutcome
+    /// Until when the claim holds the row (the publisher's bookkeeping; the store ignores it).
+    package var heldUntil: Date?
 
-    package init(id: Int64, token: String, _ outcome: ConnectAttemptOutcome) {
+    package init(id: Int64, token: String, _ outcome: ConnectAttemptOutcome, heldUntil: Date? = nil) {
         self.id = id
         self.token = token
         self.outcome = outcome
+        self.heldUntil = heldUntil
     }
 }
 

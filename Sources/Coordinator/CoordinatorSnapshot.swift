@@ -110,7 +110,7 @@ public struct CoordinatorSnapshot: Sendable, Equatable {
         public var id: Int64
         public var configurationID: String
         public var accountID: String
-        /// The envelope the event is about; a template's id for `template-*` events.
+        /// The envelope the event is about; `template:` and the template's id for `template-*` events.
         public var envelopeID: String
         /// The Connect event name (`envelope-completed`, …).
         public var event: String

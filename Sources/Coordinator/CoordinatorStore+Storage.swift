@@ -384,7 +384,7 @@ extension CoordinatorStore: CoordinatorStorage {
             }
             let value = try change(&record)
             try record.update(db)
-            try Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: id, accountID: accountID, db)
+            try Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: EnvelopeEvent.templateSubject(id), accountID: accountID, db)
             return value
         }
     }

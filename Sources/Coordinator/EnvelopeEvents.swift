@@ -35,6 +35,18 @@ package struct EnvelopeEvent: Sendable, Hashable {
     /// When the coordinator learnt it (the change's commit time as the service saw it).
     package var recordedAt: Date
 
+    /// The outbox's subject for a template's events (its `envelopeID` column): the template's id
+    /// behind a prefix no envelope id has, so a template's events never queue with an envelope's,
+    /// nor reach an envelope's own `eventNotification`, whatever id the template was given.
+    package static func templateSubject(_ templateID: String) -> String { templatePrefix + templateID }
+
+    /// The template's id in a template event's subject (``templateSubject(_:)``).
+    package static func templateID(inSubject subject: String) -> String {
+        subject.hasPrefix(templatePrefix) ? String(subject.dropFirst(templatePrefix.count)) : subject
+    }
+
+    private static let templatePrefix = "template:"
+
     /// A template's change: at its new `lastModified` (which an edit moves past the previous one,
     /// so it may run a little ahead of the clock), recorded at `recordedAt` (the clock's now, from
     /// which the outbox delivers it).

@@ -521,7 +521,7 @@ extension PostgresCoordinatorStore: CoordinatorStorage {
                        definition = \(record.definition)
                 WHERE id = \(record.id)
                 """, logger: logger)
-            try await Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: id, accountID: accountID, c, logger)
+            try await Self.publish([.templateModified(record.lastModifiedDate, recordedAt: at)], about: EnvelopeEvent.templateSubject(id), accountID: accountID, c, logger)
             return value
         }
     }

@@ -54,6 +54,14 @@ import Testing
         #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries["recipients"]?.envelopeId == "e1")
         #expect(recent.entry(for: Self.delivery(2, configuration: "a", envelope: "e1"))?.summaries[""] == nil)
         #expect(recent.entry(for: Self.delivery(3, configuration: "a", envelope: "e1", recordedAt: Self.at.addingTimeInterval(1))) == nil)
+        // Not for a retry (it shows the envelope at the retry), nor for an event the read does not
+        // show (a change stamped in the same millisecond, committed after the read).
+        var retry = Self.delivery(4, configuration: "a", envelope: "e1")
+        retry.attempts = 1
+        #expect(recent.entry(for: retry) == nil)
+        var completed = Self.delivery(5, configuration: "a", envelope: "e1")
+        completed.event = "envelope-completed"
+        #expect(recent.entry(for: completed) == nil, "the read shows `sent`")
         // Bounded: past its capacity the older half goes.
         for index in 2...5 { recent.keep(aggregate, summary: summary, include: "recipients", for: Self.delivery(Int64(index), configuration: "a", envelope: "e\(index)")) }
         #expect(recent.count <= 4)

@@ -219,7 +219,7 @@ import Testing
         let edited = try await services.templates.editTab(accountID: "acme", templateID: "tpl-1", tab: .tabId("company"), change: TabChange(value: "Acme"))
         _ = try await services.templates.replaceDocument(accountID: "acme", templateID: "tpl-1", documentID: "doc1", pdf: SamplePDF.make(pages: 1))
         let rows = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10).reversed()
-        #expect(rows.map { "\($0.configurationID) \($0.event) \($0.envelopeID)" } == ["1001 template-modified tpl-1", "1001 template-modified tpl-1"])
+        #expect(rows.map { "\($0.configurationID) \($0.event) \($0.envelopeID)" } == ["1001 template-modified template:tpl-1", "1001 template-modified template:tpl-1"])
         // PostgreSQL keeps microseconds: the same instant, within one.
         let happened = try #require(rows.first?.occurredAt)
         #expect(abs(happened.timeIntervalSince(edited.summary.lastModified)) < 0.000_01, "\(happened) \(edited.summary.lastModified)")
