@@ -229,6 +229,35 @@ package struct ConnectClaimRequest: Sendable {
     }
 }
 
+/// Where pruning stops: the first outbox id whose row was recorded at or after the cutoff, found
+/// by a binary search over ids (which grow with time) — a few probes, each "the first row from
+/// this id on", however long the outbox. Ids only roughly follow the clock (several coordinators,
+/// a clock that jumped), so the prune checks each row's time as well; this bounds its walk.
+package struct ConnectPruneBoundary: Sendable {
+    let cutoff: Date
+    private var low: Int64
+    private var high: Int64
+
+    /// - Parameter maxID: the outbox's highest id (nil when it is empty).
+    package init(cutoff: Date, maxID: Int64?) {
+        self.cutoff = cutoff
+        low = 0
+        high = (maxID ?? -1) + 1
+    }
+
+    /// The id to probe next (the first row from it on); nil once the search is done.
+    package var probe: Int64? { low < high ? low + (high - low) / 2 : nil }
+
+    /// What the probe found: the time of the first row from ``probe`` on, nil when none.
+    package mutating func found(_ recordedAt: Date?) {
+        guard let middle = probe else { return }
+        if let recordedAt, recordedAt < cutoff { low = middle + 1 } else { high = middle }
+    }
+
+    /// Rows below this id may be pruned (each still checked against the cutoff).
+    package var boundary: Int64 { low }
+}
+
 /// What one settling transaction did: the outcomes it recorded (a lapsed claim's is not) and
 /// the deliveries it claimed.
 package struct ConnectSettlement: Sendable {

@@ -183,7 +183,8 @@ package protocol CoordinatorStorage: AnyObject, Sendable {
     func settleConnectDeliveries(_ outcomes: [ConnectOutcomeRecord], claim: ConnectClaimRequest?) async throws -> ConnectSettlement
     /// Deletes up to `limit` of the oldest ended rows (delivered, or failure records) that were
     /// recorded before `cutoff`, walking the outbox in id order no further than its first row
-    /// recorded since (so a round costs about what it deletes). Pending rows are never deleted.
+    /// recorded since (``ConnectPruneBoundary``, found in a read), so a round costs about what it
+    /// deletes. Pending rows are never deleted.
     /// - Returns: how many were deleted.
     func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int
     /// An account's deliveries, newest first, at most `limit`: only failure records when `failedOnly`.

@@ -185,16 +185,24 @@ extension CoordinatorStore {
 
     package func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
         guard limit > 0 else { return 0 }
+        // Found in a read, off the writer: a binary search over ids (which grow with time), a few
+        // index probes however long the outbox.
+        let boundary = try await database.read { db in
+            var search = ConnectPruneBoundary(cutoff: cutoff, maxID: try Int64.fetchOne(db, sql: "SELECT max(id) FROM connectDelivery"))
+            while let id = search.probe {
+                search.found(try Date.fetchOne(db, sql: "SELECT recordedAt FROM connectDelivery WHERE id >= ? ORDER BY id LIMIT 1", arguments: [id]))
+            }
+            return search.boundary
+        }
+        guard boundary > 0 else { return 0 }
         return try await write { db in
-            // The first row recorded since the cutoff bounds the walk (ids grow with time).
-            let boundary = try Int64.fetchOne(
-                db, sql: "SELECT id FROM connectDelivery WHERE recordedAt >= ? ORDER BY id LIMIT 1", arguments: [cutoff]) ?? Int64.max
+            // The cutoff is checked row by row too: ids only roughly follow the clock.
             try db.execute(
                 sql: """
                     DELETE FROM connectDelivery WHERE id IN (
-                        SELECT id FROM connectDelivery WHERE id < ? AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
+                        SELECT id FROM connectDelivery WHERE id < ? AND recordedAt < ? AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
                         ORDER BY id LIMIT ?)
-                    """, arguments: [boundary, limit])
+                    """, arguments: [boundary, cutoff, limit])
             return db.changesCount
         }
     }

@@ -209,9 +209,15 @@ enum REST {
         let seconds = date.timeIntervalSince1970
         let whole = seconds.rounded(.down)
         // A non-finite time (never a stored date) or one outside years 1–9999 shows as the epoch.
-        guard let total = Int(exactly: whole), total >= -62_135_596_800, total < 253_402_300_800 else { return time(Date(timeIntervalSince1970: 0)) }
-        // 0 ..< 10,000,000.
-        let ticks = min(max(Int(((seconds - whole) * 10_000_000).rounded(.down)), 0), 9_999_999)
+        guard var total = Int(exactly: whole), total >= -62_135_596_800, total < 253_402_300_800 else { return time(Date(timeIntervalSince1970: 0)) }
+        // To the nearest microsecond, in DocuSign's seven digits (the last one 0): a `Date` of this
+        // century holds about 0.1 µs, so a seventh digit would be noise, and a millisecond time
+        // (`.123`, not exact in binary) would read `.1229999`. Carried into the next second at the top.
+        var ticks = max(Int(((seconds - whole) * 1_000_000).rounded()), 0) * 10
+        if ticks >= 10_000_000 {
+            // The last instant of year 9999 stays in it.
+            if total + 1 < 253_402_300_800 { (total, ticks) = (total + 1, ticks - 10_000_000) } else { ticks = 9_999_999 }
+        }
         // The proleptic Gregorian civil date of a day count (H. Hinnant's days-to-civil): exact
         // integer arithmetic, where a Calendar per call cost more than the rest of a Connect message.
         let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400

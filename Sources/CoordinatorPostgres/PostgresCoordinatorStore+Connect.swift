@@ -258,20 +258,31 @@ extension PostgresCoordinatorStore {
 
     package func pruneConnectDeliveries(recordedBefore cutoff: Date, limit: Int) async throws -> Int {
         guard limit > 0 else { return 0 }
-        return try await write { [logger] c in
-            // The first row recorded since the cutoff bounds the walk (ids grow with time).
-            var boundary = Int64.max
-            for try await id in try await c.query(
-                "SELECT id FROM connectDelivery WHERE recordedAt >= \(cutoff) ORDER BY id LIMIT 1", logger: logger
-            ).decode(Int64.self) {
-                boundary = id
+        // Found in a read, outside the deleting transaction (as SQLite's).
+        let boundary = try await read { [logger] c in
+            var maxID: Int64?
+            for try await id in try await c.query("SELECT max(id) FROM connectDelivery", logger: logger).decode(Int64?.self) { maxID = id }
+            var search = ConnectPruneBoundary(cutoff: cutoff, maxID: maxID)
+            while let id = search.probe {
+                var found: Date?
+                for try await at in try await c.query(
+                    "SELECT recordedAt FROM connectDelivery WHERE id >= \(id) ORDER BY id LIMIT 1", logger: logger
+                ).decode(Date.self) {
+                    found = at
+                }
+                search.found(found)
             }
-            return try await Self.count(
+            return search.boundary
+        }
+        guard boundary > 0 else { return 0 }
+        return try await write { [logger] c in
+            try await Self.count(
                 c,
                 """
                 WITH gone AS (
                     DELETE FROM connectDelivery WHERE id IN (
-                        SELECT id FROM connectDelivery WHERE id < \(boundary) AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
+                        SELECT id FROM connectDelivery
+                        WHERE id < \(boundary) AND recordedAt < \(cutoff) AND (deliveredAt IS NOT NULL OR failedAt IS NOT NULL)
                         ORDER BY id LIMIT \(Int64(limit)) FOR UPDATE SKIP LOCKED)
                     RETURNING 1)
                 SELECT count(*) FROM gone

@@ -68,6 +68,30 @@ import Testing
         #expect(recent.entry(for: first) == nil && recent.entry(for: Self.delivery(9, configuration: "a", envelope: "e5")) != nil)
     }
 
+    /// Pruning's boundary: the first id recorded at or after the cutoff, found in a few probes
+    /// whatever the outbox's length, with ids missing (pruned rows) and an empty outbox.
+    @Test func thePruneBoundaryIsFoundByBinarySearch() {
+        func search(_ times: [Int64: Double], cutoff: Double) -> (boundary: Int64, probes: Int) {
+            var search = ConnectPruneBoundary(cutoff: Date(timeIntervalSince1970: cutoff), maxID: times.keys.max())
+            var probes = 0
+            while let id = search.probe {
+                probes += 1
+                let first = times.keys.filter { $0 >= id }.min()
+                search.found(first.map { Date(timeIntervalSince1970: times[$0]!) })
+            }
+            return (search.boundary, probes)
+        }
+        let steady = Dictionary(uniqueKeysWithValues: (1...100_000).map { (Int64($0), Double($0)) })
+        let found = search(steady, cutoff: 40_000.5)
+        #expect(found.boundary == 40_001 && found.probes <= 18, "\(found)")
+        #expect(search(steady, cutoff: 0).boundary == 0, "nothing older")
+        #expect(search(steady, cutoff: 1e9).boundary == 100_001, "everything older")
+        let gaps = [Int64(3): 3.0, 9: 9, 10: 10, 50: 50]
+        #expect(search(gaps, cutoff: 9.5).boundary == 10)
+        #expect(search(gaps, cutoff: 4).boundary == 4, "ids 4…9 lead to row 9, recorded after")
+        #expect(search([:], cutoff: 10).boundary == 0)
+    }
+
     /// The messages' times, in DocuSign's form, against Foundation's calendar for seeded dates
     /// from 1583 to 9999 (before the Gregorian reform Foundation's calendar is Julian; ISO 8601's,
     /// and these times', stays Gregorian: year 1 starts where .NET's `DateTime.MinValue` does).
@@ -84,12 +108,17 @@ import Testing
             let date = Date(timeIntervalSince1970: sample)
             // As the date holds it (its own epoch is 2001's, so the double may differ in the last place).
             let seconds = date.timeIntervalSince1970
-            let c = calendar.dateComponents([.era, .year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: seconds.rounded(.down)))
-            let ticks = Int(((seconds - seconds.rounded(.down)) * 10_000_000).rounded(.down))
+            // To the nearest microsecond, carried into the next second at the top.
+            var whole = seconds.rounded(.down)
+            var ticks = Int(((seconds - whole) * 1_000_000).rounded()) * 10
+            if ticks == 10_000_000 { (whole, ticks) = (whole + 1, 0) }
+            let c = calendar.dateComponents([.era, .year, .month, .day, .hour, .minute, .second], from: Date(timeIntervalSince1970: whole))
             let expected = String(
-                format: "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!, min(ticks, 9_999_999))
+                format: "%04d-%02d-%02dT%02d:%02d:%02d.%07dZ", c.year!, c.month!, c.day!, c.hour!, c.minute!, c.second!, ticks)
             #expect(REST.time(date) == expected, "seed \(seed), \(seconds)")
         }
+        #expect(REST.time(Date(timeIntervalSince1970: 1_800_000_000.123)) == "2027-01-15T08:00:00.1230000Z", "a millisecond time reads as written")
+        #expect(REST.time(Date(timeIntervalSince1970: 59.999_999_7)) == "1970-01-01T00:01:00.0000000Z", "carried into the next second")
         #expect(REST.time(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00.0000000Z")
         #expect(REST.time(Date(timeIntervalSince1970: 1e15)) == "1970-01-01T00:00:00.0000000Z")
     }
