@@ -111,23 +111,30 @@ import Testing
         #expect(try await storage.connectKeys(accountID: "acme").first?.revokedAt == Self.at.addingTimeInterval(5))
     }
 
-    /// One settling records a batch of outcomes (not a lapsed claimant's), makes each ended row's
-    /// successor ready and claims it in the same transaction, and counts what the caller holds.
-    @Test(arguments: StoreBackend.allCases)
-    func aSettlingRecordsItsOutcomesAndClaimsTheSuccessorsInOneGo(_ backend: StoreBackend) async throws {
-        let store = try await ConformanceStore.make(backend)
-        defer { store.remove() }
-        let services = StorageServices(store.storage)
+    /// Account `acme` with `configurations`, then two envelopes synced by one device (an in-person
+    /// signer who signed on it, a remote signer still to sign), then both voided.
+    static func syncTwoAndVoidThem(_ storage: any CoordinatorStorage, configurations: [ConnectConfigurationRecord]) async throws {
+        let services = StorageServices(storage)
         let token = try await services.seed()
-        let storage = store.storage
-        try await storage.insertConnectConfiguration(configuration("1001", events: [.envelopeSent, .envelopeVoided]))
-        try await storage.insertConnectConfiguration(configuration("1002", events: [.envelopeSent]))
+        for configuration in configurations { try await storage.insertConnectConfiguration(configuration) }
         let (items, forger) = try await forgedItems(count: 2, remoteSigners: 1)
         _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
         let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
         for result in ack.results {
             _ = try await services.envelopes.void(envelopeID: try #require(result.envelopeID), reason: "test", accountID: "acme")
         }
+    }
+
+    /// One settling records a batch of outcomes (not a lapsed claimant's), makes each ended row's
+    /// successor ready and claims it in the same transaction, and counts what the caller holds.
+    @Test(arguments: StoreBackend.allCases)
+    func aSettlingRecordsItsOutcomesAndClaimsTheSuccessorsInOneGo(_ backend: StoreBackend) async throws {
+        let store = try await ConformanceStore.make(backend)
+        defer { store.remove() }
+        let storage = store.storage
+        try await Self.syncTwoAndVoidThem(storage, configurations: [
+            configuration("1001", events: [.envelopeSent, .envelopeVoided]), configuration("1002", events: [.envelopeSent]),
+        ])
         let now = Self.at.addingTimeInterval(86_400 * 365 * 10)
         func request(_ token: String, limit: Int = 10, held: [String: Int] = [:]) -> ConnectClaimRequest {
             ConnectClaimRequest(now: now, claimUntil: now.addingTimeInterval(60), limit: limit, perConfiguration: 2, held: held, token: token)
@@ -161,16 +168,8 @@ import Testing
     func pruningDeletesOnlyEndedRowsPastTheCutoff(_ backend: StoreBackend) async throws {
         let store = try await ConformanceStore.make(backend)
         defer { store.remove() }
-        let services = StorageServices(store.storage)
-        let token = try await services.seed()
         let storage = store.storage
-        try await storage.insertConnectConfiguration(configuration("1001", events: EnvelopeEvent.Kind.allCases))
-        let (items, forger) = try await forgedItems(count: 2, remoteSigners: 1)
-        _ = try await services.devices.enroll(EnrollDevice(accessToken: token, deviceID: forger.id, publicKey: forger.publicKey), routingID: forger.id)
-        let ack = try await services.ingest.apply(SyncPush(deviceID: forger.id, items: items), routingID: forger.id)
-        for result in ack.results {
-            _ = try await services.envelopes.void(envelopeID: try #require(result.envelopeID), reason: "test", accountID: "acme")
-        }
+        try await Self.syncTwoAndVoidThem(storage, configurations: [configuration("1001", events: EnvelopeEvent.Kind.allCases)])
         let rows = try await storage.connectDeliveries(accountID: "acme", failedOnly: false, limit: 100)
         #expect(rows.count == 12, "five events per synced envelope and its void: \(rows.count)")
         // The voids were recorded after the sync: their time is the cutoff.
