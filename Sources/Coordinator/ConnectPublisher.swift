@@ -72,6 +72,10 @@ public struct ConnectPublisherConfiguration: Sendable {
     public var claimAhead = 1
     /// Seeds the back-off's jitter (printed at start; the same seed gives the same delays).
     public var jitterSeed: UInt64 = 0
+    /// The largest message posted: a larger one (an envelope whose custom fields or tab values
+    /// run to megabytes, shown to a configuration that includes them) becomes a failure record
+    /// at once instead of being posted with every event and retry.
+    public var maxMessageBytes = 1 << 20
     /// How long ended rows (delivered, or failure records) are kept, from when their event was
     /// recorded; `nil` keeps them for ever. The log and `connect/failures` show what is kept.
     public var retention: Duration? = .seconds(7 * 86_400)
@@ -459,6 +463,10 @@ public final class ConnectPublisher: Service {
             body = ConnectMessage.templateBody(delivery, configuration: configuration, at: wall.now())
         } else {
             body = try await envelopeBody(delivery, configuration: configuration)
+        }
+        guard body.count <= self.configuration.maxMessageBytes else {
+            throw ConnectAttemptError(
+                "the message would be \(body.count) bytes, more than the \(self.configuration.maxMessageBytes) a message may have", final: true)
         }
         let keys = configuration.includeHMAC ? context.keys[delivery.accountID] ?? [] : []
         if configuration.includeHMAC, keys.isEmpty {

@@ -325,6 +325,43 @@ final class ConnectListener: Sendable {
         await rig.tearDown()
     }
 
+    /// A message past the size limit (an envelope whose custom field runs to over a megabyte,
+    /// shown to a configuration that includes custom fields) is not posted: a failure record at
+    /// once, saying why; the same envelope's small message to another configuration goes.
+    @Test func aMessagePastTheSizeLimitBecomesAFailureRecordUnposted() async throws {
+        let rig = try await CaptiveRig()
+        let listener = ConnectListener()
+        let base = try await listener.start()
+        let huge = try await Self.configure(rig, url: base + "/huge", events: ["envelope-completed"], hmac: false, includeData: ["custom_fields"])
+        _ = try await Self.configure(rig, url: base + "/small", events: ["envelope-completed"], hmac: false, includeData: [])
+        let document = try DocumentBuilder().documentId("doc1").name("NDA").pdfBytes(SamplePDF.make(pages: 1, title: "NDA")).build()
+        let walkIn = try RecipientBuilder(type: .inPersonSigner).recipientId("1").hostName("Ann Host").hostEmail("ann@acme.example")
+            .signerName("Bob Walkin").build()
+        let sign = try TabBuilder(type: .signHere).tabId("sign").documentId("doc1").recipientId("1").pageNumber(1)
+            .frame(x: 100, y: 500, width: 160, height: 50).build()
+        let fields = try CustomFieldsBuilder().addText(name: "notes", value: String(repeating: "n", count: 1_200_000)).build()
+        _ = try await rig.sync(
+            EnvelopeBuilder().envelopeName("NDA").emailSubject("NDA").addDocument(document).addRecipient(walkIn, tabs: [sign])
+                .customFields(fields).transactionId(UUID().uuidString).build(), mode: .offline)
+        let publisher = Self.publisher(rig, clock: ManualClock())
+        let running = Task { try await publisher.run() }
+        let store = rig.services.envelopes.store
+        try await connectEventually(publisher) { try await store.connectDeliveryCounts().pending == 0 }
+        let rows = try await store.connectDeliveries(accountID: "acme", failedOnly: false, limit: 10)
+        let failed = try #require(rows.first { $0.configurationID == huge })
+        #expect(failed.failedAt != nil && failed.attempts == 1, "\(failed)")
+        #expect(failed.lastError?.hasPrefix("the message would be ") == true && failed.lastError?.hasSuffix("more than the 1048576 a message may have") == true)
+        #expect(rows.first { $0.configurationID != huge }?.deliveredAt != nil, "the small message goes")
+        running.cancel()
+        _ = try? await running.value
+        var arrivals = listener.received.makeAsyncIterator()
+        await listener.stop()
+        var paths: [String] = []
+        while let message = await arrivals.next() { paths.append(message.path) }
+        #expect(paths == ["/small"], "nothing was posted to /huge: \(paths)")
+        await rig.tearDown()
+    }
+
     /// A template changed over REST reaches a listener asking for `template-modified`: signed, its
     /// `data` the account and the template, its `uri` the template's; nothing about an envelope.
     @Test func aTemplateChangedOverRESTIsDeliveredAsTemplateModified() async throws {
