@@ -176,6 +176,7 @@ let package = Package(
                 "DeviceNode", "Envelopes", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "SignatureCapture", "CZlib", "Thresholds",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
         // The threshold grammar (`METRIC OP VALUE`) shared by `signfleet load` and fleet scenarios.
@@ -243,8 +244,9 @@ let package = Package(
         .testTarget(
             name: "LoadGeneratorTests",
             dependencies: [
-                "LoadGenerator", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "Coordinator",
+                "LoadGenerator", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "Coordinator", "SignatureCapture",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]),

@@ -38,6 +38,8 @@ final class BackendWorker: Sendable {
         var inFlight: Task<Void, Never>?
         var token: String?
         var drained: [CheckedContinuation<Void, Never>] = []
+        /// What the ceremony in flight is doing, and since when (wall seconds): ``describe()``.
+        var doing: (ceremony: Int, step: String, since: Double)?
     }
 
     init(
@@ -107,9 +109,24 @@ final class BackendWorker: Sendable {
         }
     }
 
+    /// What the worker is doing now, for the node's log when its drain takes long.
+    func describe() -> String {
+        let now = wall.secondsSince1970
+        return state.withLock { state in
+            guard let doing = state.doing, state.inFlight != nil else { return "no ceremony in flight (draining: \(state.draining))" }
+            return "ceremony \(doing.ceremony) at \(doing.step) for \(String(format: "%.1f", now - doing.since)) s (draining: \(state.draining))"
+        }
+    }
+
+    private func doing(_ number: Int, _ step: String) {
+        let now = wall.secondsSince1970
+        state.withLock { $0.doing = (number, step, now) }
+    }
+
     private func finishCeremony() {
         let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.inFlight = nil
+            state.doing = nil
             defer { state.drained = [] }
             return state.drained
         }
@@ -129,10 +146,12 @@ final class BackendWorker: Sendable {
     // MARK: The ceremony
 
     private func ceremony(number: Int, declines: Bool) async {
+        doing(number, "login")
         guard let token = await token() else { return }
         let client = RESTLoadClient(configuration: RESTCeremonyConfiguration(baseURL: backend.baseURL, token: token, requestTimeout: .seconds(30)))
         defer { client.close() }
         let account: String
+        doing(number, "userinfo")
         do {
             let info = try await client.json("GET", "/oauth/userinfo", expect: 200)
             guard let found = (info["accounts"] as? [[String: Any]])?.first?["account_id"] as? String else {
@@ -159,6 +178,7 @@ final class BackendWorker: Sendable {
             ],
         ]
         let envelopeID: String
+        doing(number, "create")
         do {
             let created = try await client.json("POST", "\(prefix)/envelopes", body: definition, expect: 201)
             guard let id = created["envelopeId"] as? String else { throw CeremonyFailure(kind: "rest.create", "no envelopeId") }
@@ -170,6 +190,7 @@ final class BackendWorker: Sendable {
             return
         }
         let step: BackendEvent.Step = declines ? .decline : .sign
+        doing(number, step.rawValue)
         do {
             let view = try await client.json(
                 "POST", "\(prefix)/envelopes/\(envelopeID)/views/recipient",
@@ -198,6 +219,7 @@ final class BackendWorker: Sendable {
             return
         }
         guard !declines else { return }
+        doing(number, "combined")
         do {
             let combined = try await client.raw("GET", "\(prefix)/envelopes/\(envelopeID)/documents/combined", authorized: true)
             guard combined.status == 200, combined.body.starts(with: Array("%PDF-".utf8)) else {
@@ -237,7 +259,7 @@ final class BackendWorker: Sendable {
 
     /// `ok`'s opposite, short: the failure's kind (`rest.400`, `rest.open`, …) or the error's type.
     static func result(_ error: any Error) -> String {
-        if error is CancellationError || (error as? URLError)?.code == .cancelled { return "cancelled" }
+        if error is CancellationError { return "cancelled" }
         if let failure = error as? CeremonyFailure { return failure.kind }
         if let fleet = error as? FleetError { return fleet.code.rawValue }
         return "error"

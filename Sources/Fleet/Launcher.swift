@@ -190,7 +190,8 @@ public final class Launcher: Sendable {
         var notes: [String] = []
         var runSeconds = 0.0
         var drainSeconds = 0.0
-        var drainedAll = false
+        // Every node until the drain has run and said otherwise.
+        var undrained = configuration.plan.nodes.map(\.process)
         do {
             try Data(configuration.scenarioText.utf8).write(to: URL(fileURLWithPath: run.scenarioFile))
             try writeSchedule()
@@ -204,7 +205,7 @@ public final class Launcher: Sendable {
             if !interrupted {
                 let drainStart = configuration.wall.secondsSince1970
                 await heal()
-                drainedAll = await drain()
+                undrained = await drain()
                 drainSeconds = configuration.wall.secondsSince1970 - drainStart
             }
         } catch {
@@ -216,7 +217,7 @@ public final class Launcher: Sendable {
         notes += await gatherHosts()
         if interrupted { notes.append("interrupted (SIGINT/SIGTERM): not drained, not checked") }
         let result = await finish(
-            started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, drainedAll: drainedAll, notes: notes)
+            started: started, runSeconds: runSeconds, drainSeconds: drainSeconds, undrained: undrained, notes: notes)
         // After the checker, which reads a PostgreSQL store while the server runs.
         await stopPostgres()
         return result

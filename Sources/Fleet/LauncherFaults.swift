@@ -174,7 +174,8 @@ extension Launcher {
 
     /// SIGUSR1 to every node (again to one that restarted meanwhile, once it is up),
     /// then waits until every node printed `drained` or the drain timeout passed.
-    func drain() async -> Bool {
+    /// - Returns: the nodes that did not drain (none: every node did).
+    func drain() async -> [String] {
         let nodes = configuration.plan.nodes.map(\.process)
         let deadline = configuration.wall.secondsSince1970 + configuration.scenario.drainTimeout
         var signalled: [String: Int] = [:]
@@ -207,8 +208,11 @@ extension Launcher {
         }
         takeSample(at: configuration.wall.secondsSince1970 - runStart, phase: "drain")
         let drained = state.drained.intersection(nodes).count
-        record(drained == nodes.count ? .ok : .info, .drain, details: ["drained": "\(drained)", "nodes": "\(nodes.count)"])
-        return drained == nodes.count
+        let undrained = nodes.filter { !state.drained.contains($0) }.sorted()
+        var details = ["drained": "\(drained)", "nodes": "\(nodes.count)"]
+        if !undrained.isEmpty { details["undrained"] = undrained.joined(separator: ",") }
+        record(drained == nodes.count ? .ok : .info, .drain, details: details)
+        return undrained
     }
 
     /// Stops the nodes left, the coordinator and the proxy: SIGTERM, SIGKILL after the grace.

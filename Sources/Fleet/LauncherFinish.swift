@@ -4,10 +4,11 @@ import Foundation
 /// After everything stopped: merge the histories, run the checker, apply the
 /// scenario's checks, write the summary and the report, and decide the exit code.
 extension Launcher {
-    func finish(started: Double, runSeconds: Double, drainSeconds: Double, drainedAll: Bool, notes initialNotes: [String]) async
+    func finish(started: Double, runSeconds: Double, drainSeconds: Double, undrained: [String], notes initialNotes: [String]) async
         -> LaunchResult
     {
         var notes = initialNotes
+        let drainedAll = undrained.isEmpty
         var events: [HistoryEvent] = []
         do {
             let merged = try HistoryReader.readMerged(directory: run.historyDirectory)
@@ -27,7 +28,10 @@ extension Launcher {
         }
         let exhausted = await supervisor.exhausted
         if !exhausted.isEmpty { notes.append("restart budget exhausted: \(exhausted.joined(separator: ", "))") }
-        if !drainedAll && !interrupted { notes.append("not every node drained within \(configuration.scenario.drainTimeout) s") }
+        if !drainedAll && !interrupted {
+            notes.append("not every node drained within \(configuration.scenario.drainTimeout) s: \(undrained.joined(separator: ", "))")
+            showLogTails(of: undrained)
+        }
         // An invalid history stays invalid; otherwise anything the launcher could not vouch for makes it unknown.
         var verdict = outcome.verdict
         if verdict == .valid && (!exhausted.isEmpty || !drainedAll || interrupted) { verdict = .unknown }
@@ -120,5 +124,22 @@ extension Launcher {
             data.append(UInt8(ascii: "\n"))
         }
         try data.write(to: URL(fileURLWithPath: run.historyFile))
+    }
+
+    /// Prints the last lines of each named process's log (`logs/<name>.log`): a node that did not
+    /// drain logs `still draining` with what its devices are doing (NodeHost), and that is what the
+    /// operator, or a failing test's output, needs to see.
+    func showLogTails(of processes: [String], lines count: Int = 12) {
+        // A few are enough to see why; a fleet of many nodes all stuck would flood the terminal.
+        for name in processes.prefix(3) {
+            let path = run.logsDirectory + "/\(name).log"
+            guard let data = FileManager.default.contents(atPath: path) else {
+                message("\(name) did not drain; no log at \(path)")
+                continue
+            }
+            // The tail of a log that may be large: its last 16 KiB are enough for a dozen lines.
+            let tail = String(decoding: data.suffix(16 * 1024), as: UTF8.self).split(separator: "\n").suffix(count)
+            message("\(name) did not drain; the last lines of logs/\(name).log:\n" + tail.map { "  " + $0 }.joined(separator: "\n"))
+        }
     }
 }

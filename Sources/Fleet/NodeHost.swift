@@ -83,7 +83,8 @@ public final class NodeHost: Sendable {
             workers = plan.devices.map { device in
                 let worker = BackendWorker(
                     id: device.id, plan: plan, backend: backend, seed: device.seed, loop: loop, log: log, logger: logger, clock: clock)
-                return Worker(id: device.id, run: { try await worker.run() }, drain: { await worker.drain() })
+                return Worker(
+                    id: device.id, run: { try await worker.run() }, drain: { await worker.drain() }, describe: { worker.describe() })
             }
         } else if let hostile = plan.hostile, let log = hostileLog {
             // Attackers: they sign nothing (their stats stay zero) and stop at the drain.
@@ -104,7 +105,9 @@ public final class NodeHost: Sendable {
                 let simulated = SimulatedDevice(
                     configuration: configuration, loop: loop, logger: logger,
                     history: history, process: plan.process, counters: counters)
-                return Worker(id: device.id, run: { try await simulated.run() }, drain: { await simulated.drain() })
+                return Worker(
+                    id: device.id, run: { try await simulated.run() }, drain: { await simulated.drain() },
+                    describe: { await simulated.describe() })
             }
         }
         func stats() -> String {
@@ -137,11 +140,7 @@ public final class NodeHost: Sendable {
                     await self.waitForDrainRequest()
                     try Task.checkCancellation()
                     self.logger.info("draining", metadata: ["devices": "\(workers.count)"])
-                    await withTaskGroup(of: Void.self) { drains in
-                        for worker in workers {
-                            if let drain = worker.drain { drains.addTask { await drain() } }
-                        }
-                    }
+                    await self.drain(workers)
                     try Task.checkCancellation()
                     return true
                 }
@@ -165,11 +164,62 @@ public final class NodeHost: Sendable {
         context.shutdown()
     }
 
+    /// Drains every worker that has something to drain and returns when all have. A drain that
+    /// takes long is not judged here (the launcher's drain timeout does that), but every
+    /// ``stragglerReportInterval`` the log names the workers still draining and what each is doing,
+    /// so a run that ends `not every node drained` shows why.
+    private func drain(_ workers: [Worker]) async {
+        let draining = workers.filter { $0.drain != nil }
+        guard !draining.isEmpty else { return }
+        let left = DrainingWorkers(draining.map(\.id))
+        await withTaskGroup(of: Void.self) { drains in
+            for worker in draining {
+                guard let drain = worker.drain else { continue }
+                drains.addTask {
+                    await drain()
+                    left.remove(worker.id)
+                }
+            }
+            drains.addTask { [clock, logger] in
+                var waited = Duration.zero
+                while true {
+                    do { try await clock.sleep(for: Self.stragglerReportInterval) } catch { return }
+                    waited += Self.stragglerReportInterval
+                    let ids = left.ids
+                    let named = draining.filter { ids.contains($0.id) }.prefix(Self.stragglersNamed)
+                    var lines: [String] = []
+                    for worker in named { lines.append("\(worker.id): \(await worker.describe?() ?? "?")") }
+                    logger.warning(
+                        "still draining",
+                        metadata: ["waited": "\(waited)", "workers": "\(ids.count)", "first": "\(lines.joined(separator: " | "))"])
+                }
+            }
+            // The reporter runs until every drain has ended.
+            while await drains.next() != nil {
+                if left.ids.isEmpty { drains.cancelAll() }
+            }
+        }
+    }
+
+    /// The workers whose drain has not ended yet, shared by the drains and the reporter.
+    private final class DrainingWorkers: Sendable {
+        private let left: Mutex<Set<String>>
+        init(_ ids: [String]) { left = Mutex(Set(ids)) }
+        var ids: Set<String> { left.withLock { $0 } }
+        func remove(_ id: String) { _ = left.withLock { $0.remove(id) } }
+    }
+
+    static let stragglerReportInterval = Duration.seconds(10)
+    /// At most this many stragglers are described per report (a node can hold thousands).
+    static let stragglersNamed = 5
+
     /// One device's work in this process: a simulated device, or an attacker (which has nothing to
     /// drain: it stops when the host does).
     private struct Worker: Sendable {
         var id: String
         var run: @Sendable () async throws -> Void
         var drain: (@Sendable () async -> Void)?
+        /// What the worker is doing now, for the log of a drain that takes long.
+        var describe: (@Sendable () async -> String)?
     }
 }

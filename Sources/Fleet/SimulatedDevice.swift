@@ -58,6 +58,8 @@ public actor SimulatedDevice {
     private var countedOnline = false
 
     private var stopped = false
+    /// The action being performed and when it began (the clock's time): ``describe()``.
+    private var current: (action: DeviceStateMachine.Action, since: Double)?
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
     /// The event consumer could not write the history: the loop stops with this error.
     private var consumerError: (any Error)?
@@ -134,6 +136,12 @@ public actor SimulatedDevice {
         await withCheckedContinuation { drainWaiters.append($0) }
     }
 
+    /// What the device is doing now, for the node's log when its drain takes long.
+    public func describe() -> String {
+        let doing = current.map { "\($0.action) for \(String(format: "%.1f", clock.now - $0.since)) s" } ?? "not started"
+        return "\(doing); stopped \(stopped), \(machine.drainStatus)"
+    }
+
     private func shutDown(_ node: DeviceNode) async {
         stopped = true
         await closeLink()
@@ -152,7 +160,9 @@ public actor SimulatedDevice {
         while true {
             try Task.checkCancellation()
             if let consumerError { throw consumerError }
-            switch machine.next(now: clock.now) {
+            let action = machine.next(now: clock.now)
+            current = (action, clock.now)
+            switch action {
             case .wait(let until):
                 let now = clock.now
                 let deadline = min(until, now + 86_400)

@@ -233,6 +233,14 @@ struct DeviceStateMachine: Sendable {
         return drained
     }
 
+    /// The state a drain depends on, in one line (the node's log when a drain takes long).
+    var drainStatus: String {
+        let outbox = outboxFacts.map { "empty \($0.empty), reconcile \($0.needsReconcile)" } ?? "not inspected"
+        return "draining \(draining), drained \(drained), online \(online.map(String.init) ?? "unknown"), token \(hasToken), "
+            + "login failures \(loginFailures), sync failures \(syncFailures), retry sync at \(retrySyncAt.map { String(format: "%.1f", $0) } ?? "none"), "
+            + "captive queued \(captiveQueue.count), awaiting sync \(awaitingSync.count), outbox \(outbox)"
+    }
+
     private mutating func beginDrain() {
         draining = true
         drainAt = nil

@@ -1,10 +1,6 @@
 import Envelopes
 import Foundation
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// Settings of the REST ceremony: which server, and the access token its virtual backends use.
 public struct RESTCeremonyConfiguration: Sendable {
     /// The server's base URL (`http://127.0.0.1:8080`); the REST API is under `/restapi`.
@@ -124,84 +120,4 @@ final class RESTBackend: LoadDevice {
 
     /// The signing form's CSRF token (`name="csrf" value="…"`).
     static func csrf(in html: String) -> String? { RESTLoadClient.csrf(in: html) }
-}
-
-/// One backend's HTTP session: JSON calls with its bearer token, raw calls for the signing page;
-/// redirects are answers, not followed. Also the fleet's backend groups' client (module Fleet).
-public final class RESTLoadClient: Sendable {
-    let configuration: RESTCeremonyConfiguration
-    let session: URLSession
-
-    public init(configuration: RESTCeremonyConfiguration) {
-        self.configuration = configuration
-        let settings = URLSessionConfiguration.ephemeral
-        settings.httpCookieStorage = nil
-        settings.timeoutIntervalForRequest = Double(configuration.requestTimeout.components.seconds)
-        // The request timeout is an idle timeout; this bounds a whole answer that trickles in.
-        settings.timeoutIntervalForResource = 3 * settings.timeoutIntervalForRequest
-        session = URLSession(configuration: settings, delegate: NoRedirects(), delegateQueue: nil)
-    }
-
-    public func close() { session.finishTasksAndInvalidate() }
-
-    /// The signing form's CSRF token (`name="csrf" value="…"`).
-    public static func csrf(in html: String) -> String? {
-        guard let range = html.range(of: "name=\"csrf\" value=\"") else { return nil }
-        return html[range.upperBound...].split(separator: "\"", maxSplits: 1).first.map(String.init)
-    }
-
-    public struct Answer: Sendable {
-        public var status: Int
-        public var body: [UInt8]
-        public var headers: [String: String]
-    }
-
-    /// A JSON request with the bearer token; the answer's JSON object, or a ``CeremonyFailure``
-    /// (`rest.<status>` with DocuSign's errorCode) when the status is not `expect`.
-    public func json(_ method: String, _ path: String, body: [String: Any]? = nil, expect: Int) async throws -> [String: Any] {
-        let answer = try await raw(method, path, json: body, authorized: true)
-        let object = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any] ?? [:]
-        guard answer.status == expect else {
-            throw CeremonyFailure(kind: "rest.\(answer.status)", "\(method) \(path): \(object["errorCode"] ?? "") \(object["message"] ?? "")")
-        }
-        return object
-    }
-
-    public func raw(
-        _ method: String, _ target: String, json: [String: Any]? = nil, form: String? = nil, cookie: String? = nil, authorized: Bool = false
-    ) async throws -> Answer {
-        guard let url = URL(string: target.hasPrefix("http") ? target : configuration.baseURL + target) else {
-            throw CeremonyFailure(kind: "rest.url", "not a URL: \(target)")
-        }
-        var request = URLRequest(url: url)
-        request.httpMethod = method
-        if authorized { request.setValue("Bearer \(configuration.token)", forHTTPHeaderField: "Authorization") }
-        if let json {
-            request.httpBody = try JSONSerialization.data(withJSONObject: json)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        if let form {
-            request.httpBody = Data(form.utf8)
-            request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-        }
-        if let cookie { request.setValue(cookie, forHTTPHeaderField: "Cookie") }
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw CeremonyFailure(kind: "rest.response", "no HTTP response for \(target)") }
-        var headers: [String: String] = [:]
-        for (key, value) in http.allHeaderFields {
-            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
-        }
-        return Answer(status: http.statusCode, body: [UInt8](data), headers: headers)
-    }
-}
-
-/// Answers a redirect with the redirect itself (the signing page's `303` is what is checked).
-/// Unchecked because NSObject is not Sendable; it has no state at all.
-private final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest,
-        completionHandler: @escaping (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
 }

@@ -1,0 +1,125 @@
+import FleetTesting
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import SignatureCapture
+import Synchronization
+import Testing
+
+@testable import LoadGenerator
+
+/// A small HTTP server on a real socket (port 0) for the REST client: `/ping` answers at once,
+/// `/see-other` answers `303`, `/hang` answers only when the server stops (and says it was reached).
+final class PingServer: Sendable {
+    let reached: AsyncStream<Void>
+    private let reach: AsyncStream<Void>.Continuation
+    private let running = Mutex<Task<Void, any Error>?>(nil)
+    private let held = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    init() { (reached, reach) = AsyncStream<Void>.makeStream() }
+
+    func start() async throws -> String {
+        let router = Router()
+        router.get("/ping") { _, _ in "pong" }
+        router.post("/see-other") { _, _ in
+            Response(status: .seeOther, headers: [.location: "http://127.0.0.1/back?event=signing_complete"])
+        }
+        router.get("/hang") { _, _ -> Response in
+            await withCheckedContinuation { continuation in
+                self.held.withLock { $0.append(continuation) }
+                self.reach.yield()
+            }
+            return Response(status: .ok)
+        }
+        let (ports, announce) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "ping-server")
+        logger.logLevel = .critical
+        let application = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in announce.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        running.withLock { $0 = Task { try await application.runService() } }
+        return "http://127.0.0.1:\(try await firstElement(of: ports, "the server's port"))"
+    }
+
+    func stop() async {
+        for request in held.withLock({ list in defer { list = [] }; return list }) { request.resume() }
+        let task = running.withLock { $0 }
+        task?.cancel()
+        _ = try? await task?.value
+    }
+}
+
+/// The REST client that backends and the REST load workload use: answers as they are (redirects
+/// not followed), and a cancelled request always ends — the drain of a fleet's backend cancels
+/// its ceremony in flight and waits for it.
+@Suite(.timeLimit(.minutes(2))) struct RESTLoadClientTests {
+    @Test func aRedirectIsTheAnswerWithItsHeadersByLowerCaseName() async throws {
+        let server = PingServer()
+        let base = try await server.start()
+        let client = RESTLoadClient(configuration: RESTCeremonyConfiguration(baseURL: base, token: "t"))
+        let answer = try await client.raw("POST", "/see-other", form: "a=b")
+        #expect(answer.status == 303)
+        #expect(answer.headers["location"] == "http://127.0.0.1/back?event=signing_complete", "\(answer.headers)")
+        let pong = try await client.raw("GET", "/ping")
+        #expect(pong.status == 200 && pong.body == Array("pong".utf8))
+        client.close()
+        await server.stop()
+    }
+
+    /// The request has reached a server that will never answer: cancelling it ends it at once,
+    /// with `CancellationError`, long before its 30 s timeout.
+    @Test func cancellingARequestTheServerHoldsEndsItWithCancellation() async throws {
+        let server = PingServer()
+        let base = try await server.start()
+        let client = RESTLoadClient(configuration: RESTCeremonyConfiguration(baseURL: base, token: "t", requestTimeout: .seconds(30)))
+        let request = Task { try await client.raw("GET", "/hang") }
+        try await firstElement(of: server.reached, "the request at the server")
+        request.cancel()
+        let result = await request.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        client.close()
+        await server.stop()
+    }
+
+    /// Cancellation racing completion, many times: each request ends, answered or cancelled. The
+    /// URLSession client this replaces deadlocked here on Linux now and then (the cancellation
+    /// handler waited on the session's queue while that queue resumed the task), and a fleet's
+    /// drain hung on it. Each cancel comes after a seeded random delay of up to twice a request's length.
+    @Test func aRequestCancelledAsItCompletesStillEnds() async throws {
+        let server = PingServer()
+        let base = try await server.start()
+        let client = RESTLoadClient(configuration: RESTCeremonyConfiguration(baseURL: base, token: "t"))
+        let seed = UInt64.random(in: 1...UInt64.max)
+        print("RESTLoadClientTests seed \(seed)")
+        var random = SeededRandom(seed: seed)
+        // How long one request takes here (not asserted: it only aims the cancellations at the
+        // moment requests complete, whatever the machine's speed).
+        let clock = ContinuousClock()
+        var lengths: [Duration] = []
+        for _ in 0..<20 {
+            let start = clock.now
+            _ = try await client.raw("GET", "/ping")
+            lengths.append(clock.now - start)
+        }
+        let typical = max(1, Int(lengths.sorted()[10] / .microseconds(1)))
+        var answered = 0, cancelled = 0
+        for _ in 0..<400 {
+            let request = Task { try await client.raw("GET", "/ping") }
+            try? await Task.sleep(for: .microseconds(Int.random(in: 0..<(2 * typical), using: &random)))
+            request.cancel()
+            switch await request.result {
+            case .success(let answer):
+                #expect(answer.status == 200)
+                answered += 1
+            case .failure(let error):
+                #expect(error is CancellationError, "seed \(seed): \(error)")
+                cancelled += 1
+            }
+        }
+        #expect(answered + cancelled == 400)
+        print("RESTLoadClientTests: \(answered) answered, \(cancelled) cancelled (a request takes about \(typical) µs)")
+        client.close()
+        await server.stop()
+    }
+}
