@@ -137,7 +137,13 @@ public actor SyncEngine {
             await node.endSync(summary)
             throw error
         }
-        summary.remaining = try await node.pendingOutboxItems(limit: Int.max).count
+        do {
+            summary.remaining = try await node.pendingOutboxItems(limit: Int.max).count
+        } catch {
+            // Still ended: a subscriber may wait for this pass's end (the fleet's devices do).
+            await node.endSync(summary)
+            throw error
+        }
         await node.endSync(summary)
         return summary
     }
