@@ -23,6 +23,7 @@ let package = Package(
         .library(name: "Chaos", targets: ["Chaos"]),
         .library(name: "FleetTesting", targets: ["FleetTesting"]),
         .library(name: "LoadGenerator", targets: ["LoadGenerator"]),
+        .library(name: "WebhookListener", targets: ["WebhookListener"]),
         .library(name: "Thresholds", targets: ["Thresholds"]),
     ],
     dependencies: [
@@ -179,6 +180,18 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
+        // A DocuSign Connect listener for tests and fleets: HMAC checked, receipts written, answers
+        // set through its control API (docs/webhooks.md, "A listener for tests").
+        .target(
+            name: "WebhookListener",
+            dependencies: [
+                "SignatureCapture",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The threshold grammar (`METRIC OP VALUE`) shared by `signfleet load` and fleet scenarios.
         .target(name: "Thresholds"),
         // Test support shipped as a library: real child processes with deadlines, and the in-process
@@ -189,7 +202,7 @@ let package = Package(
             dependencies: [
                 "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "MessagePack", "SignatureCapture", "DeviceNode", "Envelopes",
                 "Coordinator", "CoordinatorPostgres", "Fleet",
-                "Chaos", "LoadGenerator", "FleetTesting",
+                "Chaos", "LoadGenerator", "FleetTesting", "WebhookListener",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -201,6 +214,13 @@ let package = Package(
         ),
 
         .testTarget(name: "MessagePackTests", dependencies: ["MessagePack", "FleetTesting"]),
+        .testTarget(
+            name: "WebhookListenerTests",
+            dependencies: [
+                "WebhookListener", "Coordinator", "FleetTesting",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]),
         .testTarget(
             name: "ZeroMQTests",
             // Logging: docs/zeromq.md's example passes a logger to its I/O loop.
@@ -244,7 +264,7 @@ let package = Package(
         .testTarget(
             name: "LoadGeneratorTests",
             dependencies: [
-                "LoadGenerator", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "Coordinator", "SignatureCapture",
+                "LoadGenerator", "FleetProtocol", "FleetZeroMQTransport", "ZeroMQ", "FleetTesting", "Coordinator",
                 .product(name: "Histogram", package: "hdrhistogram-swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -261,8 +281,12 @@ let package = Package(
         // Runs the built `signfleet` binary as real child processes.
         .testTarget(
             name: "SignfleetCLITests",
-            // Yams: the deploy manifests' test parses deploy/kubernetes/*.yaml.
-            dependencies: ["FleetTesting", "Envelopes", .product(name: "Yams", package: "Yams")]),
+            // Yams: the deploy manifests' test parses deploy/kubernetes/*.yaml. WebhookListener and
+            // Crypto: the listener command's test reads its receipts and signs what it sends.
+            dependencies: [
+                "FleetTesting", "Envelopes", "WebhookListener", .product(name: "Yams", package: "Yams"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -24,6 +24,14 @@ func announce(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+/// `host:port` of a listening option (port 0: a free port), or the error naming the option.
+func hostAndPort(_ text: String, option: String) throws -> (host: String, port: Int) {
+    guard let colon = text.lastIndex(of: ":"), colon != text.startIndex, let port = Int(text[text.index(after: colon)...]),
+        (0...65535).contains(port)
+    else { throw ValidationError("\(option) must be host:port (for example 127.0.0.1:0), got \"\(text)\"") }
+    return (String(text[..<colon]), port)
+}
+
 /// How a device-side command secures its connection to the coordinator (docs/protocol.md,
 /// "Security model"): CURVE with the coordinator's pinned public key, or plain TCP when asked.
 struct TransportOptions: ParsableArguments {

@@ -29,14 +29,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
-    func apiAddress() throws -> (host: String, port: Int) {
-        guard let colon = api.lastIndex(of: ":"), let port = Int(api[api.index(after: colon)...]), (0...65535).contains(port),
-            colon != api.startIndex
-        else {
-            throw ValidationError("--api must be host:port (for example 127.0.0.1:0), got \"\(api)\"")
-        }
-        return (String(api[..<colon]), port)
-    }
+    func apiAddress() throws -> (host: String, port: Int) { try hostAndPort(api, option: "--api") }
 
     func validate() throws {
         _ = try apiAddress()

@@ -13,7 +13,7 @@ struct SignFleetCommand: AsyncParsableCommand {
         version: SignFleetVersion.string,
         subcommands: [
             CoordinatorCommand.self, NodeCommand.self, FleetCommand.self, ProxyCommand.self, CheckCommand.self,
-            LoadCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self,
+            LoadCommand.self, SignCommand.self, AdminCommand.self, DeviceWorkerCommand.self, WebhookListenerCommand.self,
         ]
     )
 

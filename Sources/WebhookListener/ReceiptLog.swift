@@ -1,0 +1,44 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The receipts file: one JSON object per line (``WebhookReceipt``), appended. A listener started
+/// again on the same file appends to it; a line cut short by a kill is the last one, and readers
+/// skip it.
+final class ReceiptLog: Sendable {
+    private let descriptor: Int32
+    private let lock = Mutex(())
+    private let encoder: JSONEncoder
+
+    init(path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw WebhookListenerError("cannot open the receipts file \(path): \(String(cString: strerror(errno)))") }
+        descriptor = fd
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        self.encoder = encoder
+    }
+
+    deinit { close(descriptor) }
+
+    /// Appends one line with one `write` (O_APPEND: whole lines even across processes).
+    func append(_ receipt: WebhookReceipt) throws {
+        var line = try encoder.encode(receipt)
+        line.append(0x0A)
+        try lock.withLock { _ in
+            let written = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            guard written == line.count else {
+                throw WebhookListenerError("cannot append to the receipts file: \(written < 0 ? String(cString: strerror(errno)) : "short write")")
+            }
+        }
+    }
+}
+
+/// What went wrong, said plainly.
+public struct WebhookListenerError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
