@@ -17,12 +17,29 @@ final class ReceiptLog: Sendable {
         let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw WebhookListenerError("cannot open the receipts file \(path): \(String(cString: strerror(errno)))") }
         descriptor = fd
+        // A listener killed mid-write left a last line without its newline: end it, so this
+        // start's first receipt is a line of its own (readers skip the cut one).
+        if let last = Self.lastByte(path: path), last != 0x0A {
+            var newline: UInt8 = 0x0A
+            guard write(fd, &newline, 1) == 1 else {
+                close(fd)
+                throw WebhookListenerError("cannot append to the receipts file \(path): \(String(cString: strerror(errno)))")
+            }
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         self.encoder = encoder
     }
 
     deinit { close(descriptor) }
+
+    private static func lastByte(path: String) -> UInt8? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let end = try? handle.seekToEnd(), end > 0 else { return nil }
+        try? handle.seek(toOffset: end - 1)
+        return (try? handle.read(upToCount: 1))?.first
+    }
 
     /// Appends one line with one `write` (O_APPEND: whole lines even across processes).
     func append(_ receipt: WebhookReceipt) throws {

@@ -104,11 +104,13 @@ public struct WebhookListenerService: Service {
         }
         let bytes = Array(buffer: body)
         let headers = request.headers.map { (name: $0.name.rawName, value: $0.value) }
-        let hmac = state.check.check(body: bytes, signatures: ConnectSignatureCheck.signatureHeaders(headers))
+        let signatures = ConnectSignatureCheck.signatureHeaders(headers)
+        let hmac = state.check.check(body: bytes, signatures: signatures)
         let status = state.nextAnswer()
         var receipt = WebhookReceipt(
             received: received, path: path, hmac: hmac, bodySHA256: SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined(),
-            bytes: bytes.count, answered: status)
+            bytes: bytes.count, answered: status, signatures: signatures,
+            body: bytes.count <= WebhookReceipt.maxBodyKept ? Data(bytes).base64EncodedString() : nil)
         if let message = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] {
             let data = message["data"] as? [String: Any]
             receipt.event = message["event"] as? String

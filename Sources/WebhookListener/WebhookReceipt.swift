@@ -23,11 +23,19 @@ public struct WebhookReceipt: Codable, Sendable, Hashable {
     public var bytes: Int
     /// The status the listener answered.
     public var answered: Int
+    /// The `X-DocuSign-Signature-N` values, in N order (a re-check needs them and the body).
+    public var signatures: [String]
+    /// The body's exact bytes, base64, when at most ``WebhookReceipt/maxBodyKept`` bytes long.
+    public var body: String?
+
+    /// Bodies up to this length are kept in the receipt (Connect messages without documents are
+    /// a few KiB); longer ones only by their hash.
+    public static let maxBodyKept = 48 * 1024
 
     public init(
         received: Double, path: String, event: String? = nil, envelopeId: String? = nil, templateId: String? = nil,
         configurationId: String? = nil, retryCount: Int? = nil, generatedDateTime: String? = nil, hmac: HMACCheck,
-        bodySHA256: String, bytes: Int, answered: Int
+        bodySHA256: String, bytes: Int, answered: Int, signatures: [String] = [], body: String? = nil
     ) {
         self.received = received
         self.path = path
@@ -41,6 +49,8 @@ public struct WebhookReceipt: Codable, Sendable, Hashable {
         self.bodySHA256 = bodySHA256
         self.bytes = bytes
         self.answered = answered
+        self.signatures = signatures
+        self.body = body
     }
 }
 

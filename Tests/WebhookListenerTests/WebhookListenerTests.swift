@@ -67,6 +67,11 @@ import FoundationNetworking
         handle.write(Data(#"{"answered":200,"bodySHA"#.utf8))
         handle.closeFile()
         #expect(try WebhookReceipts.read(path: path) == [receipt, receipt])
+        // A listener started again on that file: its receipts are whole lines after the cut one.
+        let again = try ReceiptLog(path: path)
+        let later = WebhookReceipt(received: 2, path: "/hook", event: "envelope-completed", hmac: .unsigned, bodySHA256: "cd", bytes: 3, answered: 500)
+        try again.append(later)
+        #expect(try WebhookReceipts.read(path: path) == [receipt, receipt, later])
     }
 
     /// A listener on a real socket: the receipt of each POST, the answers the control API sets
@@ -120,6 +125,10 @@ import FoundationNetworking
         let r = first.receipts[0]
         #expect(r.event == "envelope-completed" && r.envelopeId == "env-9" && r.configurationId == "7" && r.retryCount == 2 && r.path == "/hook")
         #expect(r.bytes == Self.body.count && r.bodySHA256.count == 64)
+        // Body and signatures kept: the HMAC can be checked again from the receipt alone.
+        let kept = try #require(r.body.flatMap { Data(base64Encoded: $0) })
+        #expect(Array(kept) == Self.body)
+        #expect(ConnectSignatureCheck(secrets: ["new-secret"]).check(body: Array(kept), signatures: r.signatures) == .valid)
         #expect(first.receipts[22].answered == 413 && first.receipts[22].hmac == .unchecked && first.receipts[22].bytes == 5000)
         // The same seed draws the same answers.
         let second = try await answers(seed: 77, file: "b.jsonl")
