@@ -12,10 +12,30 @@ public struct BackendSettings: Codable, Sendable, Hashable {
     public var envelopesPerMinute: Double
     /// Probability the signer declines instead of signing.
     public var declineRate: Double
+    /// Probability the backend voids the envelope once created, instead of having it signed.
+    /// With `declineRate`, at most 1: one draw per ceremony picks void, decline or sign.
+    public var voidRate: Double
 
-    public init(envelopesPerMinute: Double = 6, declineRate: Double = 0) {
+    public init(envelopesPerMinute: Double = 6, declineRate: Double = 0, voidRate: Double = 0) {
         self.envelopesPerMinute = envelopesPerMinute
         self.declineRate = declineRate
+        self.voidRate = voidRate
+    }
+
+    /// A plan written before `voidRate` existed reads as voiding nothing.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        envelopesPerMinute = try container.decode(Double.self, forKey: .envelopesPerMinute)
+        declineRate = try container.decode(Double.self, forKey: .declineRate)
+        voidRate = try container.decodeIfPresent(Double.self, forKey: .voidRate) ?? 0
+    }
+
+    /// What one ceremony does, from one uniform draw `u` in [0, 1): void below `voidRate`, decline
+    /// below `voidRate + declineRate`, sign otherwise (so with no voids, the same draws decline
+    /// as before voids existed).
+    public func outcome(draw u: Double) -> BackendEvent.Step {
+        if u < voidRate { return .void }
+        return u < voidRate + declineRate ? .decline : .sign
     }
 }
 
@@ -44,6 +64,8 @@ public struct BackendEvent: Codable, Sendable, Hashable {
         case sign
         /// The signer declined in the page: `303` with `event=decline`.
         case decline
+        /// The backend voided the envelope it created: `PUT …/envelopes/{id}` `{"status": "voided"}` answered `200`.
+        case void
         /// `GET …/documents/combined` answered a PDF.
         case combined
         /// The backend logged in (`auth.token` on the wire) for the token its REST calls carry.

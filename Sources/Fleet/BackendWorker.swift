@@ -11,7 +11,7 @@ import ZeroMQ
 /// One backend of a backend group (docs/scenarios.md, "`backend`"): an integration that, at
 /// Poisson-distributed times, runs the embedded-signing flow through the coordinator's REST API —
 /// create an envelope with one embedded signer, ask for the recipient view, open the signing page,
-/// sign it (or decline it, by `decline_rate`), and fetch the combined document after a signature —
+/// sign it (or decline it, by `decline_rate`; or void it instead, by `void_rate`), and fetch the combined document after a signature —
 /// and logs each step's outcome to `backend/<process>.jsonl` (``BackendEvent``).
 ///
 /// Its access token comes from the account's user through the wire's `auth.token` (a REST client
@@ -69,14 +69,14 @@ final class BackendWorker: Sendable {
         var arrival = max(plan.runStart, wall.secondsSince1970)
         while !Task.isCancelled, rate > 0 {
             arrival += -log1p(-Double.random(in: 0..<1, using: &random)) / rate
-            let declines = Double.random(in: 0..<1, using: &random) < backend.settings.declineRate
+            let outcome = backend.settings.outcome(draw: Double.random(in: 0..<1, using: &random))
             guard arrival < end else { break }
             // Finite and under the run's duration (arrival < end), so the conversion cannot trap.
             let wait = arrival - wall.secondsSince1970
             if wait > 0 { try await clock.sleep(for: .milliseconds(Int64((wait * 1000).rounded(.up)))) }
             number += 1
             // A task of its own, so that the drain can cancel the ceremony in flight.
-            let ceremony = Task { [number] in await self.ceremony(number: number, declines: declines) }
+            let ceremony = Task { [number] in await self.ceremony(number: number, outcome: outcome) }
             let go = state.withLock { state -> Bool in
                 guard !state.draining else { return false }
                 state.inFlight = ceremony
@@ -145,7 +145,8 @@ final class BackendWorker: Sendable {
 
     // MARK: The ceremony
 
-    private func ceremony(number: Int, declines: Bool) async {
+    /// `outcome`: `.sign`, `.decline` or `.void` (``BackendSettings/outcome(draw:)``).
+    private func ceremony(number: Int, outcome: BackendEvent.Step) async {
         doing(number, "login")
         guard let token = await token() else { return }
         let client = RESTLoadClient(configuration: RESTCeremonyConfiguration(baseURL: backend.baseURL, token: token, requestTimeout: .seconds(30)))
@@ -189,6 +190,18 @@ final class BackendWorker: Sendable {
             record(.create, envelope: nil, result: Self.result(error), detail: "\(error)")
             return
         }
+        if outcome == .void {
+            doing(number, "void")
+            do {
+                _ = try await client.json(
+                    "PUT", "\(prefix)/envelopes/\(envelopeID)", body: ["status": "voided", "voidedReason": "Voided by backend \(id)"], expect: 200)
+                record(.void, envelope: envelopeID, result: "ok")
+            } catch {
+                record(.void, envelope: envelopeID, result: Self.result(error), detail: "\(error)")
+            }
+            return
+        }
+        let declines = outcome == .decline
         let step: BackendEvent.Step = declines ? .decline : .sign
         doing(number, step.rawValue)
         do {

@@ -4,7 +4,8 @@ import Foundation
 /// The backend rule (docs/checker.md, "`backend-mismatch`"): what backend groups were told by the
 /// REST API holds in the server's records. Each envelope a backend's `POST …/envelopes` answered
 /// 201 for exists, as the coordinator's REST sender's; one whose signer signed in the page
-/// (`event=signing_complete`) is `completed`; one whose signer declined is `declined`. The
+/// (`event=signing_complete`) is `completed`; one whose signer declined is `declined`; one the
+/// backend voided (`PUT …/envelopes/{id}` answered 200) is `voided`. The
 /// envelopes themselves are judged by the server-side rules with the rest (``checkMissingStores``).
 extension CheckerAnalysis {
     mutating func loadBackendEvents(_ inputs: Checker.Inputs) {
@@ -34,6 +35,7 @@ extension CheckerAnalysis {
             case .create: expected = nil
             case .sign: expected = "completed"
             case .decline: expected = "declined"
+            case .void: expected = "voided"
             case .combined, .login: continue
             }
             func mismatch(_ message: String, rows: [WitnessRow]) {
@@ -52,7 +54,7 @@ extension CheckerAnalysis {
             }
             if let expected, envelope.status != expected {
                 mismatch(
-                    "backend \(event.backend)'s signer \(event.step == .sign ? "signed" : "declined") envelope \(id) in the page, but the server holds it \(envelope.status), not \(expected)",
+"backend \(event.backend) \(Self.told(event.step)) envelope \(id), but the server holds it \(envelope.status), not \(expected)",
                     rows: [witnessRow(envelope, server)])
             }
         }
@@ -62,5 +64,15 @@ extension CheckerAnalysis {
         notes.append(
             "backend groups: \(parts.joined(separator: "; "))"
                 + (unlogged > 0 ? "; \(unlogged) REST envelope\(unlogged == 1 ? "" : "s") no backend logged as created (an answer lost in flight, or another client)" : ""))
+    }
+
+    /// What a backend was told, in words.
+    static func told(_ step: BackendEvent.Step) -> String {
+        switch step {
+        case .sign: "was told its signer signed"
+        case .decline: "was told its signer declined"
+        case .void: "was answered 200 voiding"
+        case .create, .combined, .login: "was answered \(step.rawValue) ok for"
+        }
     }
 }

@@ -65,7 +65,7 @@ struct ScenarioYAMLWriter {
             return
         }
         if let backend = group.backend {
-            line("    backend: {envelopes_per_minute: \(Self.number(backend.envelopesPerMinute)), decline_rate: \(Self.number(backend.declineRate))}")
+            line("    backend: {envelopes_per_minute: \(Self.number(backend.envelopesPerMinute)), decline_rate: \(Self.number(backend.declineRate)), void_rate: \(Self.number(backend.voidRate))}")
             return
         }
         let pens = group.pens.sorted { $0.key < $1.key }.map { "\(Self.quote($0.key)): \(Self.number($0.value))" }

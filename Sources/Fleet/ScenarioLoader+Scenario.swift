@@ -11,7 +11,7 @@ enum ScenarioReader {
     static let topKeys = ["name", "seed", "duration", "drain_timeout", "drain_ramp", "start_ramp", "proxy", "coordinator", "coordinators", "groups", "hosts", "faults", "checks"]
     static let coordinatorKeys = ["heartbeat", "rate_limit_hourly", "rate_limit_burst", "restart_budget", "store"]
     static let groupKeys = ["name", "count", "processes", "restart_budget", "pens", "behaviour", "connectivity", "hostile", "backend"]
-    static let backendKeys = ["envelopes_per_minute", "decline_rate"]
+    static let backendKeys = ["envelopes_per_minute", "decline_rate", "void_rate"]
     static let hostileKeys = ["target", "behaviours", "every", "slow_reader_messages"]
     static let behaviourKeys = [
         "envelopes_per_minute", "template_fraction", "in_person_signers", "remote_signers", "embedded_fraction",
@@ -165,12 +165,18 @@ enum ScenarioReader {
         }
     }
 
-    /// `backend: {envelopes_per_minute: 12, decline_rate: 0.1}`.
+    /// `backend: {envelopes_per_minute: 12, decline_rate: 0.1, void_rate: 0.1}`.
     static func backendSettings(_ value: YAMLValue) throws -> BackendSettings {
-        let map = try value.mapping(keys: backendKeys, expected: "a mapping (envelopes_per_minute, decline_rate)")
+        let map = try value.mapping(keys: backendKeys, expected: "a mapping (envelopes_per_minute, decline_rate, void_rate)")
         var settings = BackendSettings()
         if let rate = map.optional("envelopes_per_minute") { settings.envelopesPerMinute = try rate.double(0...600) }
         if let decline = map.optional("decline_rate") { settings.declineRate = try decline.fraction() }
+        if let void = map.optional("void_rate") {
+            settings.voidRate = try void.fraction()
+            guard settings.voidRate + settings.declineRate <= 1 else {
+                throw void.error("void_rate plus decline_rate is at most 1 (one draw per ceremony picks void, decline or sign); got \(settings.voidRate) + \(settings.declineRate)")
+            }
+        }
         return settings
     }
 
