@@ -190,8 +190,8 @@ public final class Launcher: Sendable {
         var notes: [String] = []
         var runSeconds = 0.0
         var drainSeconds = 0.0
-        // Every node until the drain has run and said otherwise.
-        var undrained = configuration.plan.nodes.map(\.process)
+        // Set once the drain has run: the nodes that did not drain.
+        var undrained: [String]?
         do {
             try Data(configuration.scenarioText.utf8).write(to: URL(fileURLWithPath: run.scenarioFile))
             try writeSchedule()

@@ -4,11 +4,12 @@ import Foundation
 /// After everything stopped: merge the histories, run the checker, apply the
 /// scenario's checks, write the summary and the report, and decide the exit code.
 extension Launcher {
-    func finish(started: Double, runSeconds: Double, drainSeconds: Double, undrained: [String], notes initialNotes: [String]) async
+    /// `undrained`: nil when no drain ran (the run stopped early or was interrupted).
+    func finish(started: Double, runSeconds: Double, drainSeconds: Double, undrained: [String]?, notes initialNotes: [String]) async
         -> LaunchResult
     {
         var notes = initialNotes
-        let drainedAll = undrained.isEmpty
+        let drainedAll = undrained?.isEmpty == true
         var events: [HistoryEvent] = []
         do {
             let merged = try HistoryReader.readMerged(directory: run.historyDirectory)
@@ -28,7 +29,7 @@ extension Launcher {
         }
         let exhausted = await supervisor.exhausted
         if !exhausted.isEmpty { notes.append("restart budget exhausted: \(exhausted.joined(separator: ", "))") }
-        if !drainedAll && !interrupted {
+        if let undrained, !undrained.isEmpty, !interrupted {
             notes.append("not every node drained within \(configuration.scenario.drainTimeout) s: \(undrained.joined(separator: ", "))")
             showLogTails(of: undrained)
         }
@@ -133,12 +134,15 @@ extension Launcher {
         // A few are enough to see why; a fleet of many nodes all stuck would flood the terminal.
         for name in processes.prefix(3) {
             let path = run.logsDirectory + "/\(name).log"
-            guard let data = FileManager.default.contents(atPath: path) else {
+            // The tail of a log that may be large: its last 16 KiB are enough for a dozen lines.
+            guard let handle = FileHandle(forReadingAtPath: path), let end = try? handle.seekToEnd() else {
                 message("\(name) did not drain; no log at \(path)")
                 continue
             }
-            // The tail of a log that may be large: its last 16 KiB are enough for a dozen lines.
-            let tail = String(decoding: data.suffix(16 * 1024), as: UTF8.self).split(separator: "\n").suffix(count)
+            try? handle.seek(toOffset: end - min(end, 16 * 1024))
+            let data = (try? handle.readToEnd()) ?? Data()
+            try? handle.close()
+            let tail = String(decoding: data, as: UTF8.self).split(separator: "\n").suffix(count)
             message("\(name) did not drain; the last lines of logs/\(name).log:\n" + tail.map { "  " + $0 }.joined(separator: "\n"))
         }
     }

@@ -35,6 +35,11 @@ public final class RESTLoadClient: Sendable {
         _ = client.shutdown()
     }
 
+    /// A client dropped without ``close()`` (a caller that threw first) is closed here: an
+    /// AsyncHTTPClient released unclosed stops a debug build. A second shutdown only fails its
+    /// own future.
+    deinit { _ = client.shutdown() }
+
     /// The signing form's CSRF token (`name="csrf" value="…"`).
     public static func csrf(in html: String) -> String? {
         guard let range = html.range(of: "name=\"csrf\" value=\"") else { return nil }
@@ -59,8 +64,8 @@ public final class RESTLoadClient: Sendable {
         return object
     }
 
-    /// One request; the whole answer within three request timeouts. Throws `CancellationError`
-    /// when the task is cancelled.
+    /// One request; the whole answer (head and body) within three request timeouts, each silence
+    /// within one. Throws `CancellationError` when the task is cancelled.
     public func raw(
         _ method: String, _ target: String, json: [String: Any]? = nil, form: String? = nil, cookie: String? = nil, authorized: Bool = false
     ) async throws -> Answer {
@@ -80,8 +85,16 @@ public final class RESTLoadClient: Sendable {
         if let cookie { request.headers.add(name: "Cookie", value: cookie) }
         let deadline = NIODeadline.now() + .nanoseconds(3 * Self.nanoseconds(configuration.requestTimeout))
         do {
+            // AsyncHTTPClient's deadline ends with the response head; the body is read against it here.
             let response = try await client.execute(request, deadline: deadline)
-            let body = try await response.body.collect(upTo: Self.maxAnswerBytes)
+            var body = ByteBuffer()
+            for try await chunk in response.body {
+                guard NIODeadline.now() < deadline else { throw HTTPClientError.deadlineExceeded }
+                guard body.readableBytes + chunk.readableBytes <= Self.maxAnswerBytes else {
+                    throw CeremonyFailure(kind: "rest.response", "the answer to \(method) \(target) is over \(Self.maxAnswerBytes) bytes")
+                }
+                body.writeImmutableBuffer(chunk)
+            }
             var headers: [String: String] = [:]
             for (name, value) in response.headers where headers[name.lowercased()] == nil { headers[name.lowercased()] = value }
             return Answer(status: Int(response.status.code), body: Array(buffer: body), headers: headers)
@@ -93,7 +106,10 @@ public final class RESTLoadClient: Sendable {
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {
         let (seconds, attoseconds) = duration.components
-        // Clamped: a timeout of centuries is "no timeout" in practice, and must not trap.
-        return seconds >= Int64.max / 1_000_000_000 ? Int64.max / 4 : max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        // Clamped so that three of them still fit: a timeout of decades is "no timeout" in
+        // practice, and must not trap.
+        let limit = Int64.max / 4
+        guard seconds < limit / 1_000_000_000 else { return limit }
+        return max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

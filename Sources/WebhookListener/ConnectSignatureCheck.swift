@@ -16,13 +16,14 @@ public struct ConnectSignatureCheck: Sendable {
     /// `signatures`: the values of the `X-DocuSign-Signature-N` headers, in any order.
     public func check(body: [UInt8], signatures: [String]) -> HMACCheck {
         guard !signatures.isEmpty else { return .unsigned }
-        for signature in signatures {
-            // At most one header's worth: a SHA-256 MAC is 44 base64 characters.
-            guard signature.utf8.count <= 128, let mac = Data(base64Encoded: signature) else { continue }
-            // Constant-time comparisons, whichever key and header match.
-            for key in keys where HMAC<SHA256>.isValidAuthenticationCode(mac, authenticating: body, using: key) {
-                return .valid
-            }
+        // At most one header's worth each: a SHA-256 MAC is 44 base64 characters.
+        let presented = signatures.compactMap { $0.utf8.count <= 128 ? Data(base64Encoded: $0) : nil }
+        guard !presented.isEmpty else { return .invalid }
+        // The body is hashed once per key, whatever the number of headers; each comparison is
+        // constant-time (swift-crypto's `==` between a MAC and bytes).
+        for key in keys {
+            let mac = HMAC<SHA256>.authenticationCode(for: body, using: key)
+            if presented.contains(where: { mac == $0 }) { return .valid }
         }
         return .invalid
     }

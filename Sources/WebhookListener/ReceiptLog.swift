@@ -10,7 +10,8 @@ import Glibc
 /// skip it.
 final class ReceiptLog: Sendable {
     private let descriptor: Int32
-    private let lock = Mutex(())
+    /// Set after a short write: the next line first ends the cut one.
+    private let cut = Mutex(false)
     private let encoder: JSONEncoder
 
     init(path: String) throws {
@@ -45,11 +46,16 @@ final class ReceiptLog: Sendable {
     func append(_ receipt: WebhookReceipt) throws {
         var line = try encoder.encode(receipt)
         line.append(0x0A)
-        try lock.withLock { _ in
+        try cut.withLock { cut in
+            if cut { line.insert(0x0A, at: 0) }
             let written = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
             guard written == line.count else {
+                // A full disk, say: whatever part went out is a cut line the next write ends
+                // (nothing written leaves it as it was).
+                if written > 0 { cut = true }
                 throw WebhookListenerError("cannot append to the receipts file: \(written < 0 ? String(cString: strerror(errno)) : "short write")")
             }
+            cut = false
         }
     }
 }

@@ -88,13 +88,20 @@ public struct WebhookListenerService: Service {
         return router
     }
 
+    /// Reads one message (a body over the cap: `413`, its receipt `unchecked` with `bytes` what
+    /// `Content-Length` said, or the cap plus one for a chunked body), records it, answers.
     static func receive(_ request: Request, state: ListenerState, maxBody: Int, logger: Logger) async throws -> Response {
         let received = Date().timeIntervalSince1970
         let path = request.uri.path
         let declared = request.headers[.contentLength].flatMap { Int($0) }
         var body: ByteBuffer?
         if (declared ?? 0) <= maxBody {
-            body = try? await request.body.collect(upTo: maxBody)
+            do {
+                body = try await request.body.collect(upTo: maxBody)
+            } catch is NIOTooManyBytesError {
+                body = nil
+            }
+            // Any other error (the sender went away mid-body) is no message: no receipt, no answer.
         }
         guard let body else {
             let receipt = WebhookReceipt(
