@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 SWIFT=${SWIFT:-swift}
 TARGETS=(MessagePack ZeroMQ FleetProtocol FleetZeroMQTransport SyncContract SignatureCapture Envelopes DeviceNode
-         Coordinator CoordinatorPostgres Fleet Chaos FleetTesting LoadGenerator Thresholds)
+         Coordinator CoordinatorPostgres Fleet Chaos FleetTesting LoadGenerator Thresholds WebhookListener)
 args=()
 for target in "${TARGETS[@]}"; do args+=(--target "$target"); done
 
