@@ -8,7 +8,7 @@ import SyncContract
 /// unless asked not to), and the certificate alone (docs/rest-api.md, "Completed documents").
 ///
 /// The drawing is a stamp PDF of SignFleet's own (``DocumentStamp``) laid over the documents by
-/// `qpdf --overlay` (Debian's `qpdf`), run as a child process (``PDFToolChild``): the documents
+/// `qpdf --overlay` (Debian's `qpdf`), run as a child process (`PDFToolChild`): the documents
 /// are hostile input, and qpdf reads every PDF variant (object streams, encryption with an empty
 /// user password, damaged cross-references) without this process parsing more than page boxes.
 /// A document with nothing drawn on it is served as the bytes the envelope holds.
@@ -36,7 +36,7 @@ struct CompletedDocuments: Sendable {
         var timeout: Duration = .seconds(30)
         /// qpdf runs at once, shared fairly between accounts; more wait their turn.
         var concurrentRuns = 2
-        /// Each qpdf run's address space (``PDFToolChild``).
+        /// Each qpdf run's address space (`PDFToolChild`).
         var maxMemoryBytes = PDFToolChild.defaultMemoryLimit
     }
 

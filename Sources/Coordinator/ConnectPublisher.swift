@@ -204,8 +204,12 @@ public final class ConnectPublisher: Service {
     /// The publisher of the coordinator serving `services`: what an embedder runs beside its
     /// ``CoordinatorService`` (in the same `ServiceGroup`) to deliver Connect events.
     /// - Parameters:
+    ///   - services: the coordinator's services, whose store holds the outbox.
+    ///   - configuration: poll interval, attempts, back-off, concurrency, retention.
     ///   - clock: what its waits (poll, request timeout) run on.
     ///   - wall: what it stamps outcomes and back-off times with (the services' own clock).
+    ///   - transport: how a message is POSTed (HTTP by default; tests give their own).
+    ///   - logger: where deliveries and failures are logged.
     public convenience init(
         services: CoordinatorServices, configuration: ConnectPublisherConfiguration = .init(), clock: any FleetClock = ContinuousClock(),
         wall: WallClock = .system, transport: any ConnectTransport = HTTPConnectTransport(), logger: Logger

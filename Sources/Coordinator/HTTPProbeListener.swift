@@ -20,7 +20,11 @@ public struct CoordinatorProbeListener: Service {
     let onListening: @Sendable (String) async -> Void
 
     /// - Parameters:
+    ///   - host: the address to listen on.
+    ///   - port: the port; 0 picks a free one.
     ///   - server: the main listener, whose `/health` and `/metrics` this serves.
+    ///   - maxConnections: connections served at once (its budget is its own).
+    ///   - idleTimeout: how long an idle connection stays open.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(
         host: String, port: Int, server: CoordinatorHTTPServer, maxConnections: Int = 16, idleTimeout: Duration = .seconds(5),

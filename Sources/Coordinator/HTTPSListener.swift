@@ -14,6 +14,9 @@ public struct CoordinatorHTTPSListener: Service {
     let onListening: @Sendable (String) async -> Void
 
     /// - Parameters:
+    ///   - host: the address to listen on.
+    ///   - port: the port; 0 picks a free one.
+    ///   - identity: the TLS certificate and key it serves (``LocalTLSIdentity``).
     ///   - server: the plain listener, whose routes, budget and idle timeout this shares.
     ///   - onListening: called once bound, with `host:port` (the real port when `port` is 0).
     public init(

@@ -18,7 +18,7 @@ import Synchronization
 /// | `GET /status` | ``CoordinatorStatus`` as JSON; `503` when the store cannot be read |
 /// | `/admin/…` | with an `admin` token: ``CoordinatorAdminRoutes``; without: `404` |
 /// | `/signing/…` | with `captive`: the captive-signing pages (``CaptiveSigningRoutes``) |
-/// | `/restapi/…`, `/oauth/userinfo` | with `rest`: the eSignature REST API subset (``RESTRoutes``, docs/rest-api.md) |
+/// | `/restapi/…`, `/oauth/userinfo` | with `rest`: the eSignature REST API subset (`RESTRoutes`, docs/rest-api.md) |
 ///
 /// It is a swift-service-lifecycle `Service`: run it in the coordinator's `ServiceGroup`
 /// and it stops accepting connections on graceful shutdown.

@@ -34,7 +34,10 @@ public struct LocalTLSIdentity: Sendable {
     static let maxNames = 64
 
     /// Reads the identity in `directory`, making what is missing or no longer fits.
-    /// - Parameter names: host names and IP addresses (without ports) the listener answers to.
+    /// - Parameters:
+    ///   - directory: where the CA and the server certificate live (made when missing).
+    ///   - names: host names and IP addresses (without ports) the listener answers to.
+    ///   - now: the time certificates are judged and made at.
     public static func loadOrCreate(directory: URL, names: [String], now: Date = WallClock.system.now()) throws -> LocalTLSIdentity {
         let files = FileManager.default
         try files.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])

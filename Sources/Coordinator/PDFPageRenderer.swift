@@ -3,7 +3,7 @@ import FleetProtocol
 import Foundation
 
 /// Draws one PDF page as a PNG with poppler's `pdftoppm` (Debian's `poppler-utils`), run as a
-/// child process (``PDFToolChild``). Bounded by the PDF's size, the image's pixels, the output's
+/// child process (`PDFToolChild`). Bounded by the PDF's size, the image's pixels, the output's
 /// bytes and a deadline after which the child is killed.
 public struct PDFPageRenderer: Sendable {
     /// Why a page was not drawn.

@@ -3,7 +3,7 @@ import Foundation
 
 /// Finds where text is printed in a PDF, for anchor tabs (docs/rest-api.md, "Anchor tabs"): the
 /// words and their boxes come from poppler's `pdftotext -tsv -cropbox` (Debian's `poppler-utils`),
-/// run as a child process (``PDFToolChild``) with the same bounds as the page renderer; their
+/// run as a child process (`PDFToolChild`) with the same bounds as the page renderer; their
 /// output is parsed here, strictly and bounded.
 ///
 /// Coordinates are PDF points (1/72 inch, which DocuSign calls pixels) from the top-left corner of

@@ -18,12 +18,12 @@ import SyncContract
 /// | `GET`, `POST /oauth/auth` | the consent page of the authorization code grant |
 /// | `GET /oauth/userinfo` | the token's user and account, `base_uri` this server |
 /// | `GET /restapi/v2.1/accounts/{accountId}` | the account |
-/// | `POST …/envelopes` | creates and sends an envelope (``REST/EnvelopeDefinition``) as the account's REST sender |
+/// | `POST …/envelopes` | creates and sends an envelope (`REST.EnvelopeDefinition`) as the account's REST sender |
 /// | `GET …/envelopes?from_date=…` | status changes since `from_date` (`status`, `envelope_ids`, `start_position`, `count`) |
 /// | `GET …/envelopes/{envelopeId}` | the envelope (`include=recipients`) |
 /// | `PUT …/envelopes/{envelopeId}` | `{"status": "voided", "voidedReason": …}` voids it |
 /// | `GET …/envelopes/{envelopeId}/recipients` | its recipients by type (`include_tabs=true`: with their tabs) |
-/// | `GET …/envelopes/{envelopeId}/custom_fields` | its custom fields (``REST/CustomFields``) |
+/// | `GET …/envelopes/{envelopeId}/custom_fields` | its custom fields (`REST.CustomFields`) |
 /// | `GET …/envelopes/{envelopeId}/documents` | its documents and their pages; `…/{documentId}`, `combined`, `certificate` the PDFs |
 /// | `POST …/envelopes/{envelopeId}/views/recipient` | a captive signing URL (`{"url": …}`) |
 ///
@@ -678,7 +678,7 @@ public struct RESTRoutes: Sendable {
     }
 
     /// An envelope or template definition: JSON, or multipart with the documents as binary parts
-    /// (``RESTMultipart``), folded back into JSON.
+    /// (`RESTMultipart`), folded back into JSON.
     func definitionBody(_ request: Request) async throws -> Data {
         let body = try await body(of: request, upTo: Self.maxEnvelopeBytes)
         guard let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/") else { return body }

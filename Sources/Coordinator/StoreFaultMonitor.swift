@@ -101,7 +101,7 @@ public final class StoreFaultMonitor: Sendable {
 
     /// The store file, for the log lines.
     public let path: String
-    /// Whether ``path`` is a file whose disk ``probeDisk(bytes:)`` can test (a SQLite store; not a
+    /// Whether `path` is a file whose disk `probeDisk(bytes:)` can test (a SQLite store; not a
     /// PostgreSQL location).
     public let probesDisk: Bool
     private let logger: Logger

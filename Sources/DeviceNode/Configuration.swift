@@ -74,7 +74,7 @@ public struct DeviceConfiguration: Sendable {
     /// SDK does). While kept, a server that lost the item (restored from a backup) gets it again,
     /// with its original signature, at the next session (docs/sync.md, "When a store goes back in time").
     public var retainSynced: Duration?
-    /// The wall clock (a ``WallClock``'s `now`; injectable for tests): what the store stamps —
+    /// The wall clock (a `WallClock`'s `now`, FleetProtocol; injectable for tests): what the store stamps —
     /// template cached times, journal times, signing times, receipts.
     public var clock: @Sendable () -> Date
     /// What ``apiTimeout`` is measured on.

@@ -9,7 +9,7 @@ public struct SyncEngineConfiguration: Sendable {
     /// Pushes of one batch before a pass gives up (each push is itself retried by the client).
     public var maxAttempts: Int
     /// Wait between failed pushes: a ceiling that doubles per failure, with full jitter. Without
-    /// a ``Backoff/jitterSeed`` each pass seeds it from the device id and the pass's number.
+    /// a `Backoff.jitterSeed` each pass seeds it from the device id and the pass's number.
     public var retryBackoff: Backoff
 
     public init(batchSize: Int = 50, maxAttempts: Int = 5, retryBackoff: Backoff = Backoff(initial: .milliseconds(200), maximum: .seconds(10))) {

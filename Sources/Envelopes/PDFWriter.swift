@@ -5,7 +5,7 @@ import Foundation
 ///
 /// Output is PDF 1.4 with a classic cross-reference table of exact offsets (`qpdf --check`
 /// accepts it), uncompressed content streams, and three standard fonts that need no embedding:
-/// `/F1` Helvetica, `/F2` Helvetica-Bold and `/F3` Helvetica-Oblique, in WinAnsiEncoding (``text(_:)``).
+/// `/F1` Helvetica, `/F2` Helvetica-Bold and `/F3` Helvetica-Oblique, in WinAnsiEncoding (`text(_:)`).
 public enum PDFWriter {
     /// One page: its boxes and its content stream (PDF operators in the page's user space).
     public struct Page: Sendable, Hashable {

@@ -51,7 +51,7 @@ public struct NodePlan: Codable, Sendable, Hashable {
     public var serverKey: String?
     /// Set for a process of a hostile group: its devices attack (`HostileDevice`) instead of signing.
     public var hostile: HostilePlan?
-    /// Set for a process of a backend group: its members drive the REST API (``BackendWorker``).
+    /// Set for a process of a backend group: its members drive the REST API (`BackendWorker`).
     public var backend: BackendPlan?
     /// The nice value (0–19) the node process runs at (``ProcessPriority``); absent or 0: unchanged.
     /// The launcher gives `--node-nice` (default 10), so the devices never starve the coordinator.

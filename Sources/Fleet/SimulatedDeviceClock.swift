@@ -28,7 +28,7 @@ extension DeviceClock {
     public var wall: WallClock { WallClock { Date(timeIntervalSince1970: self.now) } }
 }
 
-/// The wall clock: ``WallClock/system`` for the time, and libdispatch's timers for the waits, all on one
+/// The wall clock: `WallClock.system` (FleetProtocol) for the time, and libdispatch's timers for the waits, all on one
 /// serial queue per process (one thread at most, whatever the number of devices: an action only
 /// resumes a waiting device).
 public struct WallDeviceClock: DeviceClock {

@@ -60,7 +60,7 @@ public struct FleetServerConfiguration: Sendable {
     public var peerMessageBurst: Double
     public var peerMessageRate: Double
     /// Requests of *strangers* (CURVE keys none of whose requests other than `hello` and `heartbeat`
-    /// has yet succeeded, ``ProvenKeys``) taken at once, in progress or waiting, and at most one
+    /// has yet succeeded, `ProvenKeys`) taken at once, in progress or waiting, and at most one
     /// per stranger; beyond it their requests are answered `busy` at once, so a crowd of new keys
     /// cannot take the capacity the fleet's devices need. nil: a quarter of
     /// ``maxConcurrentRequests`` (64 of 256). Plain TCP peers are never strangers.
@@ -186,7 +186,7 @@ public actor FleetServer {
     private var openConnections = 0
     /// Gives freed memory back to the system (``MemoryReturn`` unless a test counts the calls).
     private let releaseMemory: @Sendable () -> Void
-    /// Runs ``releaseMemory`` off this actor: it walks the allocator's free lists.
+    /// Runs `releaseMemory` off this actor: it walks the allocator's free lists.
     private static let memoryReturnQueue = DispatchQueue(label: "signfleet.memory-return", qos: .utility)
 
     /// - Parameters:
@@ -197,6 +197,8 @@ public actor FleetServer {
     ///   - metricsFactory: where ``FleetServerMetrics`` are reported; the process-wide
     ///     `MetricsSystem.factory` unless given.
     ///   - clock: what liveness, message budgets and request ages are timed on.
+    ///   - releaseMemory: returns freed memory to the system, off the server's actor, after a
+    ///     burst (the allocator's free pages by default; tests count the calls).
     public init(
         configuration: FleetServerConfiguration, router: RequestRouter, loop: ZMQIOLoop, logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any FleetClock = ContinuousClock(),

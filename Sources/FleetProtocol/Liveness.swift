@@ -105,7 +105,7 @@ public struct LivenessTable<Peer: Hashable & Sendable>: Sendable {
         return changed
     }
 
-    /// ``PeerLiveness/excuse(_:)`` for every peer: the server was stopped or starved of CPU for
+    /// `PeerLiveness.excuse(_:)` for every peer: the server was stopped or starved of CPU for
     /// `absence`, and the messages its devices sent then are still unread in its socket.
     public mutating func excuse(_ absence: Duration, now: ContinuousClock.Instant) {
         guard absence > .zero else { return }

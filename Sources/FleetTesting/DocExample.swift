@@ -6,7 +6,7 @@ import Foundation
 /// A test file keeps an example's code between a `// BEGIN EXAMPLE name` line and the next
 /// `// END EXAMPLE` line, so it compiles as part of the test target and a test runs it; the doc
 /// shows it in the ` ```swift ` block right under an `<!-- example: name -->` line; a test
-/// compares the two with ``compare(_:in:file:)``. Indentation is not part of the comparison: the
+/// compares the two with `compare(_:in:file:)`. Indentation is not part of the comparison: the
 /// code loses the indentation of its `BEGIN` line (an example inside a function's body), the
 /// block the indentation of its fence (a block inside a list item).
 public enum DocExample {

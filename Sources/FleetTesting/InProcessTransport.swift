@@ -5,7 +5,7 @@ import ZeroMQ
 
 /// A coordinator's request dispatch in this process, without a socket: what `FleetServer`
 /// does with each message it reads (`FleetResponder` (FleetProtocol): `hello`, `heartbeat`, then
-/// the `RequestRouter`), for clients made by ``client(deviceID:security:requestTimeout:maxAttempts:)``.
+/// the `RequestRouter`), for clients made by `client(deviceID:security:requestTimeout:maxAttempts:)`.
 ///
 /// Tests and simulations use it to run the sync engine, the remote services and a device's
 /// connection end to end in milliseconds; the ZeroMQ `FleetServer` stays the real one.

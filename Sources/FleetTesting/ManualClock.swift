@@ -4,13 +4,13 @@ import Synchronization
 
 /// A clock whose time moves only when the test moves it.
 ///
-/// Inject it where a component takes a ``FleetProtocol/FleetClock``: the component's sleeps
+/// Inject it where a component takes a `FleetProtocol.FleetClock`: the component's sleeps
 /// (timeouts, back-off, heartbeats) suspend until ``advance(by:)`` passes their deadline, so a
 /// test of a timeout does not wait for one, and a test that is not about timeouts never sees one
 /// fire however slow the machine is.
 ///
 /// Sleepers become due in deadline order, ties in the order they started sleeping; each is resumed
-/// in turn, with the clock's `now` at its deadline. ``sleeping(atLeast:)`` waits until a component
+/// in turn, with the clock's `now` at its deadline. `sleeping(atLeast:)` waits until a component
 /// has reached its wait, so a test advances time only once there is something to advance past.
 ///
 /// ```swift

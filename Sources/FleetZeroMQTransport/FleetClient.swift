@@ -25,11 +25,11 @@ public struct FleetClientConfiguration: Sendable {
     /// Sends of one request before giving up with a retryable `timeout` error.
     public var maxAttempts: Int
     /// Delay before each reconnection: a ceiling that doubles per failure and resets on success,
-    /// with full jitter (a delay drawn from 0 up to the ceiling). Without a ``Backoff/jitterSeed``
+    /// with full jitter (a delay drawn from 0 up to the ceiling). Without a `Backoff.jitterSeed`
     /// the client seeds the jitter from its device id, so devices that lost their server together
     /// come back spread out, and each device's delays replay from run to run.
     public var reconnectBackoff: Backoff
-    /// When a timed-out request may be sent again (``RetryBudget``): resends stop while most
+    /// When a timed-out request may be sent again (`RetryBudget`): resends stop while most
     /// recent requests go unanswered, and the request fails at once with a retryable `timeout`.
     public var retryBudget: RetryBudget = RetryBudget()
     /// Used until the server's `HelloReply` says otherwise.

@@ -3,7 +3,7 @@ import Logging
 import ZeroMQ
 
 /// A ``FleetClient`` with the task that keeps its connection up, from
-/// ``open(configuration:loop:logger:)`` to ``close()``, both called by its owner: the connection
+/// `open(configuration:loop:logger:)` to `close()`, both called by its owner: the connection
 /// starts when asked, never from an initializer, and ends before `close()` returns.
 ///
 /// A simulated device opens one each time it comes online (a stopped client cannot be
@@ -24,7 +24,7 @@ public struct FleetClientConnection: Sendable {
         self.task = task
     }
 
-    /// Starts connecting; the caller owns the connection and must ``close()`` it.
+    /// Starts connecting; the caller owns the connection and must `close()` it.
     public static func open(
         configuration: FleetClientConfiguration, loop: ZMQIOLoop, logger: Logger, clock: any FleetClock = ContinuousClock()
     ) -> FleetClientConnection {
