@@ -36,15 +36,18 @@ import ZeroMQ
         _ = try await firstElement(of: client.events, within: .seconds(120), "connected") {
             if case .connected = $0 { true } else { false }
         }
-        #expect(try await proxies.connectionsAccepted("coordinator") == 1)
+        // Usually the first connection; on a machine too busy to answer a 300 ms PING in time,
+        // libzmq may already have dialled again, so the test silences whichever is current.
+        let current = try await proxies.connectionsAccepted("coordinator")
+        #expect(current >= 1)
 
         // The coordinator's replies stop reaching this connection, and only this one: the toxic
         // applies to a connection by a seeded draw, and its name is chosen so that the draw takes
-        // the first connection and spares the next ones (revision 1: the proxy's first toxic).
+        // the current connection and spares the next ones (revision 1: the proxy's first toxic).
         let name = try #require(
-            (0..<10_000).lazy.map { "silence-\($0)" }.first { name in
-                ToxicityDraw.applies(seed: 7, proxy: "coordinator", connection: 1, toxic: name, revision: 1, toxicity: 0.5)
-                    && (2...4).allSatisfy {
+            (0..<100_000).lazy.map { "silence-\($0)" }.first { name in
+                ToxicityDraw.applies(seed: 7, proxy: "coordinator", connection: current, toxic: name, revision: 1, toxicity: 0.5)
+                    && (current + 1...current + 8).allSatisfy {
                         !ToxicityDraw.applies(seed: 7, proxy: "coordinator", connection: $0, toxic: name, revision: 1, toxicity: 0.5)
                     }
             })
@@ -57,7 +60,7 @@ import ZeroMQ
             try await client.request(Heartbeat())
         }
         #expect(reply.serverInstance == server.instance)
-        #expect(try await proxies.connectionsAccepted("coordinator") >= 2, "libzmq dialled again")
+        #expect(try await proxies.connectionsAccepted("coordinator") > current, "libzmq dialled again")
         #expect(await client.socketsOpened == 1, "the client kept its socket: no new handshake or hello of its own making")
 
         connection.cancel()
